@@ -1,0 +1,149 @@
+"""The stage registry: the pieces of a pipeline that ``perfgate bench`` measures.
+
+A stage is a function that takes a :class:`StageContext`, does its set-up (not timed)
+and returns a zero-argument callable; the runner times each call of that callable::
+
+    from perfgate.bench import stage
+
+    @stage("my_load", metric="dbn_load_time_ms", unit="ms")
+    def my_load(ctx):
+        path = ctx.data_path           # set-up: not timed
+        def once():
+            ctx.state["bars"] = load(path)
+        return once                    # timed: one sample per call
+
+Stages run in registration order; a stage may leave values in ``ctx.state`` for the
+stages after it. ``items_per_call`` turns each timing into a throughput sample as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Stage", "StageContext", "clear", "register", "stage", "stages_for"]
+
+_TIME_UNITS = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
+
+
+@dataclass(slots=True, kw_only=True)
+class StageContext:
+    """What a stage's set-up may read, and where stages share what they made."""
+
+    model: str
+    suite: str = "pipeline"
+    data_path: Path | None = None
+    seed: int = 0
+    device: str = "cpu"
+    params: dict[str, Any] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stage:
+    """One registered stage.
+
+    Attributes:
+        name: unique stage name within its suite.
+        metric: the metric its per-call wall times go to.
+        unit: time unit of that metric: ``s``, ``ms``, ``us`` or ``ns``.
+        setup: ``setup(ctx) -> callable``; the callable is what gets timed.
+        suite: the suite it belongs to.
+        models: the models it applies to; ``None`` for every model.
+        warmup: calls before timing; ``None`` lets the runner choose.
+        repeat: timed calls; ``None`` lets the runner choose.
+        items_per_call: samples processed per call; with ``throughput_metric`` each
+            timing also yields ``items_per_call / seconds``.
+        throughput_metric: name of that throughput metric.
+        synchronize: wait for asynchronous devices (CUDA) around each timed call.
+    """
+
+    name: str
+    metric: str
+    unit: str
+    setup: Callable[[StageContext], Callable[[], object]]
+    suite: str = "pipeline"
+    models: tuple[str, ...] | None = None
+    warmup: int | None = None
+    repeat: int | None = None
+    items_per_call: int | None = None
+    throughput_metric: str | None = None
+    synchronize: bool = True
+
+    def __post_init__(self) -> None:
+        if self.unit not in _TIME_UNITS:
+            raise ValueError(f"stage {self.name!r}: unit must be one of {sorted(_TIME_UNITS)}, got {self.unit!r}")
+        if (self.items_per_call is None) != (self.throughput_metric is None):
+            raise ValueError(f"stage {self.name!r}: items_per_call and throughput_metric go together")
+        if self.warmup is not None and self.warmup < 0:
+            raise ValueError(f"stage {self.name!r}: warmup must be >= 0, got {self.warmup}")
+        if self.repeat is not None and self.repeat < 1:
+            raise ValueError(f"stage {self.name!r}: repeat must be >= 1, got {self.repeat}")
+
+    @property
+    def scale(self) -> float:
+        """Factor from seconds to this stage's unit."""
+        return _TIME_UNITS[self.unit]
+
+    def applies_to(self, model: str) -> bool:
+        return self.models is None or model in self.models
+
+
+_REGISTRY: dict[tuple[str, str], Stage] = {}
+
+
+def register(entry: Stage) -> Stage:
+    """Add a stage; a stage of the same suite and name is replaced."""
+    _REGISTRY[(entry.suite, entry.name)] = entry
+    return entry
+
+
+def stage(
+    name: str,
+    *,
+    metric: str,
+    unit: str = "ms",
+    suite: str = "pipeline",
+    models: Iterable[str] | None = None,
+    warmup: int | None = None,
+    repeat: int | None = None,
+    items_per_call: int | None = None,
+    throughput_metric: str | None = None,
+    synchronize: bool = True,
+) -> Callable[[Callable[[StageContext], Callable[[], object]]], Callable[[StageContext], Callable[[], object]]]:
+    """Decorator form of :func:`register`; returns the set-up function unchanged."""
+
+    def decorate(
+        setup: Callable[[StageContext], Callable[[], object]],
+    ) -> Callable[[StageContext], Callable[[], object]]:
+        register(
+            Stage(
+                name=name,
+                metric=metric,
+                unit=unit,
+                setup=setup,
+                suite=suite,
+                models=tuple(models) if models is not None else None,
+                warmup=warmup,
+                repeat=repeat,
+                items_per_call=items_per_call,
+                throughput_metric=throughput_metric,
+                synchronize=synchronize,
+            )
+        )
+        return setup
+
+    return decorate
+
+
+def stages_for(suite: str, model: str) -> list[Stage]:
+    """The stages of ``suite`` that apply to ``model``, in registration order."""
+    return [s for (su, _), s in _REGISTRY.items() if su == suite and s.applies_to(model)]
+
+
+def clear(suite: str | None = None) -> None:
+    """Forget registered stages (of one suite, or all); for tests."""
+    for key in [k for k in _REGISTRY if suite is None or k[0] == suite]:
+        del _REGISTRY[key]

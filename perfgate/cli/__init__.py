@@ -1,0 +1,85 @@
+"""perfgate's command line: one module per command, errors mapped to exit codes here only.
+
+Each command module has ``add_arguments(parser)`` and ``run(args) -> int``; modules are
+imported only when their command runs, so ``perfgate check`` never pays for torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+from collections.abc import Sequence
+
+from perfgate import __version__
+from perfgate.errors import EXIT_ERROR, PerfgateError
+
+__all__ = ["COMMANDS", "main"]
+
+# command -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "bench": ("perfgate.cli.bench", "run the benchmark stages of a model and write a run file"),
+    "check": ("perfgate.cli.check", "compare a run against its baseline; exit 1 on regression"),
+    "record": ("perfgate.cli.record", "add finished runs to the result store"),
+    "baseline": ("perfgate.cli.baseline", "save, show and export per-model baselines"),
+    "data": ("perfgate.cli.data", "synthesise and inspect DBN market-data files"),
+}
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="perfgate",
+        description="Performance-regression gate for ML training pipelines.",
+    )
+    parser.add_argument("--version", action="version", version=f"perfgate {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, description=help_text, add_help=False)
+    return parser
+
+
+def _command_parser(name: str) -> tuple[argparse.ArgumentParser, object]:
+    module_name, help_text = COMMANDS[name]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=f"perfgate {name}", description=help_text)
+    module.add_arguments(parser)
+    return parser, module
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run perfgate with ``argv`` (default: ``sys.argv[1:]``) and return the exit code.
+
+    0 nothing regressed, 1 a regression or broken budget, 2 the tool could not decide.
+    """
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    top = _build_parser()
+    if not args_list or args_list[0] not in COMMANDS:
+        if args_list and not args_list[0].startswith("-"):
+            top.print_usage(sys.stderr)
+            print(f"perfgate: error: unknown command {args_list[0]!r}; choose from {', '.join(COMMANDS)}", file=sys.stderr)
+            return EXIT_ERROR
+        try:
+            top.parse_args(args_list)
+        except SystemExit as exc:
+            return int(exc.code or 0)
+        top.print_help()
+        return EXIT_ERROR
+    name = args_list[0]
+    try:
+        parser, module = _command_parser(name)
+        try:
+            args = parser.parse_args(args_list[1:])
+        except SystemExit as exc:  # argparse: --help exits 0, a usage error exits 2
+            return int(exc.code or 0)
+        return int(module.run(args))  # type: ignore[attr-defined]
+    except PerfgateError as exc:
+        print(f"perfgate {name}: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print(f"perfgate {name}: interrupted", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception:  # a crash is never 0 (pass) and never 1 (regression)
+        traceback.print_exc()
+        print(f"perfgate {name}: internal error (a bug in perfgate); exit code 2", file=sys.stderr)
+        return EXIT_ERROR
