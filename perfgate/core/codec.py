@@ -1,0 +1,280 @@
+"""Run files: dict/JSON <-> :class:`~perfgate.core.schema.Run`, versioned and deterministic.
+
+Two formats are read:
+
+* the versioned run format (``schema_version`` 1, DESIGN §3), upgraded step by step from
+  older versions through :data:`UPGRADES` and refused when newer than this perfgate;
+* the seed's flat format (one number per metric plus ``timestamp``, ``git_commit``,
+  ``model_type``), read as one sample per metric.
+
+Writing always produces the current version with sorted keys. Errors are
+:class:`~perfgate.errors.InputError` naming the file (``source``) and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from perfgate.core.metrics import BUILTIN_METRICS, Direction, MetricInfo
+from perfgate.core.schema import SCHEMA_VERSION, GitInfo, Machine, Metric, Run
+from perfgate.errors import InputError, SchemaVersionError
+
+__all__ = [
+    "FLAT_FIELDS",
+    "UPGRADES",
+    "dumps",
+    "format_timestamp",
+    "is_flat_format",
+    "parse_timestamp",
+    "run_from_dict",
+    "run_to_dict",
+]
+
+# version N -> function turning a version-N document into version N+1. Empty while the
+# format has only version 1; keep every step once it exists (old files live forever).
+UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+FLAT_FIELDS = ("timestamp", "git_commit", "model_type")
+
+
+def parse_timestamp(value: object, *, source: str | None, field: str) -> str:
+    """Normalise an ISO-8601 timestamp to UTC ``YYYY-MM-DDTHH:MM:SS[.ffffff]Z``.
+
+    A timestamp without a zone is taken as UTC (the seed writes UTC).
+    """
+    if not isinstance(value, str):
+        raise InputError(f"expected an ISO-8601 timestamp string, got {value!r}", source=source, field=field)
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    # chrono writes nanoseconds; datetime takes at most microseconds
+    if "." in text:
+        head, _, rest = text.partition(".")
+        digits = "".join(ch for ch in rest if ch.isdigit())
+        zone = rest[len(digits) :]
+        text = f"{head}.{digits[:6]}{zone}" if digits else head + zone
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise InputError(f"not an ISO-8601 timestamp: {value!r}", source=source, field=field) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return format_timestamp(moment)
+
+
+def format_timestamp(moment: datetime) -> str:
+    """UTC ISO-8601 with a ``Z``; microseconds only when present."""
+    moment = moment.astimezone(UTC)
+    spec = "%Y-%m-%dT%H:%M:%S.%fZ" if moment.microsecond else "%Y-%m-%dT%H:%M:%SZ"
+    return moment.strftime(spec)
+
+
+def is_flat_format(data: Mapping[str, Any]) -> bool:
+    """True for the seed's flat single-number files."""
+    return "metrics" not in data and "schema_version" not in data and ("model_type" in data or "model" in data)
+
+
+def _known(name: str, extra: Mapping[str, MetricInfo]) -> MetricInfo | None:
+    return extra.get(name) or BUILTIN_METRICS.get(name)
+
+
+def _sample(value: object, *, source: str | None, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(f"expected a number, got {value!r}", source=source, field=field)
+    number = float(value)
+    if not math.isfinite(number):
+        raise InputError(
+            f"{number!r} is not allowed; samples must be finite numbers (re-run the benchmark)",
+            source=source,
+            field=field,
+        )
+    if number < 0:
+        raise InputError(f"negative sample {number!r}; samples must be >= 0", source=source, field=field)
+    return number
+
+
+def _metric(
+    name: str, raw: object, *, source: str | None, extra: Mapping[str, MetricInfo]
+) -> Metric:
+    where = f"metrics.{name}"
+    if not isinstance(raw, Mapping):
+        raise InputError("expected an object with 'samples'", source=source, field=where)
+    info = _known(name, extra)
+    unit = raw.get("unit", info.unit if info else None)
+    direction = raw.get("direction", info.direction if info else None)
+    if unit is None or direction is None:
+        missing = "unit" if unit is None else "direction"
+        raise InputError(
+            f"unknown metric without {missing}; add 'unit' and 'direction' to the file or declare the metric "
+            "under [tool.perfgate.metrics] in the configuration",
+            source=source,
+            field=where,
+        )
+    if not isinstance(unit, str):
+        raise InputError(f"unit must be a string, got {unit!r}", source=source, field=f"{where}.unit")
+    try:
+        direction = Direction(direction)
+    except ValueError:
+        choices = ", ".join(d.value for d in Direction)
+        raise InputError(f"direction {direction!r} is not one of {choices}", source=source, field=f"{where}.direction")
+    samples = raw.get("samples")
+    if not isinstance(samples, list | tuple):
+        raise InputError("expected a list of numbers", source=source, field=f"{where}.samples")
+    if not samples:
+        raise InputError("no samples; a metric needs at least one", source=source, field=f"{where}.samples")
+    values = tuple(_sample(v, source=source, field=f"{where}.samples[{i}]") for i, v in enumerate(samples))
+    return Metric(name=name, unit=unit, direction=direction, samples=values)
+
+
+def _flat_to_run(data: Mapping[str, Any], *, source: str | None, extra: Mapping[str, MetricInfo]) -> Run:
+    model = data.get("model_type", data.get("model"))
+    if not isinstance(model, str) or not model.strip():
+        raise InputError("expected the model name (a non-empty string)", source=source, field="model_type")
+    metrics: dict[str, Metric] = {}
+    for key, value in data.items():
+        if key in FLAT_FIELDS or key == "model":
+            continue
+        info = _known(key, extra)
+        if info is None:
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                raise InputError(
+                    "unknown metric without unit/direction; declare it under [tool.perfgate.metrics] "
+                    "or use the versioned run format",
+                    source=source,
+                    field=key,
+                )
+            continue  # other metadata a flat file may carry
+        number = _sample(value, source=source, field=key)
+        metrics[key] = Metric(name=key, unit=info.unit, direction=info.direction, samples=(number,))
+    if not metrics:
+        raise InputError("no metrics found (expected e.g. dbn_load_time_ms)", source=source, field="metrics")
+    created = data.get("timestamp")
+    commit = data.get("git_commit")
+    if commit is not None and not isinstance(commit, str):
+        raise InputError(f"expected a string, got {commit!r}", source=source, field="git_commit")
+    return Run(
+        model=model.strip(),
+        metrics=metrics,
+        created_at=None if created is None else parse_timestamp(created, source=source, field="timestamp"),
+        git=GitInfo(commit=commit),
+        single_sample_format=True,
+    )
+
+
+def _upgrade(data: dict[str, Any], *, source: str | None) -> dict[str, Any]:
+    version = data.get("schema_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise InputError(f"expected a positive integer, got {version!r}", source=source, field="schema_version")
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"schema_version {version} is newer than this perfgate reads ({SCHEMA_VERSION}); upgrade perfgate",
+            source=source,
+            field="schema_version",
+        )
+    while version < SCHEMA_VERSION:
+        data = UPGRADES[version](data)
+        version += 1
+        data["schema_version"] = version
+    return data
+
+
+def _optional_str(data: Mapping[str, Any], key: str, *, source: str | None, where: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise InputError(f"expected a string, got {value!r}", source=source, field=where)
+    return value
+
+
+def run_from_dict(
+    data: object, *, source: str | None = None, metric_info: Mapping[str, MetricInfo] | None = None
+) -> Run:
+    """Build a :class:`Run` from a decoded JSON document (either format).
+
+    Args:
+        data: the decoded JSON value.
+        source: the file it came from, named in every error.
+        metric_info: extra metric definitions (from the configuration) for names outside
+            the built-in table.
+
+    Raises:
+        InputError: a missing or invalid field; the message names it.
+        SchemaVersionError: the document is newer than this perfgate.
+    """
+    extra = metric_info or {}
+    if not isinstance(data, Mapping):
+        raise InputError(f"expected a JSON object at the top level, got {type(data).__name__}", source=source)
+    if is_flat_format(data):
+        return _flat_to_run(data, source=source, extra=extra)
+    doc = _upgrade(dict(data), source=source)
+    model = doc.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise InputError("expected the model name (a non-empty string)", source=source, field="model")
+    raw_metrics = doc.get("metrics")
+    if not isinstance(raw_metrics, Mapping) or not raw_metrics:
+        raise InputError("expected a non-empty object of metrics", source=source, field="metrics")
+    metrics = {name: _metric(name, raw, source=source, extra=extra) for name, raw in raw_metrics.items()}
+    git = doc.get("git") or {}
+    machine = doc.get("machine") or {}
+    config = doc.get("config") or {}
+    for key, value in (("git", git), ("machine", machine), ("config", config)):
+        if not isinstance(value, Mapping):
+            raise InputError("expected an object", source=source, field=key)
+    dirty = git.get("dirty")
+    if dirty is not None and not isinstance(dirty, bool):
+        raise InputError(f"expected true or false, got {dirty!r}", source=source, field="git.dirty")
+    created = doc.get("created_at")
+    suite = doc.get("suite", "pipeline")
+    if not isinstance(suite, str) or not suite:
+        raise InputError(f"expected a non-empty string, got {suite!r}", source=source, field="suite")
+    return Run(
+        schema_version=SCHEMA_VERSION,
+        run_id=_optional_str(doc, "run_id", source=source, where="run_id"),
+        suite=suite,
+        model=model.strip(),
+        created_at=None if created is None else parse_timestamp(created, source=source, field="created_at"),
+        git=GitInfo(
+            commit=_optional_str(git, "commit", source=source, where="git.commit"),
+            branch=_optional_str(git, "branch", source=source, where="git.branch"),
+            dirty=dirty,
+        ),
+        machine=Machine(
+            fingerprint=_optional_str(machine, "fingerprint", source=source, where="machine.fingerprint"),
+            details={k: v for k, v in machine.items() if k != "fingerprint"},
+        ),
+        config=config,
+        metrics=metrics,
+    )
+
+
+def run_to_dict(run: Run) -> dict[str, Any]:
+    """The current-version document for ``run`` (a seed-format run is written upgraded)."""
+    machine: dict[str, Any] = dict(run.machine.details)
+    if run.machine.fingerprint is not None:
+        machine["fingerprint"] = run.machine.fingerprint
+    doc: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "suite": run.suite,
+        "model": run.model,
+        "git": {k: v for k, v in (("commit", run.git.commit), ("branch", run.git.branch), ("dirty", run.git.dirty))
+                if v is not None},
+        "machine": machine,
+        "config": dict(run.config),
+        "metrics": {
+            name: {"unit": m.unit, "direction": m.direction.value, "samples": list(m.samples)}
+            for name, m in run.metrics.items()
+        },
+    }
+    if run.run_id is not None:
+        doc["run_id"] = run.run_id
+    if run.created_at is not None:
+        doc["created_at"] = run.created_at
+    return doc
+
+
+def dumps(run: Run) -> str:
+    """Deterministic JSON text of ``run``: sorted keys, two-space indent, trailing newline."""
+    return json.dumps(run_to_dict(run), sort_keys=True, indent=2, allow_nan=False) + "\n"

@@ -1,0 +1,89 @@
+"""What a check decides with: thresholds, the family-wise alpha and budgets.
+
+Built from the configuration by the shell; validated here so that a bad value is caught
+before any comparison runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from perfgate.core.metrics import MetricInfo
+
+__all__ = ["BUDGET_STATISTICS", "Budget", "Policy"]
+
+BUDGET_STATISTICS = ("median", "mean", "p50", "p95", "p99", "max", "min")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Budget:
+    """An absolute limit on one statistic of one metric of one model.
+
+    The comparison follows the metric's direction: a lower-is-better metric must stay at or
+    below ``limit``, a higher-is-better one at or above it.
+    """
+
+    model: str
+    metric: str
+    statistic: str
+    limit: float
+
+    def __post_init__(self) -> None:
+        if self.statistic not in BUDGET_STATISTICS:
+            raise ValueError(
+                f"budget {self.model}.{self.metric}: statistic must be one of {', '.join(BUDGET_STATISTICS)}, "
+                f"got {self.statistic!r}"
+            )
+        if isinstance(self.limit, bool) or not isinstance(self.limit, int | float) or not math.isfinite(self.limit):
+            raise ValueError(f"budget {self.model}.{self.metric}.{self.statistic}: limit must be a finite number")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Policy:
+    """The decision parameters of one check (DESIGN §4).
+
+    Attributes:
+        threshold_pct: the global threshold, in percent of the baseline.
+        alpha: the family-wise error rate over all comparisons of one check.
+        thresholds_pct: per-metric thresholds in percent, overriding the global one.
+        budgets: absolute limits; only those of the checked model apply.
+        metric_info: definitions of metrics outside the built-in table.
+        confidence: level of the confidence intervals shown in reports.
+        power: the power the "samples that would decide" figure is computed for.
+    """
+
+    threshold_pct: float = 10.0
+    alpha: float = 0.01
+    thresholds_pct: Mapping[str, float] = field(default_factory=dict)
+    budgets: tuple[Budget, ...] = ()
+    metric_info: Mapping[str, MetricInfo] = field(default_factory=dict)
+    confidence: float = 0.95
+    power: float = 0.8
+
+    def __post_init__(self) -> None:
+        _check_threshold("threshold", self.threshold_pct)
+        for name, value in self.thresholds_pct.items():
+            _check_threshold(f"thresholds.{name}", value)
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"alpha must be between 0 and 1 (exclusive), got {self.alpha!r}")
+        if not 0.5 <= self.confidence < 1.0:
+            raise ValueError(f"confidence must be in [0.5, 1), got {self.confidence!r}")
+        if not 0.5 <= self.power < 1.0:
+            raise ValueError(f"power must be in [0.5, 1), got {self.power!r}")
+        object.__setattr__(self, "thresholds_pct", MappingProxyType(dict(self.thresholds_pct)))
+        object.__setattr__(self, "metric_info", MappingProxyType(dict(self.metric_info)))
+
+    def threshold_for(self, metric: str) -> float:
+        """The threshold of ``metric`` as a fraction (10 % -> 0.10)."""
+        return self.thresholds_pct.get(metric, self.threshold_pct) / 100.0
+
+    def budgets_for(self, model_key: str) -> tuple[Budget, ...]:
+        return tuple(b for b in self.budgets if b.model == model_key)
+
+
+def _check_threshold(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a non-negative percentage, got {value!r}")

@@ -1,0 +1,111 @@
+"""The data model: a :class:`Run` of :class:`Metric` samples (DESIGN §3).
+
+Values are immutable and validated on construction; every summary (median, percentiles,
+confidence intervals) is derived from the raw samples, never read from a file.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from perfgate.core.metrics import Direction
+
+__all__ = ["SCHEMA_VERSION", "GitInfo", "Machine", "Metric", "Run", "normalize_model"]
+
+# Run-file format history:
+#   1: first version (schema_version, run_id, suite, model, created_at, git, machine,
+#      config, metrics{name: {unit, direction, samples}}).
+SCHEMA_VERSION = 1
+
+
+def normalize_model(name: str) -> str:
+    """Canonical model key: lower case, letters and digits only ("MAMBA-2" -> "mamba2")."""
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Metric:
+    """One measured quantity and its raw samples (one float per repetition)."""
+
+    name: str
+    unit: str
+    direction: Direction
+    samples: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("metric name must not be empty")
+        if not isinstance(self.direction, Direction):
+            raise ValueError(f"metric {self.name!r}: direction must be a Direction, got {self.direction!r}")
+        if len(self.samples) == 0:
+            raise ValueError(f"metric {self.name!r}: samples must not be empty")
+        for i, value in enumerate(self.samples):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"metric {self.name!r}: samples[{i}] is not a number: {value!r}")
+            if not math.isfinite(value):
+                raise ValueError(f"metric {self.name!r}: samples[{i}] is {value!r}; samples must be finite")
+            if value < 0:
+                raise ValueError(f"metric {self.name!r}: samples[{i}] is negative ({value!r})")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GitInfo:
+    """Where the measured code came from."""
+
+    commit: str | None = None
+    branch: str | None = None
+    dirty: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Machine:
+    """The machine fingerprint and what it was made of (CPU, cores, memory, OS, ...)."""
+
+    fingerprint: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "details", _frozen(self.details))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Run:
+    """One benchmark run of one model: metrics with raw samples plus provenance.
+
+    ``created_at`` is a UTC ISO-8601 string ("2026-11-29T18:00:00Z") or ``None`` when the
+    source did not say; ``single_sample_format`` marks runs read from the seed's flat files.
+    """
+
+    model: str
+    metrics: Mapping[str, Metric]
+    schema_version: int = SCHEMA_VERSION
+    run_id: str | None = None
+    suite: str = "pipeline"
+    created_at: str | None = None
+    git: GitInfo = field(default_factory=GitInfo)
+    machine: Machine = field(default_factory=Machine)
+    config: Mapping[str, Any] = field(default_factory=dict)
+    single_sample_format: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise ValueError("run model must not be empty")
+        if not self.metrics:
+            raise ValueError(f"run of model {self.model!r} has no metrics")
+        for key, metric in self.metrics.items():
+            if key != metric.name:
+                raise ValueError(f"metrics key {key!r} does not match metric name {metric.name!r}")
+        object.__setattr__(self, "metrics", _frozen(self.metrics))
+        object.__setattr__(self, "config", _frozen(self.config))
+
+    @property
+    def model_key(self) -> str:
+        return normalize_model(self.model)
