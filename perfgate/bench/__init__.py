@@ -1,4 +1,4 @@
-"""Measurement: timers, the stage registry, the runner and the machine fingerprint."""
+"""Measurement: the stage registry, the runner, peak memory, machine fingerprint, git provenance."""
 
 from perfgate.bench.registry import Stage, StageContext, register, stage, stages_for
 

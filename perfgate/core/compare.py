@@ -234,6 +234,10 @@ def _prepare(base: Metric, cur: Metric, statistic: str, policy: Policy) -> _Pend
         log_worse = log_ratio if cur.direction is Direction.LOWER else -log_ratio
     elif base_value == cur_value:
         log_worse = 0.0
+    elif base_value > 0:
+        # the current value is 0: a time that vanished is infinitely better, a rate that fell
+        # to 0 is a total loss (worse = +100 %) and must not pass as "undefined"
+        log_worse = -math.inf if cur.direction is Direction.LOWER else math.inf
     pending = _Pending(
         base=base,
         cur=cur,
@@ -264,7 +268,8 @@ def _prepare(base: Metric, cur: Metric, statistic: str, policy: Policy) -> _Pend
         pending.p_value = z_test_worse(log_worse, pending.se)
     else:
         pending.fixed = Verdict.INCONCLUSIVE
-        pending.reason = f"the baseline {statistic} is 0; a relative change is undefined"
+        side = "baseline" if base_value == 0 else "current"
+        pending.reason = f"the {side} {statistic} is 0; the log-ratio test is undefined"
     return pending
 
 
@@ -309,7 +314,7 @@ def _decide(p: _Pending, p_adjusted: float | None, policy: Policy, n_tests: int)
                     f"over the threshold but not significant (adjusted p = {p_adjusted:.3g} ≥ α = {policy.alpha:g})"
                 )
                 required = _required_n(n_now, p.se, p.log_worse, z_alpha + z_power)
-        elif -p.log_worse > bound and ci is not None and ci[1] < 0:
+        elif -p.log_worse > bound and (ci[1] < 0 if ci is not None else p.log_worse == -math.inf):
             verdict = Verdict.IMPROVED
         elif ci is not None and ci[1] > p.threshold and p.log_worse <= bound:
             verdict = Verdict.INCONCLUSIVE

@@ -1,0 +1,169 @@
+"""A Python API for use inside a training script: record metrics, keep a baseline, check.
+
+The counterpart of the seed's ``PerformanceTracker`` / ``PerformanceMetrics``::
+
+    from perfgate.api import PerformanceTracker
+
+    tracker = PerformanceTracker("dqn", directory="benchmark_results")
+    for batch in loader:
+        with tracker.timer("training_step_time_ms"):
+            train_step(batch)
+    tracker.record("memory_usage_mb", peak_mb)
+    run = tracker.save("benchmark_results/dqn_current.json")
+    if not tracker.baseline_exists():
+        tracker.save_baseline()
+    result = tracker.check()          # a CheckResult; result.failed, result.regressions
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import wraps
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+from perfgate.core.codec import format_timestamp
+from perfgate.core.compare import CheckResult, compare_runs
+from perfgate.core.metrics import BUILTIN_METRICS, Direction
+from perfgate.core.policy import Policy
+from perfgate.core.schema import GitInfo, Machine, Metric, Run, normalize_model
+from perfgate.errors import InputError
+from perfgate.runfile import load_run, save_run
+
+__all__ = ["PerformanceMetrics", "PerformanceTracker"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_TIME_SCALE = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PerformanceMetrics:
+    """The seed's six numbers for one run; :meth:`to_run` makes a one-sample-per-metric run."""
+
+    dbn_load_time_ms: float
+    feature_extraction_time_ms: float
+    training_step_time_ms: float
+    inference_latency_us: float
+    throughput_samples_per_sec: float
+    memory_usage_mb: float
+    model_type: str
+    git_commit: str | None = None
+    timestamp: datetime | None = None
+
+    def to_run(self) -> Run:
+        metrics = {}
+        for name, info in BUILTIN_METRICS.items():
+            if hasattr(self, name):
+                metrics[name] = Metric(name=name, unit=info.unit, direction=info.direction,
+                                       samples=(float(getattr(self, name)),))
+        created = format_timestamp(self.timestamp or datetime.now(UTC))
+        return Run(model=self.model_type, metrics=metrics, created_at=created, git=GitInfo(commit=self.git_commit),
+                   run_id=uuid.uuid4().hex)
+
+
+@dataclass(slots=True)
+class PerformanceTracker:
+    """Collects samples per metric during a script, then saves and checks them."""
+
+    model: str
+    directory: Path | str = "benchmark_results"
+    policy: Policy = field(default_factory=Policy)
+    git_commit: str | None = None
+    suite: str = "pipeline"
+    units: dict[str, tuple[str, Direction]] = field(default_factory=dict)
+    _samples: dict[str, list[float]] = field(default_factory=dict)
+
+    def record(self, metric: str, value: float, *, unit: str | None = None,
+               direction: Direction | str | None = None) -> None:
+        """Add one sample. Metrics outside the built-in table need ``unit`` and ``direction`` once."""
+        if unit is not None or direction is not None:
+            if unit is None or direction is None:
+                raise InputError("give unit and direction together", field=metric)
+            self.units[metric] = (unit, Direction(direction))
+        elif metric not in BUILTIN_METRICS and metric not in self.units:
+            raise InputError("unknown metric: pass unit= and direction= the first time", field=metric)
+        self._samples.setdefault(metric, []).append(float(value))
+
+    def record_metrics(self, metrics: PerformanceMetrics) -> None:
+        """Add the seed's six numbers as one sample each."""
+        for name, metric in metrics.to_run().metrics.items():
+            self.record(name, metric.samples[0])
+
+    @contextmanager
+    def timer(self, metric: str, *, unit: str | None = None) -> Iterator[None]:
+        """Time the ``with`` block into ``metric`` (unit from the metric table or ``unit``)."""
+        info = BUILTIN_METRICS.get(metric)
+        chosen = unit or (info.unit if info else None) or (self.units.get(metric, ("ms",))[0])
+        if chosen not in _TIME_SCALE:
+            raise InputError(f"cannot time into unit {chosen!r}; use one of {sorted(_TIME_SCALE)}", field=metric)
+        start = time.perf_counter_ns()
+        try:
+            yield
+        finally:
+            elapsed = (time.perf_counter_ns() - start) / 1e9 * _TIME_SCALE[chosen]
+            if metric in BUILTIN_METRICS or metric in self.units:
+                self.record(metric, elapsed)
+            else:
+                self.record(metric, elapsed, unit=chosen, direction=Direction.LOWER)
+
+    def timed(self, metric: str, *, unit: str | None = None) -> Callable[[Callable[P, R]], Callable[P, R]]:
+        """Decorator form of :meth:`timer`: every call of the function is one sample."""
+
+        def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+            @wraps(fn)
+            def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+                with self.timer(metric, unit=unit):
+                    return fn(*args, **kwargs)
+
+            return wrapper
+
+        return decorate
+
+    def to_run(self, *, config: Mapping[str, Any] | None = None) -> Run:
+        if not self._samples:
+            raise InputError("nothing recorded yet", field=self.model)
+        metrics = {}
+        for name, samples in self._samples.items():
+            info = BUILTIN_METRICS.get(name)
+            unit, direction = self.units.get(name) or (info.unit, info.direction)  # type: ignore[union-attr]
+            metrics[name] = Metric(name=name, unit=unit, direction=direction, samples=tuple(samples))
+        from perfgate.bench.gitinfo import collect_git
+        from perfgate.bench.machine import collect_machine
+
+        machine = collect_machine()
+        fingerprint = machine.pop("fingerprint")
+        return Run(model=self.model, suite=self.suite, metrics=metrics, run_id=uuid.uuid4().hex,
+                   created_at=format_timestamp(datetime.now(UTC)), git=collect_git(self.git_commit),
+                   machine=Machine(fingerprint=fingerprint, details=machine), config=dict(config or {}))
+
+    @property
+    def baseline_path(self) -> Path:
+        return Path(self.directory) / f"{normalize_model(self.model)}_baseline.json"
+
+    def baseline_exists(self) -> bool:
+        return self.baseline_path.exists()
+
+    def save(self, path: Path | str) -> Run:
+        """Write what was recorded as a run file and return the run."""
+        run = self.to_run()
+        save_run(path, run)
+        return run
+
+    def save_baseline(self, run: Run | None = None) -> Path:
+        """Make ``run`` (default: what was recorded) this model's baseline file."""
+        save_run(self.baseline_path, run or self.to_run())
+        return self.baseline_path
+
+    def check(self, run: Run | None = None, *, allow_machine_mismatch: bool = False) -> CheckResult:
+        """Compare ``run`` (default: what was recorded) against the saved baseline."""
+        baseline = load_run(self.baseline_path, self.policy.metric_info)
+        return compare_runs(baseline, run or self.to_run(), self.policy,
+                            allow_machine_mismatch=allow_machine_mismatch,
+                            baseline_source=f"file `{self.baseline_path}`")

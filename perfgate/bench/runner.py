@@ -1,0 +1,196 @@
+"""The benchmark runner: set-up and warm-up, then rounds of timed calls of every stage.
+
+Per model the runner does, in order:
+
+1. for each stage (registration order): its set-up, then warm-up calls (which also leave
+   the stage's outputs in ``ctx.state`` for the stages after it); without a fixed count,
+   warm-up runs for :attr:`BenchOptions.warmup_time` seconds (at least one call);
+2. ``rounds`` rounds; in each, every stage is called ``repeat`` times, each call timed on
+   its own with ``perf_counter_ns`` (and a CUDA synchronise on both sides when the stage
+   runs on a GPU); without a fixed count, ``repeat`` is chosen from the warm-up speed so a
+   round of the stage lasts about :attr:`BenchOptions.round_time` seconds;
+3. ``memory_usage_mb``: per round, the peak resident memory above the process's state at
+   the start of the round (which includes every stage's set-up), see
+   :mod:`perfgate.bench.memory`.
+
+Spreading samples over rounds, rather than one block per stage, lets slow phases of a
+shared machine hit every stage alike.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfgate.bench.memory import PeakMemory
+from perfgate.bench.registry import Stage, StageContext, stages_for
+from perfgate.core.metrics import BUILTIN_METRICS, Direction
+from perfgate.core.schema import GitInfo, Machine, Metric, Run
+from perfgate.errors import InputError
+
+__all__ = ["BenchOptions", "ProgressFn", "run_benchmark"]
+
+ProgressFn = Callable[[str, int, int], None]  # (what, done, total)
+
+_MEMORY_METRIC = "memory_usage_mb"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BenchOptions:
+    """What ``perfgate bench`` was asked to do."""
+
+    model: str
+    suite: str = "pipeline"
+    data_path: Path | None = None
+    seed: int = 0
+    device: str = "cpu"
+    rounds: int = 3
+    warmup: int | None = None
+    repeat: int | None = None
+    warmup_time: float = 0.05
+    round_time: float = 0.25
+    max_repeat: int = 5000
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.rounds < 1:
+            raise InputError(f"rounds must be >= 1, got {self.rounds}", field="--rounds")
+        if self.repeat is not None and self.repeat < 1:
+            raise InputError(f"repeat must be >= 1, got {self.repeat}", field="--repeat")
+        if self.warmup is not None and self.warmup < 0:
+            raise InputError(f"warmup must be >= 0, got {self.warmup}", field="--warmup")
+
+
+def _synchronizer(stage: Stage, device: str) -> Callable[[], None] | None:
+    if not stage.synchronize or not device.startswith("cuda"):
+        return None
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    return lambda: torch.cuda.synchronize()
+
+
+def _time_call(fn: Callable[[], object], sync: Callable[[], None] | None) -> float:
+    if sync is not None:
+        sync()
+        start = time.perf_counter_ns()
+        fn()
+        sync()
+    else:
+        start = time.perf_counter_ns()
+        fn()
+    return (time.perf_counter_ns() - start) / 1e9
+
+
+@dataclass(slots=True)
+class _Prepared:
+    stage: Stage
+    call: Callable[[], object]
+    sync: Callable[[], None] | None
+    repeat: int
+    seconds: list[float] = field(default_factory=list)
+
+
+def _prepare(stage: Stage, ctx: StageContext, options: BenchOptions) -> _Prepared:
+    call = stage.setup(ctx)
+    sync = _synchronizer(stage, options.device)
+    warmup = stage.warmup if stage.warmup is not None else options.warmup
+    spent: list[float] = []
+    if warmup is not None:
+        spent = [_time_call(call, sync) for _ in range(warmup)]
+    else:
+        deadline = time.perf_counter() + options.warmup_time
+        while not spent or (time.perf_counter() < deadline and len(spent) < options.max_repeat):
+            spent.append(_time_call(call, sync))
+    repeat = stage.repeat if stage.repeat is not None else options.repeat
+    if repeat is None:
+        typical = sorted(spent)[len(spent) // 2] if spent else options.round_time
+        repeat = max(5, min(options.max_repeat, math.ceil(options.round_time / max(typical, 1e-9))))
+    return _Prepared(stage=stage, call=call, sync=sync, repeat=repeat)
+
+
+def _metric(name: str, unit: str, direction: Direction, samples: list[float]) -> Metric:
+    info = BUILTIN_METRICS.get(name)
+    return Metric(
+        name=name,
+        unit=info.unit if info else unit,
+        direction=info.direction if info else direction,
+        samples=tuple(samples),
+    )
+
+
+def run_benchmark(
+    options: BenchOptions,
+    *,
+    run_id: str,
+    created_at: str,
+    git: GitInfo,
+    machine: dict[str, Any],
+    config: dict[str, Any] | None = None,
+    progress: ProgressFn | None = None,
+) -> Run:
+    """Measure every stage of ``options.suite`` that applies to ``options.model``."""
+    stages = stages_for(options.suite, options.model)
+    if not stages:
+        raise InputError(
+            f"no stages registered for model {options.model!r} in suite {options.suite!r}", field="--model"
+        )
+    ctx = StageContext(
+        model=options.model,
+        suite=options.suite,
+        data_path=options.data_path,
+        seed=options.seed,
+        device=options.device,
+        params=dict(options.params),
+    )
+    total = len(stages) + options.rounds
+    prepared = []
+    for i, stage in enumerate(stages):
+        if progress:
+            progress(f"warm-up {stage.name}", i, total)
+        prepared.append(_prepare(stage, ctx, options))
+    memory: list[float] = []
+    for r in range(options.rounds):
+        if progress:
+            progress(f"round {r + 1}/{options.rounds}", len(stages) + r, total)
+        with PeakMemory() as peak:
+            for p in prepared:
+                p.seconds.extend(_time_call(p.call, p.sync) for _ in range(p.repeat))
+        memory.append(peak.peak_bytes / 2**20)
+    if progress:
+        progress("done", total, total)
+    metrics: dict[str, Metric] = {}
+    for p in prepared:
+        st = p.stage
+        metrics[st.metric] = _metric(st.metric, st.unit, Direction.LOWER, [s * st.scale for s in p.seconds])
+        if st.throughput_metric and st.items_per_call:
+            rate = [st.items_per_call / s for s in p.seconds if s > 0]
+            metrics[st.throughput_metric] = _metric(st.throughput_metric, "samples/s", Direction.HIGHER, rate)
+    metrics[_MEMORY_METRIC] = _metric(_MEMORY_METRIC, "MB", Direction.LOWER, memory)
+    run_config: dict[str, Any] = {
+        "rounds": options.rounds,
+        "seed": options.seed,
+        "device": options.device,
+        "stages": {p.stage.name: {"metric": p.stage.metric, "repeat_per_round": p.repeat} for p in prepared},
+        "memory_definition": "peak RSS above the process state at the start of each round (includes set-up)",
+        **(config or {}),
+    }
+    if options.data_path is not None:
+        run_config.setdefault("data", str(options.data_path))
+    return Run(
+        run_id=run_id,
+        suite=options.suite,
+        model=options.model,
+        created_at=created_at,
+        git=git,
+        machine=Machine(
+            fingerprint=machine.get("fingerprint"), details={k: v for k, v in machine.items() if k != "fingerprint"}
+        ),
+        config=run_config,
+        metrics=metrics,
+    )

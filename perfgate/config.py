@@ -1,0 +1,145 @@
+"""Configuration: ``[tool.perfgate]`` in pyproject.toml, or a perfgate.toml, into a Policy.
+
+Example::
+
+    [tool.perfgate]
+    threshold = 10.0          # percent, all metrics
+    alpha = 0.01              # family-wise, per check
+    store = "sqlite:///.perfgate/perfgate.db"
+
+    [tool.perfgate.thresholds]
+    inference_latency_us = 15.0
+
+    [tool.perfgate.budgets.dqn]
+    inference_latency_us = { p99 = 50.0 }
+    memory_usage_mb = { max = 150 }
+    throughput_samples_per_sec = { min = 1000 }
+
+    [tool.perfgate.metrics.tokenizer_time_ms]
+    unit = "ms"
+    direction = "lower_is_better"
+
+Secrets never live here; notification credentials come from the environment.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfgate.core.metrics import Direction, MetricInfo
+from perfgate.core.policy import BUDGET_STATISTICS, Budget, Policy
+from perfgate.core.schema import normalize_model
+from perfgate.errors import ConfigError
+
+__all__ = ["Config", "find_config", "load_config", "parse_config"]
+
+_KNOWN_KEYS = {"threshold", "alpha", "store", "thresholds", "budgets", "metrics", "confidence"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    policy: Policy = field(default_factory=Policy)
+    store: str | None = None
+    source: str | None = None
+
+
+def find_config(start: Path | None = None) -> Path | None:
+    """The nearest perfgate.toml, or pyproject.toml with a [tool.perfgate] table, upwards."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / "perfgate.toml"
+        if candidate.is_file():
+            return candidate
+        pyproject = folder / "pyproject.toml"
+        if pyproject.is_file():
+            try:
+                data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+            except (OSError, tomllib.TOMLDecodeError):
+                continue
+            if "perfgate" in data.get("tool", {}):
+                return pyproject
+    return None
+
+
+def _number(value: object, *, source: str, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"expected a number, got {value!r}", source=source, field=field)
+    return float(value)
+
+
+def parse_config(table: Mapping[str, Any], *, source: str) -> Config:
+    """Validate a ``[tool.perfgate]`` table."""
+    unknown = set(table) - _KNOWN_KEYS
+    if unknown:
+        raise ConfigError(f"unknown keys {sorted(unknown)}; known: {sorted(_KNOWN_KEYS)}", source=source)
+    kwargs: dict[str, Any] = {}
+    for key in ("threshold", "alpha", "confidence"):
+        if key in table:
+            kwargs["threshold_pct" if key == "threshold" else key] = _number(table[key], source=source, field=key)
+    thresholds = table.get("thresholds", {})
+    if not isinstance(thresholds, Mapping):
+        raise ConfigError("expected a table of metric = percent", source=source, field="thresholds")
+    kwargs["thresholds_pct"] = {
+        name: _number(v, source=source, field=f"thresholds.{name}") for name, v in thresholds.items()
+    }
+    metrics: dict[str, MetricInfo] = {}
+    for name, spec in (table.get("metrics") or {}).items():
+        where = f"metrics.{name}"
+        if not isinstance(spec, Mapping) or "unit" not in spec or "direction" not in spec:
+            raise ConfigError("expected a table with 'unit' and 'direction'", source=source, field=where)
+        try:
+            direction = Direction(spec["direction"])
+        except ValueError:
+            choices = ", ".join(d.value for d in Direction)
+            raise ConfigError(f"direction must be one of {choices}", source=source, field=where) from None
+        stats = tuple(spec.get("statistics", ("median",)))
+        metrics[name] = MetricInfo(unit=str(spec["unit"]), direction=direction, label=str(spec.get("label", name)),
+                                   statistics=stats)
+    kwargs["metric_info"] = metrics
+    budgets: list[Budget] = []
+    for model, per_metric in (table.get("budgets") or {}).items():
+        if not isinstance(per_metric, Mapping):
+            raise ConfigError("expected a table of metric = { statistic = limit }", source=source,
+                              field=f"budgets.{model}")
+        for metric, limits in per_metric.items():
+            where = f"budgets.{model}.{metric}"
+            if isinstance(limits, int | float) and not isinstance(limits, bool):
+                limits = {"median": limits}
+            if not isinstance(limits, Mapping) or not limits:
+                raise ConfigError("expected { statistic = limit }, e.g. { p99 = 50 }", source=source, field=where)
+            for statistic, limit in limits.items():
+                if statistic not in BUDGET_STATISTICS:
+                    raise ConfigError(f"statistic must be one of {', '.join(BUDGET_STATISTICS)}", source=source,
+                                      field=f"{where}.{statistic}")
+                budgets.append(Budget(model=normalize_model(model), metric=metric, statistic=statistic,
+                                      limit=_number(limit, source=source, field=f"{where}.{statistic}")))
+    kwargs["budgets"] = tuple(budgets)
+    try:
+        policy = Policy(**kwargs)
+    except ValueError as exc:
+        raise ConfigError(str(exc), source=source) from None
+    store = table.get("store")
+    if store is not None and not isinstance(store, str):
+        raise ConfigError("expected a store URL string", source=source, field="store")
+    return Config(policy=policy, store=store, source=source)
+
+
+def load_config(path: Path | str | None = None) -> Config:
+    """Read the configuration from ``path``, or find it from the working directory."""
+    found = Path(path) if path is not None else find_config()
+    if found is None:
+        return Config()
+    try:
+        data = tomllib.loads(found.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError("configuration file not found", source=str(found)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML: {exc}", source=str(found)) from None
+    table = data.get("tool", {}).get("perfgate", {}) if found.name == "pyproject.toml" else data
+    if found.name != "pyproject.toml" and "tool" in data and "perfgate" in data["tool"]:
+        table = data["tool"]["perfgate"]
+    return parse_config(table, source=str(found))

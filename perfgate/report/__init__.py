@@ -1,0 +1,1 @@
+"""Reports of a check: Markdown (PR comments, job summaries) and JSON."""

@@ -1,0 +1,47 @@
+"""Number, change and timestamp formatting shared by the reports."""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["fmt_change", "fmt_ci", "fmt_p", "fmt_time", "fmt_value"]
+
+
+def fmt_value(value: float | None) -> str:
+    """Two decimals as in the seed's report (0.70, 100.00); significant digits for tiny values."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if value != 0 and abs(value) < 0.1:
+        return f"{value:.3g}"
+    if abs(value) >= 10_000:
+        return f"{value:,.2f}"
+    return f"{value:.2f}"
+
+
+def fmt_change(change: float | None) -> str:
+    if change is None:
+        return "—"
+    if math.isinf(change):
+        return "+∞%" if change > 0 else "−∞%"
+    return f"{change * 100:+.1f}%"
+
+
+def fmt_ci(ci: tuple[float, float] | None) -> str:
+    if ci is None:
+        return "—"
+    return f"[{ci[0] * 100:+.1f}%, {ci[1] * 100:+.1f}%]"
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None:
+        return "—"
+    if p < 1e-4:
+        return "<0.0001"
+    return f"{p:.4f}"
+
+
+def fmt_time(iso: str | None) -> str:
+    """``2025-10-15T10:00:00Z`` -> ``2025-10-15 10:00:00`` (UTC), as in the seed's report."""
+    if not iso:
+        return "unknown"
+    return iso.replace("T", " ").rstrip("Z").split(".")[0]

@@ -1,0 +1,66 @@
+"""The machine-readable report of a check (``perfgate check --json``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from perfgate.core.compare import CheckResult, Comparison
+
+__all__ = ["REPORT_VERSION", "render_json", "result_to_dict"]
+
+# report format history: 1: first version.
+REPORT_VERSION = 1
+
+
+def _comparison(c: Comparison) -> dict[str, Any]:
+    return {
+        "metric": c.metric,
+        "statistic": c.statistic,
+        "unit": c.unit,
+        "direction": c.direction.value,
+        "verdict": c.verdict.value,
+        "baseline": asdict(c.baseline) if c.baseline else None,
+        "current": asdict(c.current) if c.current else None,
+        "baseline_value": c.baseline_value,
+        "current_value": c.current_value,
+        "change": c.change,
+        "worse": c.worse,
+        "ci": list(c.ci) if c.ci else None,
+        "p_value": c.p_value,
+        "p_adjusted": c.p_adjusted,
+        "threshold": c.threshold,
+        "threshold_only": c.threshold_only,
+        "required_n": c.required_n,
+        "reason": c.reason,
+    }
+
+
+def result_to_dict(result: CheckResult) -> dict[str, Any]:
+    base = result.baseline
+    return {
+        "report_version": REPORT_VERSION,
+        "verdict": "fail" if result.failed else "pass",
+        "exit_code": result.exit_code,
+        "model": result.current.model,
+        "baseline_run_id": base.run_id if base else None,
+        "baseline_commit": base.git.commit if base else None,
+        "baseline_source": result.baseline_source,
+        "current_run_id": result.current.run_id,
+        "current_commit": result.current.git.commit,
+        "machine_mismatch": result.machine_mismatch,
+        "policy": {"threshold_pct": result.policy.threshold_pct, "alpha": result.policy.alpha,
+                   "thresholds_pct": dict(result.policy.thresholds_pct)},
+        "regressions": [c.label for c in result.regressions],
+        "comparisons": [_comparison(c) for c in result.comparisons],
+        "budgets": [
+            {"metric": b.budget.metric, "statistic": b.budget.statistic, "limit": b.budget.limit, "value": b.value,
+             "unit": b.unit, "n": b.n, "ok": b.ok, "note": b.note}
+            for b in result.budgets
+        ],
+    }
+
+
+def render_json(result: CheckResult) -> str:
+    return json.dumps(result_to_dict(result), sort_keys=True, indent=2, allow_nan=False) + "\n"

@@ -1,0 +1,203 @@
+"""`perfgate check` as the seed runs it: exit codes 0/1/2, messages naming file and field."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfgate.cli import main
+from tests.conftest import SEED_BASELINE, SEED_CURRENT
+
+
+def check(*args: str | Path) -> int:
+    return main(["check", *map(str, args)])
+
+
+def test_seed_worked_example_exit_1_names_both_metrics(seed_files, tmp_path, capsys):
+    base, cur = seed_files
+    report = tmp_path / "report.md"
+    code = check("--baseline", base, "--current", cur, "--output", report, "--threshold", "10.0")
+    assert code == 1
+    text = report.read_text()
+    assert "degraded by >10%: dbn_load_time_ms, training_step_time_ms" in text
+    assert "| dbn_load_time_ms | 0.70 | 0.81 | +15.7% |" in text
+    assert "| training_step_time_ms | 100.00 | 120.00 | +20.0% |" in text
+    assert "- DBN data loading time increased by 15.7% (0.70 → 0.81)" in text
+    assert "- Training step time increased by 20.0% (100.00 → 120.00)" in text
+    assert "**Baseline**: 2025-10-15 10:00:00 (commit: abc123)" in text
+    assert "**Current**: 2025-10-15 10:05:00 (commit: def456)" in text
+    assert "only the threshold applies" in text
+    regression_table = text.split("### Regressions")[1].split("### Details")[0]
+    assert regression_table.count("\n| ") == 3  # header + exactly the two regressed metrics
+
+
+def test_unchanged_exit_0(seed_files, tmp_path):
+    base, _ = seed_files
+    assert check("--baseline", base, "--current", base, "--output", tmp_path / "r.md") == 0
+    assert "No Regression Detected" in (tmp_path / "r.md").read_text()
+
+
+def test_threshold_flag_changes_the_decision(seed_files, tmp_path):
+    base, cur = seed_files
+    assert check("--baseline", base, "--current", cur, "--threshold", "25", "--output", tmp_path / "r.md") == 0
+
+
+def test_json_report(seed_files, tmp_path):
+    base, cur = seed_files
+    out = tmp_path / "r.json"
+    assert check("--baseline", base, "--current", cur, "--json", out, "--quiet") == 1
+    doc = json.loads(out.read_text())
+    assert doc["verdict"] == "fail" and doc["exit_code"] == 1
+    assert sorted(doc["regressions"]) == ["dbn_load_time_ms", "training_step_time_ms"]
+
+
+def _bad(tmp_path: Path, name: str, content: str) -> Path:
+    path = tmp_path / name
+    path.write_text(content)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("content", "fragments"),
+    [
+        ("{not json", ["invalid JSON at line 1"]),
+        ("[1, 2]", ["expected a JSON object"]),
+        (json.dumps({**SEED_CURRENT, "dbn_load_time_ms": "fast"}), ["dbn_load_time_ms", "expected a number"]),
+        (json.dumps({**SEED_CURRENT, "dbn_load_time_ms": -1.0}), ["dbn_load_time_ms", "negative"]),
+        ('{"schema_version": 1, "model": "dqn", "metrics": {"training_step_time_ms": {"samples": [1.0, NaN]}}}',
+         ["metrics.training_step_time_ms.samples[1]", "finite"]),
+        ('{"schema_version": 1, "model": "dqn", "metrics": {"training_step_time_ms": {"samples": [Infinity]}}}',
+         ["samples[0]", "finite"]),
+        (json.dumps({"schema_version": 1, "model": "dqn", "metrics": {"training_step_time_ms": {"samples": []}}}),
+         ["metrics.training_step_time_ms.samples", "no samples"]),
+        (json.dumps({"schema_version": 1, "model": "dqn", "metrics": {"tokens_ms": {"samples": [1.0]}}}),
+         ["metrics.tokens_ms", "unknown metric"]),
+        (json.dumps({"schema_version": 2, "model": "dqn", "metrics": {}}), ["schema_version", "newer"]),
+        (json.dumps({"schema_version": 1, "metrics": {"training_step_time_ms": {"samples": [1.0]}}}), ["'model'"]),
+        (json.dumps({"schema_version": 1, "model": "dqn", "metrics": {}}), ["'metrics'"]),
+        (json.dumps({"schema_version": "one", "model": "dqn", "metrics": {}}), ["schema_version"]),
+        (json.dumps({"schema_version": 1, "model": "dqn",
+                     "metrics": {"training_step_time_ms": {"samples": [1.0], "direction": "up"}}}),
+         ["direction"]),
+    ],
+)
+def test_bad_current_file_exit_2_with_one_line_message(seed_files, tmp_path, capsys, content, fragments):
+    base, _ = seed_files
+    bad = _bad(tmp_path, "bad.json", content)
+    report = tmp_path / "r.md"
+    code = check("--baseline", base, "--current", bad, "--output", report)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert str(bad) in err
+    for fragment in fragments:
+        assert fragment in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert not report.exists()  # nothing half-written
+
+
+def test_missing_baseline_file(seed_files, tmp_path, capsys):
+    _, cur = seed_files
+    missing = tmp_path / "nope.json"
+    assert check("--baseline", missing, "--current", cur) == 2
+    err = capsys.readouterr().err
+    assert str(missing) in err and "not found" in err
+
+
+def test_model_mismatch(seed_files, tmp_path, capsys):
+    base, _ = seed_files
+    other = _bad(tmp_path, "ppo.json", json.dumps({**SEED_CURRENT, "model_type": "PPO"}))
+    assert check("--baseline", base, "--current", other) == 2
+    assert "model" in capsys.readouterr().err
+
+
+def test_machine_mismatch_needs_the_flag(run_doc, write_json, tmp_path, capsys):
+    base = write_json("b.json", run_doc(fingerprint="aaaa"))
+    cur = write_json("c.json", run_doc(fingerprint="bbbb", seed=1))
+    assert check("--baseline", base, "--current", cur) == 2
+    err = capsys.readouterr().err
+    assert "aaaa" in err and "bbbb" in err and "--allow-machine-mismatch" in err
+    report = tmp_path / "r.md"
+    assert check("--baseline", base, "--current", cur, "--allow-machine-mismatch", "--output", report) == 0
+    assert "Cross-machine comparison" in report.read_text()
+
+
+def test_seed_model_names_match_across_formats(run_doc, write_json, seed_files):
+    """'MAMBA-2' in a seed file and 'mamba2' in a run file are the same model."""
+    flat = write_json("flat.json", {**SEED_BASELINE, "model_type": "MAMBA-2"})
+    doc = run_doc({"training_step_time_ms": 100.0}, model="mamba2", n=1, cv=0.0, fingerprint=None)
+    cur = write_json("cur.json", doc)
+    assert check("--baseline", flat, "--current", cur, "--quiet") == 0
+
+
+def test_bad_threshold_is_a_config_error(seed_files, capsys):
+    base, cur = seed_files
+    assert check("--baseline", base, "--current", cur, "--threshold", "-5") == 2
+    assert "threshold" in capsys.readouterr().err
+
+
+def test_no_baseline_source(seed_files, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PERFGATE_STORE", raising=False)
+    _, cur = seed_files
+    assert check("--current", cur) == 2
+    assert "--baseline" in capsys.readouterr().err
+
+
+def test_config_file_thresholds_and_budgets(seed_files, tmp_path):
+    base, cur = seed_files
+    config = tmp_path / "perfgate.toml"
+    config.write_text(
+        "threshold = 10.0\n[thresholds]\ndbn_load_time_ms = 20.0\ntraining_step_time_ms = 25.0\n"
+        "[budgets.dqn]\ninference_latency_us = { p99 = 50.0 }\n"
+    )
+    report = tmp_path / "r.md"
+    assert check("--baseline", base, "--current", cur, "--config", config, "--output", report) == 0
+    config.write_text("[budgets.dqn]\ninference_latency_us = { p99 = 40.0 }\n[thresholds]\n"
+                      "dbn_load_time_ms = 20.0\ntraining_step_time_ms = 25.0\n")
+    assert check("--baseline", base, "--current", cur, "--config", config, "--output", report) == 1
+    assert "Budget Exceeded" in report.read_text()
+
+
+def test_bad_config_exit_2(seed_files, tmp_path, capsys):
+    base, cur = seed_files
+    config = tmp_path / "perfgate.toml"
+    config.write_text("[budgets.dqn]\ninference_latency_us = { p42 = 50.0 }\n")
+    assert check("--baseline", base, "--current", cur, "--config", config) == 2
+    err = capsys.readouterr().err
+    assert str(config) in err and "budgets.dqn.inference_latency_us.p42" in err
+
+
+def test_crash_is_exit_2_not_0_or_1(seed_files, monkeypatch, capsys):
+    """Regression guard: an unexpected exception must never read as pass (0) or regression (1)."""
+    import perfgate.cli.check as check_module
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(check_module, "compare_runs", boom)
+    base, cur = seed_files
+    assert check("--baseline", base, "--current", cur) == 2
+    assert "internal error" in capsys.readouterr().err
+
+
+def test_real_subprocess(seed_files, tmp_path):
+    base, cur = seed_files
+    report = tmp_path / "report.md"
+    proc = subprocess.run(
+        [sys.executable, "-m", "perfgate", "check", "--baseline", str(base), "--current", str(cur),
+         "--output", str(report), "--threshold", "10.0"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "dbn_load_time_ms" in report.read_text()
+    missing = subprocess.run(
+        [sys.executable, "-m", "perfgate", "check", "--baseline", str(tmp_path / "x.json"), "--current", str(cur)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert missing.returncode == 2
+    assert "Traceback" not in missing.stderr and "x.json" in missing.stderr
