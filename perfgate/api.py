@@ -61,11 +61,17 @@ class PerformanceMetrics:
         metrics = {}
         for name, info in BUILTIN_METRICS.items():
             if hasattr(self, name):
-                metrics[name] = Metric(name=name, unit=info.unit, direction=info.direction,
-                                       samples=(float(getattr(self, name)),))
+                metrics[name] = Metric(
+                    name=name, unit=info.unit, direction=info.direction, samples=(float(getattr(self, name)),)
+                )
         created = format_timestamp(self.timestamp or datetime.now(UTC))
-        return Run(model=self.model_type, metrics=metrics, created_at=created, git=GitInfo(commit=self.git_commit),
-                   run_id=uuid.uuid4().hex)
+        return Run(
+            model=self.model_type,
+            metrics=metrics,
+            created_at=created,
+            git=GitInfo(commit=self.git_commit),
+            run_id=uuid.uuid4().hex,
+        )
 
 
 @dataclass(slots=True)
@@ -80,8 +86,9 @@ class PerformanceTracker:
     units: dict[str, tuple[str, Direction]] = field(default_factory=dict)
     _samples: dict[str, list[float]] = field(default_factory=dict)
 
-    def record(self, metric: str, value: float, *, unit: str | None = None,
-               direction: Direction | str | None = None) -> None:
+    def record(
+        self, metric: str, value: float, *, unit: str | None = None, direction: Direction | str | None = None
+    ) -> None:
         """Add one sample. Metrics outside the built-in table need ``unit`` and ``direction`` once."""
         if unit is not None or direction is not None:
             if unit is None or direction is None:
@@ -139,9 +146,16 @@ class PerformanceTracker:
 
         machine = collect_machine()
         fingerprint = machine.pop("fingerprint")
-        return Run(model=self.model, suite=self.suite, metrics=metrics, run_id=uuid.uuid4().hex,
-                   created_at=format_timestamp(datetime.now(UTC)), git=collect_git(self.git_commit),
-                   machine=Machine(fingerprint=fingerprint, details=machine), config=dict(config or {}))
+        return Run(
+            model=self.model,
+            suite=self.suite,
+            metrics=metrics,
+            run_id=uuid.uuid4().hex,
+            created_at=format_timestamp(datetime.now(UTC)),
+            git=collect_git(self.git_commit),
+            machine=Machine(fingerprint=fingerprint, details=machine),
+            config=dict(config or {}),
+        )
 
     @property
     def baseline_path(self) -> Path:
@@ -164,6 +178,10 @@ class PerformanceTracker:
     def check(self, run: Run | None = None, *, allow_machine_mismatch: bool = False) -> CheckResult:
         """Compare ``run`` (default: what was recorded) against the saved baseline."""
         baseline = load_run(self.baseline_path, self.policy.metric_info)
-        return compare_runs(baseline, run or self.to_run(), self.policy,
-                            allow_machine_mismatch=allow_machine_mismatch,
-                            baseline_source=f"file `{self.baseline_path}`")
+        return compare_runs(
+            baseline,
+            run or self.to_run(),
+            self.policy,
+            allow_machine_mismatch=allow_machine_mismatch,
+            baseline_source=f"file `{self.baseline_path}`",
+        )

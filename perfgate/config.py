@@ -97,14 +97,16 @@ def parse_config(table: Mapping[str, Any], *, source: str) -> Config:
             choices = ", ".join(d.value for d in Direction)
             raise ConfigError(f"direction must be one of {choices}", source=source, field=where) from None
         stats = tuple(spec.get("statistics", ("median",)))
-        metrics[name] = MetricInfo(unit=str(spec["unit"]), direction=direction, label=str(spec.get("label", name)),
-                                   statistics=stats)
+        metrics[name] = MetricInfo(
+            unit=str(spec["unit"]), direction=direction, label=str(spec.get("label", name)), statistics=stats
+        )
     kwargs["metric_info"] = metrics
     budgets: list[Budget] = []
     for model, per_metric in (table.get("budgets") or {}).items():
         if not isinstance(per_metric, Mapping):
-            raise ConfigError("expected a table of metric = { statistic = limit }", source=source,
-                              field=f"budgets.{model}")
+            raise ConfigError(
+                "expected a table of metric = { statistic = limit }", source=source, field=f"budgets.{model}"
+            )
         for metric, limits in per_metric.items():
             where = f"budgets.{model}.{metric}"
             if isinstance(limits, int | float) and not isinstance(limits, bool):
@@ -113,10 +115,19 @@ def parse_config(table: Mapping[str, Any], *, source: str) -> Config:
                 raise ConfigError("expected { statistic = limit }, e.g. { p99 = 50 }", source=source, field=where)
             for statistic, limit in limits.items():
                 if statistic not in BUDGET_STATISTICS:
-                    raise ConfigError(f"statistic must be one of {', '.join(BUDGET_STATISTICS)}", source=source,
-                                      field=f"{where}.{statistic}")
-                budgets.append(Budget(model=normalize_model(model), metric=metric, statistic=statistic,
-                                      limit=_number(limit, source=source, field=f"{where}.{statistic}")))
+                    raise ConfigError(
+                        f"statistic must be one of {', '.join(BUDGET_STATISTICS)}",
+                        source=source,
+                        field=f"{where}.{statistic}",
+                    )
+                budgets.append(
+                    Budget(
+                        model=normalize_model(model),
+                        metric=metric,
+                        statistic=statistic,
+                        limit=_number(limit, source=source, field=f"{where}.{statistic}"),
+                    )
+                )
     kwargs["budgets"] = tuple(budgets)
     try:
         policy = Policy(**kwargs)

@@ -68,21 +68,36 @@ def _bad(tmp_path: Path, name: str, content: str) -> Path:
         ("[1, 2]", ["expected a JSON object"]),
         (json.dumps({**SEED_CURRENT, "dbn_load_time_ms": "fast"}), ["dbn_load_time_ms", "expected a number"]),
         (json.dumps({**SEED_CURRENT, "dbn_load_time_ms": -1.0}), ["dbn_load_time_ms", "negative"]),
-        ('{"schema_version": 1, "model": "dqn", "metrics": {"training_step_time_ms": {"samples": [1.0, NaN]}}}',
-         ["metrics.training_step_time_ms.samples[1]", "finite"]),
-        ('{"schema_version": 1, "model": "dqn", "metrics": {"training_step_time_ms": {"samples": [Infinity]}}}',
-         ["samples[0]", "finite"]),
-        (json.dumps({"schema_version": 1, "model": "dqn", "metrics": {"training_step_time_ms": {"samples": []}}}),
-         ["metrics.training_step_time_ms.samples", "no samples"]),
-        (json.dumps({"schema_version": 1, "model": "dqn", "metrics": {"tokens_ms": {"samples": [1.0]}}}),
-         ["metrics.tokens_ms", "unknown metric"]),
+        (
+            '{"schema_version": 1, "model": "dqn", "metrics": {"training_step_time_ms": {"samples": [1.0, NaN]}}}',
+            ["metrics.training_step_time_ms.samples[1]", "finite"],
+        ),
+        (
+            '{"schema_version": 1, "model": "dqn", "metrics": {"training_step_time_ms": {"samples": [Infinity]}}}',
+            ["samples[0]", "finite"],
+        ),
+        (
+            json.dumps({"schema_version": 1, "model": "dqn", "metrics": {"training_step_time_ms": {"samples": []}}}),
+            ["metrics.training_step_time_ms.samples", "no samples"],
+        ),
+        (
+            json.dumps({"schema_version": 1, "model": "dqn", "metrics": {"tokens_ms": {"samples": [1.0]}}}),
+            ["metrics.tokens_ms", "unknown metric"],
+        ),
         (json.dumps({"schema_version": 2, "model": "dqn", "metrics": {}}), ["schema_version", "newer"]),
         (json.dumps({"schema_version": 1, "metrics": {"training_step_time_ms": {"samples": [1.0]}}}), ["'model'"]),
         (json.dumps({"schema_version": 1, "model": "dqn", "metrics": {}}), ["'metrics'"]),
         (json.dumps({"schema_version": "one", "model": "dqn", "metrics": {}}), ["schema_version"]),
-        (json.dumps({"schema_version": 1, "model": "dqn",
-                     "metrics": {"training_step_time_ms": {"samples": [1.0], "direction": "up"}}}),
-         ["direction"]),
+        (
+            json.dumps(
+                {
+                    "schema_version": 1,
+                    "model": "dqn",
+                    "metrics": {"training_step_time_ms": {"samples": [1.0], "direction": "up"}},
+                }
+            ),
+            ["direction"],
+        ),
     ],
 )
 def test_bad_current_file_exit_2_with_one_line_message(seed_files, tmp_path, capsys, content, fragments):
@@ -157,8 +172,10 @@ def test_config_file_thresholds_and_budgets(seed_files, tmp_path):
     )
     report = tmp_path / "r.md"
     assert check("--baseline", base, "--current", cur, "--config", config, "--output", report) == 0
-    config.write_text("[budgets.dqn]\ninference_latency_us = { p99 = 40.0 }\n[thresholds]\n"
-                      "dbn_load_time_ms = 20.0\ntraining_step_time_ms = 25.0\n")
+    config.write_text(
+        "[budgets.dqn]\ninference_latency_us = { p99 = 40.0 }\n[thresholds]\n"
+        "dbn_load_time_ms = 20.0\ntraining_step_time_ms = 25.0\n"
+    )
     assert check("--baseline", base, "--current", cur, "--config", config, "--output", report) == 1
     assert "Budget Exceeded" in report.read_text()
 
@@ -189,15 +206,31 @@ def test_real_subprocess(seed_files, tmp_path):
     base, cur = seed_files
     report = tmp_path / "report.md"
     proc = subprocess.run(
-        [sys.executable, "-m", "perfgate", "check", "--baseline", str(base), "--current", str(cur),
-         "--output", str(report), "--threshold", "10.0"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "perfgate",
+            "check",
+            "--baseline",
+            str(base),
+            "--current",
+            str(cur),
+            "--output",
+            str(report),
+            "--threshold",
+            "10.0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 1, proc.stderr
     assert "dbn_load_time_ms" in report.read_text()
     missing = subprocess.run(
         [sys.executable, "-m", "perfgate", "check", "--baseline", str(tmp_path / "x.json"), "--current", str(cur)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert missing.returncode == 2
     assert "Traceback" not in missing.stderr and "x.json" in missing.stderr

@@ -34,7 +34,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"perfgate {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module_name, help_text) in COMMANDS.items():
+    for name, (_module, help_text) in COMMANDS.items():
         sub.add_parser(name, help=help_text, description=help_text, add_help=False)
     return parser
 
@@ -57,7 +57,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args_list or args_list[0] not in COMMANDS:
         if args_list and not args_list[0].startswith("-"):
             top.print_usage(sys.stderr)
-            print(f"perfgate: error: unknown command {args_list[0]!r}; choose from {', '.join(COMMANDS)}", file=sys.stderr)
+            print(
+                f"perfgate: error: unknown command {args_list[0]!r}; choose from {', '.join(COMMANDS)}", file=sys.stderr
+            )
             return EXIT_ERROR
         try:
             top.parse_args(args_list)

@@ -43,8 +43,10 @@ def _show(path: Path) -> None:
         table.add_row(name, metric.unit, str(s.n), *(fmt_value(v) for v in (s.median, s.p95, s.p99, s.min, s.max)))
     console = Console(highlight=False)
     console.print(table)
-    console.print(f"recorded {fmt_time(base.created_at)} UTC, commit {base.git.commit or 'unknown'}, "
-                  f"machine {base.machine.fingerprint or 'unknown'}")
+    console.print(
+        f"recorded {fmt_time(base.created_at)} UTC, commit {base.git.commit or 'unknown'}, "
+        f"machine {base.machine.fingerprint or 'unknown'}"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,8 +59,7 @@ def run(args: argparse.Namespace) -> int:
     paths = [baseline_path(args.dir, args.model)] if args.model else sorted(args.dir.glob("*_baseline.json"))
     if not paths or not all(p.exists() for p in paths):
         what = f"model {args.model!r}" if args.model else "any model"
-        raise InputError(f"no baseline for {what}; save one with perfgate baseline save RUN.json",
-                         source=str(args.dir))
+        raise InputError(f"no baseline for {what}; save one with perfgate baseline save RUN.json", source=str(args.dir))
     for path in paths:
         _show(path)
     return 0

@@ -21,9 +21,12 @@ MODELS = ("dqn", "ppo", "mamba2", "tft")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help=f"one of {', '.join(MODELS)}, or all (case-insensitive)")
-    parser.add_argument("--output", type=Path, required=True,
-                        help="run file to write; with --model all, {model} in the name is replaced "
-                             "(or _<model> is added)")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        required=True,
+        help="run file to write; with --model all, {model} in the name is replaced (or _<model> is added)",
+    )
     parser.add_argument("--git-commit", default=None, help="commit to record (default: git rev-parse HEAD)")
     parser.add_argument("--branch", default=None, help="branch to record (default: from git / CI)")
     parser.add_argument("--data", type=Path, default=None, help="DBN file to load (default: synthetic OHLCV-1m)")
@@ -49,11 +52,22 @@ def output_path(template: Path, model: str, many: bool) -> Path:
 def _measure(args: argparse.Namespace, model: str, machine: dict, git) -> Run:  # type: ignore[no-untyped-def]
     from perfgate.bench.runner import BenchOptions, run_benchmark
 
-    options = BenchOptions(model=model, suite=args.suite, data_path=args.data, seed=args.seed,
-                           device=args.device, rounds=args.rounds, repeat=args.repeat, warmup=args.warmup)
+    options = BenchOptions(
+        model=model,
+        suite=args.suite,
+        data_path=args.data,
+        seed=args.seed,
+        device=args.device,
+        rounds=args.rounds,
+        repeat=args.repeat,
+        warmup=args.warmup,
+    )
     if args.data is not None and not args.data.exists():
-        raise InputError("data file not found; check the path or leave out --data for synthetic bars",
-                         source=str(args.data), field="--data")
+        raise InputError(
+            "data file not found; check the path or leave out --data for synthetic bars",
+            source=str(args.data),
+            field="--data",
+        )
     created = format_timestamp(datetime.now(UTC))
     run_id = uuid.uuid4().hex
     if sys.stderr.isatty():
@@ -65,8 +79,7 @@ def _measure(args: argparse.Namespace, model: str, machine: dict, git) -> Run:  
             def report(what: str, done: int, total: int) -> None:
                 bar.update(task, description=f"{model}: {what}", completed=done, total=total)
 
-            return run_benchmark(options, run_id=run_id, created_at=created, git=git, machine=machine,
-                                 progress=report)
+            return run_benchmark(options, run_id=run_id, created_at=created, git=git, machine=machine, progress=report)
     return run_benchmark(options, run_id=run_id, created_at=created, git=git, machine=machine)
 
 

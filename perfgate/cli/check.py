@@ -56,8 +56,10 @@ def _summary(result: CheckResult) -> None:
         for c in result.regressions:
             console.print(f"  {c.label}: {fmt_change(c.change)}")
     for b in result.broken_budgets:
-        console.print(f"[bold red]✗ over budget[/]: {b.budget.metric} {b.budget.statistic} = {b.value:.4g} "
-                      f"(limit {b.budget.limit:g} {b.unit})")
+        console.print(
+            f"[bold red]✗ over budget[/]: {b.budget.metric} {b.budget.statistic} = {b.value:.4g} "
+            f"(limit {b.budget.limit:g} {b.unit})"
+        )
     if not result.failed:
         inconclusive = len(result.with_verdict(Verdict.INCONCLUSIVE))
         extra = f" ({inconclusive} inconclusive)" if inconclusive else ""
@@ -82,10 +84,12 @@ def run(args: argparse.Namespace) -> int:
     elif args.store is not None or config.store is not None:
         baseline, source = _baseline_from_store(args, current, config.store)
     else:
-        raise InputError("give --baseline FILE, or --store URL to take the baseline from the history",
-                         field="--baseline")
-    result = compare_runs(baseline, current, policy, allow_machine_mismatch=args.allow_machine_mismatch,
-                          baseline_source=source)
+        raise InputError(
+            "give --baseline FILE, or --store URL to take the baseline from the history", field="--baseline"
+        )
+    result = compare_runs(
+        baseline, current, policy, allow_machine_mismatch=args.allow_machine_mismatch, baseline_source=source
+    )
     markdown = render_markdown(result)
     if args.output is not None:
         write_text_atomic(args.output, markdown)

@@ -15,8 +15,11 @@ __all__ = ["add_arguments", "run"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN.json", help="run files to record")
-    parser.add_argument("--store", default=None, help="store URL (default: PERFGATE_STORE, the configuration, "
-                                                      "or sqlite:///.perfgate/perfgate.db)")
+    parser.add_argument(
+        "--store",
+        default=None,
+        help="store URL (default: PERFGATE_STORE, the configuration, or sqlite:///.perfgate/perfgate.db)",
+    )
     add_config_argument(parser)
 
 

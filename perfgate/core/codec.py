@@ -97,9 +97,7 @@ def _sample(value: object, *, source: str | None, field: str) -> float:
     return number
 
 
-def _metric(
-    name: str, raw: object, *, source: str | None, extra: Mapping[str, MetricInfo]
-) -> Metric:
+def _metric(name: str, raw: object, *, source: str | None, extra: Mapping[str, MetricInfo]) -> Metric:
     where = f"metrics.{name}"
     if not isinstance(raw, Mapping):
         raise InputError("expected an object with 'samples'", source=source, field=where)
@@ -120,7 +118,9 @@ def _metric(
         direction = Direction(direction)
     except ValueError:
         choices = ", ".join(d.value for d in Direction)
-        raise InputError(f"direction {direction!r} is not one of {choices}", source=source, field=f"{where}.direction")
+        raise InputError(
+            f"direction {direction!r} is not one of {choices}", source=source, field=f"{where}.direction"
+        ) from None
     samples = raw.get("samples")
     if not isinstance(samples, list | tuple):
         raise InputError("expected a list of numbers", source=source, field=f"{where}.samples")
@@ -259,8 +259,11 @@ def run_to_dict(run: Run) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "suite": run.suite,
         "model": run.model,
-        "git": {k: v for k, v in (("commit", run.git.commit), ("branch", run.git.branch), ("dirty", run.git.dirty))
-                if v is not None},
+        "git": {
+            k: v
+            for k, v in (("commit", run.git.commit), ("branch", run.git.branch), ("dirty", run.git.dirty))
+            if v is not None
+        },
         "machine": machine,
         "config": dict(run.config),
         "metrics": {

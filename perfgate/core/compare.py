@@ -442,9 +442,13 @@ def compare_runs(
         else:
             single = min(len(base.samples), len(cur.samples)) == 1
             pending.extend(_prepare(base, cur, stat, policy) for stat in _statistics_of(cur, policy, single))
-    fixed.extend(_unpaired(m, "baseline", policy) for name, m in baseline.metrics.items() if name not in current.metrics)
+    fixed.extend(
+        _unpaired(m, "baseline", policy) for name, m in baseline.metrics.items() if name not in current.metrics
+    )
     tested = [p for p in pending if p.p_value is not None and p.fixed is None]
-    adjusted = dict(zip((id(p) for p in tested), holm([p.p_value for p in tested if p.p_value is not None]), strict=True))
+    adjusted = dict(
+        zip((id(p) for p in tested), holm([p.p_value for p in tested if p.p_value is not None]), strict=True)
+    )
     decided = [_decide(p, adjusted.get(id(p)), policy, len(tested)) for p in pending]
     return CheckResult(
         current=current,

@@ -50,13 +50,24 @@ def result_to_dict(result: CheckResult) -> dict[str, Any]:
         "current_run_id": result.current.run_id,
         "current_commit": result.current.git.commit,
         "machine_mismatch": result.machine_mismatch,
-        "policy": {"threshold_pct": result.policy.threshold_pct, "alpha": result.policy.alpha,
-                   "thresholds_pct": dict(result.policy.thresholds_pct)},
+        "policy": {
+            "threshold_pct": result.policy.threshold_pct,
+            "alpha": result.policy.alpha,
+            "thresholds_pct": dict(result.policy.thresholds_pct),
+        },
         "regressions": [c.label for c in result.regressions],
         "comparisons": [_comparison(c) for c in result.comparisons],
         "budgets": [
-            {"metric": b.budget.metric, "statistic": b.budget.statistic, "limit": b.budget.limit, "value": b.value,
-             "unit": b.unit, "n": b.n, "ok": b.ok, "note": b.note}
+            {
+                "metric": b.budget.metric,
+                "statistic": b.budget.statistic,
+                "limit": b.budget.limit,
+                "value": b.value,
+                "unit": b.unit,
+                "n": b.n,
+                "ok": b.ok,
+                "note": b.note,
+            }
             for b in result.budgets
         ],
     }

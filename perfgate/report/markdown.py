@@ -53,7 +53,7 @@ def _threshold_text(regressions: list[Comparison], default: float) -> str:
     return f"beyond their thresholds (default {default:g}%)"
 
 
-def _verdict_block(result: CheckResult) -> list[str]:
+def _verdict_block(result: CheckResult, cap: int | None) -> list[str]:
     regs = sorted(result.regressions, key=_severity, reverse=True)
     broken = result.broken_budgets
     lines: list[str] = []
@@ -61,10 +61,13 @@ def _verdict_block(result: CheckResult) -> list[str]:
         lines.append("## ❌ Regression Detected")
         regressed = {c.metric for c in regs}
         names = [name for name in result.current.metrics if name in regressed]  # the run's own order
+        listed = ", ".join(names if cap is None else names[:cap])
+        if cap is not None and len(names) > cap:
+            listed += f" and {len(names) - cap} more"
         lines += [
             "",
             f"Performance regression detected: {len(names)} metric(s) degraded by "
-            f"{_threshold_text(regs, result.policy.threshold_pct)}: {', '.join(names)}",
+            f"{_threshold_text(regs, result.policy.threshold_pct)}: {listed}",
         ]
     elif broken:
         lines.append("## ❌ Budget Exceeded")
@@ -123,24 +126,61 @@ def _budget_section(budgets: Sequence[BudgetCheck], cap: int | None) -> list[str
     for b in sorted(budgets, key=lambda b: b.ok):
         op = "≥" if b.direction is Direction.HIGHER else "≤"
         status = "❌ over budget" if not b.ok else ("— not measured" if b.value is None else "✅ ok")
-        rows.append([b.budget.metric, b.budget.statistic, f"{op} {fmt_value(b.budget.limit)} {b.unit}",
-                     fmt_value(b.value), str(b.n), status, b.note])
+        rows.append(
+            [
+                b.budget.metric,
+                b.budget.statistic,
+                f"{op} {fmt_value(b.budget.limit)} {b.unit}",
+                fmt_value(b.value),
+                str(b.n),
+                status,
+                b.note,
+            ]
+        )
     title = "### Over Budget" if broken else "### Budgets"
-    return ["", title, "", *_table(["Metric", "Statistic", "Limit", "Current", "n", "Status", "Note"], rows, cap,
-                                   "budgets")]
+    return [
+        "",
+        title,
+        "",
+        *_table(["Metric", "Statistic", "Limit", "Current", "n", "Status", "Note"], rows, cap, "budgets"),
+    ]
 
 
 def _stat_row(c: Comparison) -> list[str]:
-    return [c.label, _n(c), fmt_value(c.baseline_value), fmt_value(c.current_value), fmt_change(c.change),
-            fmt_ci(c.ci), fmt_p(c.p_value), fmt_p(c.p_adjusted), f"{c.threshold * 100:g}%"]
+    return [
+        c.label,
+        _n(c),
+        fmt_value(c.baseline_value),
+        fmt_value(c.current_value),
+        fmt_change(c.change),
+        fmt_ci(c.ci),
+        fmt_p(c.p_value),
+        fmt_p(c.p_adjusted),
+        f"{c.threshold * 100:g}%",
+    ]
 
 
-_STAT_HEADER = ["Metric", "n (base/cur)", "Baseline", "Current", "Change", "95% CI (worse)", "p", "p (Holm)",
-                "Threshold"]
+_STAT_HEADER = [
+    "Metric",
+    "n (base/cur)",
+    "Baseline",
+    "Current",
+    "Change",
+    "95% CI (worse)",
+    "p",
+    "p (Holm)",
+    "Threshold",
+]
 
 
-def _section(title: str, items: list[Comparison], cap: int | None, what: str,
-             extra: Callable[[Comparison], list[str]] | None = None, extra_header: Sequence[str] = ()) -> list[str]:
+def _section(
+    title: str,
+    items: list[Comparison],
+    cap: int | None,
+    what: str,
+    extra: Callable[[Comparison], list[str]] | None = None,
+    extra_header: Sequence[str] = (),
+) -> list[str]:
     if not items:
         return []
     rows = [_stat_row(c) + (extra(c) if extra else []) for c in items]
@@ -166,22 +206,37 @@ def _footer(result: CheckResult) -> list[str]:
 
 def _render(result: CheckResult, cap: int | None) -> str:
     by = {v: sorted(result.with_verdict(v), key=_severity, reverse=True) for v in Verdict}
-    lines = ["# Performance Regression Check", "", *_verdict_block(result), *_notes(result)]
+    lines = ["# Performance Regression Check", "", *_verdict_block(result, cap), *_notes(result)]
     lines += _regression_sections(by[Verdict.REGRESSED], cap)
     lines += _budget_section(result.budgets, cap)
     lines += _section(
-        "Inconclusive", by[Verdict.INCONCLUSIVE], cap, "inconclusive metrics",
-        extra=lambda c: [c.reason, _decide_text(c)], extra_header=["Why", "Samples that would decide"],
+        "Inconclusive",
+        by[Verdict.INCONCLUSIVE],
+        cap,
+        "inconclusive metrics",
+        extra=lambda c: [c.reason, _decide_text(c)],
+        extra_header=["Why", "Samples that would decide"],
     )
     lines += _section("Improvements", by[Verdict.IMPROVED], cap, "improvements")
     lines += _section("Unchanged", by[Verdict.UNCHANGED], cap, "unchanged metrics")
     lines += _section("Informational", by[Verdict.INFORMATIONAL], cap, "informational metrics")
     other = by[Verdict.NEW] + by[Verdict.MISSING]
     if other:
-        rows = [[c.label, c.verdict.value, fmt_value(c.baseline_value if c.verdict is Verdict.MISSING
-                                                     else c.current_value), c.reason] for c in other]
-        lines += ["", "### New and missing metrics", "", *_table(["Metric", "Status", "Median", "Note"], rows, cap,
-                                                                 "metrics")]
+        rows = [
+            [
+                c.label,
+                c.verdict.value,
+                fmt_value(c.baseline_value if c.verdict is Verdict.MISSING else c.current_value),
+                c.reason,
+            ]
+            for c in other
+        ]
+        lines += [
+            "",
+            "### New and missing metrics",
+            "",
+            *_table(["Metric", "Status", "Median", "Note"], rows, cap, "metrics"),
+        ]
     lines += _section("Regression statistics", by[Verdict.REGRESSED], cap, "regressions")
     lines += _footer(result)
     return "\n".join(lines) + "\n"

@@ -61,6 +61,4 @@ def open_store(url: str) -> Store:
 
         return MemoryStore(url)
     scheme = url.split(":", 1)[0] if ":" in url else url
-    raise StorageError(
-        f"unsupported store scheme {scheme!r}; use sqlite:///path/to/file.db or memory://", source=url
-    )
+    raise StorageError(f"unsupported store scheme {scheme!r}; use sqlite:///path/to/file.db or memory://", source=url)

@@ -28,8 +28,11 @@ def pooled_baseline(store: Store, current: Run, *, branch: str | None = "main", 
         others = store.runs(RunQuery(model=current.model_key, suite=current.suite))
         prints = sorted({r.machine.fingerprint or "unknown" for r in others})
         where = f" on branch {branch!r}" if branch else ""
-        have = f"; it has runs of this model from machine(s) {', '.join(prints)}" if prints else \
-            "; it has no runs of this model at all (record some with perfgate record)"
+        have = (
+            f"; it has runs of this model from machine(s) {', '.join(prints)}"
+            if prints
+            else "; it has no runs of this model at all (record some with perfgate record)"
+        )
         raise MismatchError(
             f"the store {store.url} has no run of model {current.model!r} on machine "
             f"{current.machine.fingerprint or 'unknown'}{where}{have}"

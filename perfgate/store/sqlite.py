@@ -88,8 +88,16 @@ class SQLiteStore:
             cur = self._conn.execute(
                 "INSERT OR IGNORE INTO runs (run_id, suite, model, machine, branch, git_commit, created_at, document)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (run.run_id, run.suite, run.model_key, run.machine.fingerprint, run.git.branch, run.git.commit,
-                 run.created_at, doc),
+                (
+                    run.run_id,
+                    run.suite,
+                    run.model_key,
+                    run.machine.fingerprint,
+                    run.git.branch,
+                    run.git.commit,
+                    run.created_at,
+                    doc,
+                ),
             )
         except sqlite3.Error as exc:
             raise StorageError(f"cannot record run {run.run_id}: {exc}", source=self.url) from None
@@ -109,8 +117,12 @@ class SQLiteStore:
 
     def runs(self, query: RunQuery) -> list[Run]:
         clauses, params = [], []
-        for column, value in (("model", query.model), ("machine", query.machine), ("branch", query.branch),
-                              ("suite", query.suite)):
+        for column, value in (
+            ("model", query.model),
+            ("machine", query.machine),
+            ("branch", query.branch),
+            ("suite", query.suite),
+        ):
             if value is not None:
                 clauses.append(f"{column} = ?")
                 params.append(value)

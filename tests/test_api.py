@@ -1,0 +1,79 @@
+"""The Python API, and the README's example run as written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from perfgate.api import PerformanceMetrics, PerformanceTracker
+from perfgate.core.metrics import Direction
+from perfgate.errors import InputError
+from tests.conftest import validate_run_file
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_readme_python_example_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    text = README.read_text()
+    block = re.search(r"## Python API.*?```python\n(.*?)```", text, re.S)
+    assert block is not None
+    exec(compile(block.group(1), "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "exit code 0" in out
+    validate_run_file(tmp_path / "benchmark_results" / "dqn_current.json")
+    validate_run_file(tmp_path / "benchmark_results" / "dqn_baseline.json")
+
+
+def test_tracker_detects_a_regression(tmp_path):
+    base = PerformanceTracker("ppo", directory=tmp_path)
+    for i in range(30):
+        base.record("training_step_time_ms", 100.0 + (i % 5))
+    base.save_baseline()
+    slow = PerformanceTracker("ppo", directory=tmp_path)
+    for i in range(30):
+        slow.record("training_step_time_ms", 130.0 + (i % 5))
+    result = slow.check()
+    assert [c.metric for c in result.regressions] == ["training_step_time_ms"]
+    assert result.exit_code == 1
+
+
+def test_seed_performance_metrics_six_numbers(tmp_path):
+    tracker = PerformanceTracker("DQN", directory=tmp_path)
+    tracker.record_metrics(
+        PerformanceMetrics(
+            dbn_load_time_ms=0.7,
+            feature_extraction_time_ms=5.0,
+            training_step_time_ms=100.0,
+            inference_latency_us=45.0,
+            throughput_samples_per_sec=1000.0,
+            memory_usage_mb=100.0,
+            model_type="DQN",
+        )
+    )
+    run = tracker.to_run()
+    assert sorted(run.metrics) == sorted(
+        [
+            "dbn_load_time_ms",
+            "feature_extraction_time_ms",
+            "training_step_time_ms",
+            "inference_latency_us",
+            "throughput_samples_per_sec",
+            "memory_usage_mb",
+        ]
+    )
+    assert tracker.baseline_path == tmp_path / "dqn_baseline.json"
+
+
+def test_custom_metric_needs_unit_and_direction(tmp_path):
+    tracker = PerformanceTracker("dqn", directory=tmp_path)
+    with pytest.raises(InputError, match="unit"):
+        tracker.record("tokens_per_sec", 10.0)
+    tracker.record("tokens_per_sec", 10.0, unit="tokens/s", direction="higher_is_better")
+    tracker.record("tokens_per_sec", 11.0)
+    assert tracker.to_run().metrics["tokens_per_sec"].direction is Direction.HIGHER
+    with tracker.timer("my_block_us", unit="us"):
+        pass
+    assert tracker.to_run().metrics["my_block_us"].unit == "us"

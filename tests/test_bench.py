@@ -1,0 +1,187 @@
+"""The runner and `perfgate bench` on a user-registered suite (no timings asserted)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from perfgate.bench.memory import PeakMemory
+from perfgate.bench.registry import Stage, StageContext, clear, stage, stages_for
+from perfgate.bench.runner import BenchOptions, run_benchmark
+from perfgate.cli import main
+from perfgate.core.metrics import Direction
+from perfgate.core.schema import GitInfo
+from tests.conftest import validate_run_file
+
+SUITE = "unit-test-suite"
+
+
+@pytest.fixture
+def suite():
+    calls = {"load": 0, "step": 0}
+
+    @stage("load", metric="dbn_load_time_ms", unit="ms", suite=SUITE, warmup=2, repeat=4)
+    def load(ctx: StageContext):
+        def once():
+            calls["load"] += 1
+            ctx.state["data"] = np.arange(1000.0)
+
+        return once
+
+    @stage(
+        "step",
+        metric="training_step_time_ms",
+        unit="ms",
+        suite=SUITE,
+        warmup=1,
+        repeat=3,
+        items_per_call=64,
+        throughput_metric="throughput_samples_per_sec",
+    )
+    def step(ctx: StageContext):
+        data = ctx.state["data"]  # left by the stage before, during its warm-up
+
+        def once():
+            calls["step"] += 1
+            return float(np.sum(data * data))
+
+        return once
+
+    @stage("only_ppo", metric="inference_latency_us", unit="us", suite=SUITE, models=["ppo"])
+    def only_ppo(ctx: StageContext):
+        return lambda: None
+
+    yield calls
+    clear(SUITE)
+
+
+def _run(**kw):
+    options = BenchOptions(model="dqn", suite=SUITE, rounds=2, **kw)
+    return run_benchmark(
+        options,
+        run_id="r1",
+        created_at="2026-11-29T18:00:00Z",
+        git=GitInfo(commit="abc"),
+        machine={"fingerprint": "fp", "cores": 2},
+    )
+
+
+def test_runner_counts_and_metrics(suite):
+    run = _run()
+    assert suite == {"load": 2 + 2 * 4, "step": 1 + 2 * 3}  # warm-up once, then each round
+    assert len(run.metrics["dbn_load_time_ms"].samples) == 8
+    assert len(run.metrics["training_step_time_ms"].samples) == 6
+    assert run.metrics["throughput_samples_per_sec"].direction is Direction.HIGHER
+    step = run.metrics["training_step_time_ms"].samples
+    rate = run.metrics["throughput_samples_per_sec"].samples
+    assert rate == pytest.approx([64 / (s / 1e3) for s in step])
+    assert len(run.metrics["memory_usage_mb"].samples) == 2  # one per round
+    assert "inference_latency_us" not in run.metrics  # registered for ppo only
+    assert run.config["stages"]["load"]["repeat_per_round"] == 4
+
+
+def test_automatic_repeat_is_bounded(suite):
+    clear(SUITE)
+
+    @stage("fast", metric="inference_latency_us", unit="us", suite=SUITE)
+    def fast(ctx):
+        return lambda: None
+
+    run = _run(max_repeat=50, round_time=10.0)
+    assert len(run.metrics["inference_latency_us"].samples) == 2 * 50
+
+
+def test_no_stages_for_model_is_input_error(suite):
+    from perfgate.errors import InputError
+
+    with pytest.raises(InputError, match="no stages"):
+        run_benchmark(
+            BenchOptions(model="dqn", suite="empty"),
+            run_id="r",
+            created_at="2026-11-29T18:00:00Z",
+            git=GitInfo(),
+            machine={},
+        )
+
+
+def test_stage_validation():
+    with pytest.raises(ValueError, match="unit"):
+        Stage(name="x", metric="m", unit="minutes", setup=lambda ctx: lambda: None)
+    with pytest.raises(ValueError, match="together"):
+        Stage(name="x", metric="m", unit="ms", setup=lambda ctx: lambda: None, items_per_call=3)
+
+
+def test_peak_memory_sees_a_large_allocation():
+    with PeakMemory() as small:
+        pass
+    with PeakMemory() as big:
+        block = np.ones(40_000_000 // 8)  # 40 MB, touched
+        block[::512] = 2.0
+        del block
+    assert big.peak_bytes >= 30_000_000
+    assert big.peak_bytes > small.peak_bytes
+
+
+def test_cli_bench_writes_a_valid_run_file(suite, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "dqn_current.json"
+    code = main(
+        [
+            "bench",
+            "--suite",
+            SUITE,
+            "--model",
+            "DQN",
+            "--output",
+            str(out),
+            "--git-commit",
+            "cafe",
+            "--rounds",
+            "1",
+            "--store",
+            f"sqlite:///{tmp_path}/s.db",
+        ]
+    )
+    assert code == 0
+    doc = validate_run_file(out)
+    assert doc["git"]["commit"] == "cafe"
+    assert doc["model"] == "dqn"
+    assert len(doc["machine"]["fingerprint"]) == 16
+    assert set(doc["metrics"]) == {
+        "dbn_load_time_ms",
+        "training_step_time_ms",
+        "throughput_samples_per_sec",
+        "memory_usage_mb",
+    }
+    from perfgate.store import open_store
+    from perfgate.store.base import RunQuery
+
+    store = open_store(f"sqlite:///{tmp_path}/s.db")
+    assert [r.run_id for r in store.runs(RunQuery(model="dqn"))] == [doc["run_id"]]
+    store.close()
+
+
+def test_cli_bench_all_models_names_files(suite, tmp_path):
+    code = main(
+        ["bench", "--suite", SUITE, "--model", "all", "--output", str(tmp_path / "{model}_run.json"), "--rounds", "1"]
+    )
+    assert code == 0
+    assert sorted(p.name for p in tmp_path.glob("*_run.json")) == [
+        "dqn_run.json",
+        "mamba2_run.json",
+        "ppo_run.json",
+        "tft_run.json",
+    ]
+    assert "inference_latency_us" in json.loads((tmp_path / "ppo_run.json").read_text())["metrics"]
+
+
+def test_unknown_model_exit_2(capsys, tmp_path):
+    assert main(["bench", "--model", "gpt5", "--output", str(tmp_path / "x.json")]) == 2
+    assert "unknown model" in capsys.readouterr().err
+
+
+def test_registry_order_and_model_filter(suite):
+    assert [s.name for s in stages_for(SUITE, "dqn")] == ["load", "step"]
+    assert [s.name for s in stages_for(SUITE, "ppo")] == ["load", "step", "only_ppo"]

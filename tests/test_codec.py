@@ -1,0 +1,132 @@
+"""Run files: both formats read, the current one written deterministically, old files kept readable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from perfgate.core.codec import UPGRADES, dumps, parse_timestamp, run_from_dict, run_to_dict
+from perfgate.core.metrics import Direction
+from perfgate.core.schema import SCHEMA_VERSION
+from perfgate.errors import InputError, SchemaVersionError
+from perfgate.runfile import load_run, save_run
+from tests.conftest import SCHEMA_PATH, validate_run_file
+
+DATA = Path(__file__).parent / "data" / "runs"
+
+
+def test_version_1_fixture_is_read_forever():
+    run = load_run(DATA / "v1_dqn.json")
+    assert run.model == "dqn" and run.run_id == "0f8c4e2a"
+    assert run.metrics["throughput_samples_per_sec"].direction is Direction.HIGHER
+    assert run.metrics["training_step_time_ms"].samples == (101.2, 99.8)
+    assert run.machine.fingerprint == "0123456789abcdef" and run.machine.details["cores"] == 2
+    assert run.git.dirty is False
+
+
+def test_seed_flat_fixture_one_sample_per_metric():
+    run = load_run(DATA / "seed_flat_dqn.json")
+    assert run.single_sample_format
+    assert run.model_key == "dqn"
+    assert len(run.metrics) == 6
+    assert all(len(m.samples) == 1 for m in run.metrics.values())
+    assert run.created_at == "2025-10-15T10:00:00.123456Z"  # chrono's nanoseconds cut to microseconds
+    assert run.git.commit == "abc123"
+
+
+def test_round_trip_is_identical_and_deterministic(tmp_path):
+    run = load_run(DATA / "v1_dqn.json")
+    out = tmp_path / "out.json"
+    save_run(out, run)
+    validate_run_file(out)
+    again = load_run(out)
+    assert again == run
+    assert dumps(again) == dumps(run) == out.read_text()
+    assert json.loads(out.read_text()) == json.loads((DATA / "v1_dqn.json").read_text())
+
+
+def test_seed_file_written_in_current_format_validates(tmp_path):
+    out = tmp_path / "upgraded.json"
+    save_run(out, load_run(DATA / "seed_flat_dqn.json"))
+    doc = validate_run_file(out)
+    assert doc["schema_version"] == SCHEMA_VERSION
+
+
+def test_schema_rejects_what_the_reader_rejects():
+    schema = json.loads(SCHEMA_PATH.read_text())
+    bad = {"schema_version": 1, "model": "dqn", "metrics": {"x": {"samples": [-1.0]}}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+    with pytest.raises(InputError):
+        run_from_dict(bad)
+
+
+def test_newer_version_refused():
+    with pytest.raises(SchemaVersionError, match="newer"):
+        run_from_dict({"schema_version": SCHEMA_VERSION + 1, "model": "dqn", "metrics": {}}, source="f.json")
+
+
+def test_upgrade_chain_is_applied(monkeypatch):
+    """An older document walks every upgrade step (exercised with a fake version-0 step)."""
+    import perfgate.core.codec as codec
+
+    monkeypatch.setattr(codec, "SCHEMA_VERSION", 2)
+    monkeypatch.setitem(UPGRADES, 1, lambda d: {**d, "suite": "upgraded"})
+    doc = {"schema_version": 1, "model": "dqn", "metrics": {"training_step_time_ms": {"samples": [1.0]}}}
+    assert codec._upgrade(dict(doc), source=None)["suite"] == "upgraded"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2025-10-15T10:00:00Z", "2025-10-15T10:00:00Z"),
+        ("2025-10-15T12:00:00+02:00", "2025-10-15T10:00:00Z"),
+        ("2025-10-15T10:00:00", "2025-10-15T10:00:00Z"),
+        ("2025-10-15 10:00:00.5Z", "2025-10-15T10:00:00.500000Z"),
+    ],
+)
+def test_timestamps_normalised_to_utc(text, expected):
+    assert parse_timestamp(text, source=None, field="t") == expected
+
+
+def test_bad_timestamp_names_field():
+    with pytest.raises(InputError, match="created_at"):
+        run_from_dict(
+            {
+                "schema_version": 1,
+                "model": "m",
+                "created_at": "yesterday",
+                "metrics": {"training_step_time_ms": {"samples": [1.0]}},
+            }
+        )
+
+
+def test_custom_metric_with_unit_and_direction():
+    run = run_from_dict(
+        {
+            "schema_version": 1,
+            "model": "m",
+            "metrics": {"tokens_per_sec": {"unit": "tokens/s", "direction": "higher_is_better", "samples": [1.0, 2.0]}},
+        }
+    )
+    assert run.metrics["tokens_per_sec"].direction is Direction.HIGHER
+    assert run_to_dict(run)["metrics"]["tokens_per_sec"]["unit"] == "tokens/s"
+
+
+def test_atomic_save_leaves_no_partial_file(tmp_path, monkeypatch):
+    run = load_run(DATA / "v1_dqn.json")
+    target = tmp_path / "run.json"
+    save_run(target, run)
+    before = target.read_text()
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(Path, "replace", fail)
+    with pytest.raises(OSError):
+        save_run(target, run)
+    assert target.read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]

@@ -1,0 +1,60 @@
+"""The layers of DESIGN §2: imports point down only, and `import perfgate` stays light."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "perfgate"
+
+# what each layer may import from perfgate (perfgate.errors is the shared leaf)
+ALLOWED = {
+    "core": {"core", "errors"},
+    "bench": {"bench", "core", "errors"},
+    "pipeline": {"pipeline", "errors", "bench.registry"},
+    "store": {"store", "core", "errors"},
+    "report": {"report", "core", "errors"},
+    "export": {"export", "core", "errors", "store", "report"},
+    "notify": {"notify", "core", "errors", "report"},
+    "importers": {"importers", "core", "errors", "runfile"},
+}
+FORBIDDEN_IN_CORE = {"torch", "os", "subprocess", "socket", "sqlite3", "psycopg", "time", "pathlib", "random"}
+
+
+def _imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def _allowed(layer: str, target: str) -> bool:
+    return any(target == a or target.startswith(a + ".") for a in ALLOWED[layer])
+
+
+def test_imports_point_down():
+    violations = []
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE)
+        layer = rel.parts[0] if len(rel.parts) > 1 else None
+        if layer not in ALLOWED:
+            continue
+        for name in _imports(path):
+            if name.startswith("perfgate."):
+                target = name[len("perfgate.") :]
+                if not _allowed(layer, target):
+                    violations.append(f"{rel} imports {name}")
+            if layer == "core" and name.split(".")[0] in FORBIDDEN_IN_CORE:
+                violations.append(f"{rel} (core) imports {name}")
+    assert violations == []
+
+
+def test_import_perfgate_does_not_import_torch():
+    code = "import sys, perfgate, perfgate.cli, perfgate.core.compare; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "False"
