@@ -234,3 +234,17 @@ def test_real_subprocess(seed_files, tmp_path):
     )
     assert missing.returncode == 2
     assert "Traceback" not in missing.stderr and "x.json" in missing.stderr
+
+
+def test_budgets_hold_without_a_baseline(seed_files, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PERFGATE_STORE", raising=False)
+    _, cur = seed_files
+    config = tmp_path / "perfgate.toml"
+    config.write_text("[budgets.dqn]\ninference_latency_us = { p99 = 40.0 }\n")
+    report = tmp_path / "r.md"
+    assert check("--current", cur, "--config", config, "--output", report) == 1
+    text = report.read_text()
+    assert "Budget Exceeded" in text and "only the budgets were checked" in text
+    config.write_text("[budgets.dqn]\ninference_latency_us = { p99 = 50.0 }\n")
+    assert check("--current", cur, "--config", config, "--output", report) == 0

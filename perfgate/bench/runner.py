@@ -23,10 +23,12 @@ import math
 import sys
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfgate.bench.gpu import GpuRound, cuda_torch
 from perfgate.bench.memory import PeakMemory
 from perfgate.bench.registry import Stage, StageContext, stages_for
 from perfgate.core.metrics import BUILTIN_METRICS, Direction
@@ -155,13 +157,21 @@ def run_benchmark(
             progress(f"warm-up {stage.name}", i, total)
         prepared.append(_prepare(stage, ctx, options))
     memory: list[float] = []
+    gpu_memory: list[float] = []
+    gpu_util: list[float] = []
+    torch = cuda_torch(options.device)
     for r in range(options.rounds):
         if progress:
             progress(f"round {r + 1}/{options.rounds}", len(stages) + r, total)
-        with PeakMemory() as peak:
+        gpu_round = GpuRound(torch, options.device) if torch is not None else nullcontext()
+        with PeakMemory() as peak, gpu_round as gpu:
             for p in prepared:
                 p.seconds.extend(_time_call(p.call, p.sync) for _ in range(p.repeat))
         memory.append(peak.peak_bytes / 2**20)
+        if gpu is not None:
+            gpu_memory.append(gpu.peak_mb)
+            if gpu.utilization_pct is not None:
+                gpu_util.append(gpu.utilization_pct)
     if progress:
         progress("done", total, total)
     metrics: dict[str, Metric] = {}
@@ -172,6 +182,10 @@ def run_benchmark(
             rate = [st.items_per_call / s for s in p.seconds if s > 0]
             metrics[st.throughput_metric] = _metric(st.throughput_metric, "samples/s", Direction.HIGHER, rate)
     metrics[_MEMORY_METRIC] = _metric(_MEMORY_METRIC, "MB", Direction.LOWER, memory)
+    if gpu_memory:
+        metrics["gpu_memory_mb"] = _metric("gpu_memory_mb", "MB", Direction.LOWER, gpu_memory)
+    if gpu_util:
+        metrics["gpu_utilization_pct"] = _metric("gpu_utilization_pct", "%", Direction.INFO, gpu_util)
     run_config: dict[str, Any] = {
         "rounds": options.rounds,
         "seed": options.seed,

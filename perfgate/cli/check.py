@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from perfgate.cli._common import add_config_argument, config_from, stderr_console
-from perfgate.core.compare import CheckResult, Verdict, compare_runs
+from perfgate.core.compare import CheckResult, Verdict, budgets_only, compare_runs
 from perfgate.core.schema import Run
 from perfgate.errors import ConfigError, InputError
 from perfgate.report.format import fmt_change
@@ -80,16 +80,26 @@ def run(args: argparse.Namespace) -> int:
     current = load_run(args.current, policy.metric_info)
     if args.baseline is not None:
         baseline = load_run(args.baseline, policy.metric_info)
-        source = f"file `{args.baseline}`"
+        result = compare_runs(
+            baseline,
+            current,
+            policy,
+            allow_machine_mismatch=args.allow_machine_mismatch,
+            baseline_source=f"file `{args.baseline}`",
+        )
     elif args.store is not None or config.store is not None:
         baseline, source = _baseline_from_store(args, current, config.store)
+        result = compare_runs(
+            baseline, current, policy, allow_machine_mismatch=args.allow_machine_mismatch, baseline_source=source
+        )
+    elif policy.budgets_for(current.model_key):
+        result = budgets_only(current, policy)  # budgets hold from the first run
     else:
         raise InputError(
-            "give --baseline FILE, or --store URL to take the baseline from the history", field="--baseline"
+            "give --baseline FILE, or --store URL to take the baseline from the history "
+            "(or configure budgets, which are checked without one)",
+            field="--baseline",
         )
-    result = compare_runs(
-        baseline, current, policy, allow_machine_mismatch=args.allow_machine_mismatch, baseline_source=source
-    )
     markdown = render_markdown(result)
     if args.output is not None:
         write_text_atomic(args.output, markdown)

@@ -30,6 +30,7 @@ __all__ = [
     "CheckResult",
     "Comparison",
     "Verdict",
+    "budgets_only",
     "check_budgets",
     "compare_runs",
 ]
@@ -458,4 +459,16 @@ def compare_runs(
         policy=policy,
         machine_mismatch=mismatch,
         baseline_source=baseline_source,
+    )
+
+
+def budgets_only(current: Run, policy: Policy) -> CheckResult:
+    """A check with no baseline yet: every metric is ``new``, the budgets still hold."""
+    return CheckResult(
+        current=current,
+        baseline=None,
+        comparisons=tuple(_unpaired(m, "current", policy) for m in current.metrics.values()),
+        budgets=check_budgets(current, policy.budgets_for(current.model_key)),
+        policy=policy,
+        baseline_source="none yet: only the budgets were checked",
     )

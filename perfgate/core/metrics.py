@@ -40,6 +40,7 @@ BUILTIN_METRICS: dict[str, MetricInfo] = {
     "throughput_samples_per_sec": MetricInfo(unit="samples/s", direction=Direction.HIGHER, label="Throughput"),
     "memory_usage_mb": MetricInfo(unit="MB", direction=Direction.LOWER, label="Memory usage"),
     "gpu_utilization_pct": MetricInfo(unit="%", direction=Direction.INFO, label="GPU utilisation"),
+    "gpu_memory_mb": MetricInfo(unit="MB", direction=Direction.LOWER, label="GPU memory (peak allocated)"),
 }
 
 
