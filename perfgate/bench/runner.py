@@ -98,20 +98,30 @@ class _Prepared:
     seconds: list[float] = field(default_factory=list)
 
 
+def _timed_for(call: Callable[[], object], sync: Callable[[], None] | None, seconds: float, cap: int) -> list[float]:
+    """Call repeatedly for about ``seconds`` (at least once, at most ``cap`` times)."""
+    spent: list[float] = []
+    deadline = time.perf_counter() + seconds
+    while not spent or (time.perf_counter() < deadline and len(spent) < cap):
+        spent.append(_time_call(call, sync))
+    return spent
+
+
 def _prepare(stage: Stage, ctx: StageContext, options: BenchOptions) -> _Prepared:
     call = stage.setup(ctx)
     sync = _synchronizer(stage, options.device)
     warmup = stage.warmup if stage.warmup is not None else options.warmup
-    spent: list[float] = []
     if warmup is not None:
-        spent = [_time_call(call, sync) for _ in range(warmup)]
+        for _ in range(warmup):
+            _time_call(call, sync)
     else:
-        deadline = time.perf_counter() + options.warmup_time
-        while not spent or (time.perf_counter() < deadline and len(spent) < options.max_repeat):
-            spent.append(_time_call(call, sync))
+        _timed_for(call, sync, options.warmup_time, options.max_repeat)
     repeat = stage.repeat if stage.repeat is not None else options.repeat
     if repeat is None:
-        typical = sorted(spent)[len(spent) // 2] if spent else options.round_time
+        # calibrate on calls after the warm-up: a first call that compiles or fills caches
+        # must not make the stage look slow and starve it of samples
+        calibration = sorted(_timed_for(call, sync, options.warmup_time, options.max_repeat))
+        typical = calibration[len(calibration) // 2]
         repeat = max(5, min(options.max_repeat, math.ceil(options.round_time / max(typical, 1e-9))))
     return _Prepared(stage=stage, call=call, sync=sync, repeat=repeat)
 

@@ -45,11 +45,14 @@ from perfgate.pipeline.dbn_zstd import ZSTD_MAGIC, decompress_frames, is_skippab
 
 __all__ = ["OHLCV_KEYS", "DbnFile", "load_dbn", "ohlcv_arrays", "prices_as_float"]
 
+_UNDEF_PRICE_AS_FLOAT = 2.0**63  # what UNDEF_PRICE (and every int64 >= 2**63 - 512) becomes as float64
+
 #: The keys of :func:`ohlcv_arrays`, in order.
 OHLCV_KEYS = ("ts_event", "open", "high", "low", "close", "volume")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# eq=False: comparing numpy arrays field by field has no single truth value; compare identity.
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class DbnFile:
     """A loaded and validated DBN file.
 
@@ -62,8 +65,9 @@ class DbnFile:
         compressed: whether the file was zstd-compressed.
         records_offset: byte offset of the first record in the (decompressed) stream.
         record_count: number of records, of every type.
-        records: read-only structured array of the records when they share one type
-            (zero-copy over the file for plain files); ``None`` for a mixed load.
+        records: read-only structured array of the records when they share one layout
+            (zero-copy over the file for plain files); ``None`` when ``mixed=True`` found
+            several types, or for a fragment without records.
         groups: rtype -> read-only structured array of that rtype's records. For a
             single-type file it holds ``records`` once.
     """
@@ -129,9 +133,10 @@ def load_dbn(
     where = " of the decompressed stream" if compressed else ""
     with memoryview(buf) as view:
         starts_with_header = bytes(view[:3]) == b"DBN"
+        meta: DbnMetadata | None = None
         if version is None:
-            meta: DbnMetadata | None = parse_metadata(view, source=source, compressed=compressed)
-            version, ts_out, offset = meta.version, meta.ts_out, meta.length
+            header = parse_metadata(view, source=source, compressed=compressed)
+            meta, version, ts_out, offset = header, header.version, header.ts_out, header.length
         elif starts_with_header:
             raise DataError(
                 f"the stream starts with a DBN metadata header at byte offset 0{where}; "
@@ -140,7 +145,7 @@ def load_dbn(
                 field="version",
             )
         else:
-            meta, offset = None, 0
+            offset = 0
         total = len(view)
     schema = meta.schema if meta else None
 
@@ -179,8 +184,14 @@ def load_dbn(
     records = check_uniform(
         buf, offset, total, allowed=allowed, label=label, version=version, ts_out=ts_out, source=source, where=where
     )
-    rtype = int(records["rtype"][0]) if len(records) else allowed[0]
-    return result(records, {rtype: records})
+    if not len(records):
+        return result(records, {allowed[0]: records})
+    first = int(records["rtype"][0])
+    if len(allowed) == 1 or bool((records["rtype"] == first).all()):
+        return result(records, {first: records})
+    # TBBO may carry both of its rtypes; keep `groups` keyed by the real rtype of each record
+    kinds = records["rtype"]
+    return result(records, {rtype: records[kinds == rtype] for rtype in allowed if (kinds == rtype).any()})
 
 
 def _open_stream(path: Path, source: str) -> tuple[mmap.mmap | bytes, bool]:
@@ -189,8 +200,8 @@ def _open_stream(path: Path, source: str) -> tuple[mmap.mmap | bytes, bool]:
         info = path.stat()
     except FileNotFoundError:
         raise DataError("file not found; check the path", source=source) from None
-    except OSError as exc:
-        raise DataError(f"cannot read the file: {exc.strerror or exc}", source=source) from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise DataError(f"cannot read the file: {getattr(exc, 'strerror', None) or exc}", source=source) from None
     if not stat.S_ISREG(info.st_mode):  # a FIFO or device would block or never end
         raise DataError("not a regular file; give the path of a .dbn or .dbn.zst file", source=source)
     if info.st_size == 0:
@@ -208,8 +219,8 @@ def _open_stream(path: Path, source: str) -> tuple[mmap.mmap | bytes, bool]:
                     field="magic",
                 )
             return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), False
-    except OSError as exc:
-        raise DataError(f"cannot read the file: {exc.strerror or exc}", source=source) from None
+    except (OSError, ValueError) as exc:  # ValueError: the file was emptied after the stat() above
+        raise DataError(f"cannot read the file: {getattr(exc, 'strerror', None) or exc}", source=source) from None
 
 
 def _first_rtype(
@@ -235,16 +246,20 @@ def _first_rtype(
 
 
 def prices_as_float(prices: np.ndarray) -> np.ndarray:
-    """Fixed-point int64 prices (1e-9 units) as float64, with ``UNDEF_PRICE`` as NaN.
+    """Fixed-point int64 prices (1e-9 units) as a new float64 array, ``UNDEF_PRICE`` as NaN.
 
-    Division (not multiplication by 1e-9) keeps the result the float nearest to the
+    Division (not multiplication by 1e-9) keeps each result the float nearest to the
     true price, so tick prices such as 3722.75 come out exact.
     """
     raw = np.asarray(prices)
     if raw.dtype.kind not in "iu":
         raise TypeError(f"prices_as_float needs an integer price array, not {raw.dtype}")
-    out = np.divide(raw, FIXED_PRICE_SCALE, dtype=np.float64)
-    out[raw == UNDEF_PRICE] = np.nan
+    out = raw.astype(np.float64)  # one pass over a strided record field, into contiguous memory
+    # The int->float cast is monotonic and only ints >= 2**63 - 512 reach 2**63, so a max()
+    # over the floats rules out UNDEF_PRICE cheaply; only then compare the ints exactly.
+    if len(out) and out.max() >= _UNDEF_PRICE_AS_FLOAT:
+        out[raw == UNDEF_PRICE] = np.nan
+    out /= FIXED_PRICE_SCALE
     return out
 
 
@@ -275,7 +290,7 @@ def ohlcv_arrays(dbn: DbnFile) -> dict[str, np.ndarray]:
             field="schema",
         )
     assert rec is not None
-    out = {"ts_event": np.ascontiguousarray(rec["ts_event"]).view(np.int64)}
+    out = {"ts_event": rec["ts_event"].astype(np.int64)}
     for name in ("open", "high", "low", "close"):
         out[name] = prices_as_float(rec[name])
     out["volume"] = rec["volume"].astype(np.float64)

@@ -19,6 +19,9 @@ Layout (all integers little-endian; offsets are from the start of the stream)::
             mappings: u32 count, then per mapping a raw symbol, a u32 interval count
             and per interval u32 start_date, u32 end_date (YYYYMMDD) and a symbol.
             v3 pads with zeros to a multiple of 8 so that records are aligned.
+            Bytes left over inside the declared length are skipped, as the
+            official decoder does: the length, not the content, says where
+            the records start.
 
 Every count is checked against the declared length before it is used, so no input can
 make the parser read past the header or loop without making progress.

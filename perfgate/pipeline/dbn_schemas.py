@@ -188,7 +188,7 @@ _CONSOLIDATED_LEVEL = "bid_px:i8 ask_px:i8 bid_sz:u4 ask_sz:u4 bid_pb:u2 _reserv
 
 
 def _levels(level: str, count: int) -> str:
-    parts = []
+    parts: list[str] = []
     for i in range(count):
         parts.extend(f"{item.split(':')[0]}_{i:02d}:{item.split(':')[1]}" for item in level.split())
     return " ".join(parts)

@@ -254,10 +254,12 @@ def test_empty_fragment_has_no_records(tmp_path) -> None:
 
 
 def test_prices_as_float_masks_undefined_and_is_exact_on_ticks() -> None:
-    raw = np.array([3_722_750_000_000, UNDEF_PRICE, -1_250_000_000, 0], dtype=np.int64)
+    raw = np.array([3_722_750_000_000, UNDEF_PRICE, -1_250_000_000, 0, 2**63 - 512], dtype=np.int64)
     out = prices_as_float(raw)
     assert out.dtype == np.float64
     assert out[0] == 3722.75 and np.isnan(out[1]) and out[2] == -1.25 and out[3] == 0.0
+    assert out[4] == (2**63 - 512) / 1e9  # as float it equals float(UNDEF_PRICE), yet it is a price
+    assert not np.isnan(prices_as_float(raw[[0, 4]])).any()
     with pytest.raises(TypeError):
         prices_as_float(np.array([1.5]))
 
