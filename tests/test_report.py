@@ -110,3 +110,20 @@ def test_sections_for_each_verdict():
     assert "Throughput increased by" not in text  # an improvement is not a regression sentence
     inconclusive = text.split("### Inconclusive")[1].split("###")[0]
     assert "dbn_load_time_ms" in inconclusive and "per side" in inconclusive
+
+
+def test_json_report_writes_unbounded_interval_as_null():
+    """Regression for render_json raising on an infinite interval end from a tiny skewed sample."""
+    import json
+
+    from perfgate.report.json import render_json
+
+    base = run_from_dict(
+        {"schema_version": 1, "model": "m", "metrics": {"training_step_time_ms": {"samples": [1.0, 1.0, 1004.0]}}}
+    )
+    cur = run_from_dict(
+        {"schema_version": 1, "model": "m", "metrics": {"training_step_time_ms": {"samples": [2.0, 2.0, 2008.0]}}}
+    )
+    doc = json.loads(render_json(compare_runs(base, cur, Policy())))
+    ci = doc["comparisons"][0]["ci"]
+    assert ci is not None and None in ci

@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 _MAX_REQUIRED_N = 10_000_000
+_BOUNDARY_SLACK = 1e-12  # in log-ratio units
 
 
 class Verdict(StrEnum):
@@ -202,15 +203,20 @@ class _Pending:
 
 
 def _log_threshold(threshold: float, direction: Direction) -> float:
-    # worse > t  <=>  log ratio beyond this bound, for either direction
+    # worse > t  <=>  log ratio beyond this bound, for either direction. The slack keeps a
+    # change of exactly the threshold (100 -> 110 at 10 %) from "exceeding" it by rounding:
+    # log(110 / 100) is one ulp above log1p(0.10).
     if direction is Direction.HIGHER:
-        return math.inf if threshold >= 1.0 else -math.log1p(-threshold)
-    return math.log1p(threshold)
+        return math.inf if threshold >= 1.0 else -math.log1p(-threshold) + _BOUNDARY_SLACK
+    return math.log1p(threshold) + _BOUNDARY_SLACK
 
 
 def _worse_from_log(log_worse: float, direction: Direction) -> float:
     # positive means worse: +x % time, or -x % throughput
-    return math.expm1(log_worse) if direction is Direction.LOWER else -math.expm1(-log_worse)
+    try:
+        return math.expm1(log_worse) if direction is Direction.LOWER else -math.expm1(-log_worse)
+    except OverflowError:  # an interval bound from a tiny, skewed sample ([1, 1, 1004]): unbounded
+        return math.inf if direction is Direction.LOWER else -math.inf
 
 
 def _required_n(n_now: int, se: float | None, margin: float, z: float) -> int | None:

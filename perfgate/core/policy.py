@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from perfgate.core.metrics import MetricInfo
+from perfgate.core.schema import normalize_model
 
 __all__ = ["BUDGET_STATISTICS", "Budget", "Policy"]
 
@@ -32,6 +33,7 @@ class Budget:
     limit: float
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "model", normalize_model(self.model))  # "DQN" budgets apply to dqn runs
         if self.statistic not in BUDGET_STATISTICS:
             raise ValueError(
                 f"budget {self.model}.{self.metric}: statistic must be one of {', '.join(BUDGET_STATISTICS)}, "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict
 from typing import Any
 
@@ -73,5 +74,16 @@ def result_to_dict(result: CheckResult) -> dict[str, Any]:
     }
 
 
+def _finite(value: Any) -> Any:
+    # JSON has no infinity: an unbounded interval end (tiny skewed samples) is written as null
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
 def render_json(result: CheckResult) -> str:
-    return json.dumps(result_to_dict(result), sort_keys=True, indent=2, allow_nan=False) + "\n"
+    return json.dumps(_finite(result_to_dict(result)), sort_keys=True, indent=2, allow_nan=False) + "\n"
