@@ -188,7 +188,7 @@ def _session_days(n_days: int) -> list[dt.date]:
 
 
 def session_opens_utc_ns(n_days: int) -> tuple[np.ndarray, list[dt.date]]:
-    """UTC nanoseconds of 09:30 New York for the first ``n_days`` weekdays from 2024-01-02."""
+    """UTC nanoseconds of 09:30 New York on the first ``n_days`` weekdays from 2024-01-02, and those dates."""
     days = _session_days(n_days)
     opens = [
         (
@@ -314,7 +314,7 @@ def synthesize_bars(records: int, seed: int) -> dict[str, np.ndarray]:
     (int64 ns), ``records`` consecutive one-minute bars; what the feature stage takes.
     """
     rec = synthesize_ohlcv(records, seed, instruments=1)
-    bars = {name: rec[name] * (1.0 / PRICE_SCALE) for name in ("open", "high", "low", "close")}
+    bars = {name: rec[name] / PRICE_SCALE for name in ("open", "high", "low", "close")}
     bars["volume"] = rec["volume"].astype(np.float64)
     bars["ts_event"] = rec["ts_event"].astype(np.int64)
     return bars
