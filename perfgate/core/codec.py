@@ -127,7 +127,20 @@ def _metric(name: str, raw: object, *, source: str | None, extra: Mapping[str, M
     if not samples:
         raise InputError("no samples; a metric needs at least one", source=source, field=f"{where}.samples")
     values = tuple(_sample(v, source=source, field=f"{where}.samples[{i}]") for i, v in enumerate(samples))
-    return Metric(name=name, unit=unit, direction=direction, samples=values)
+    groups = raw.get("groups")
+    if groups is not None:
+        if not isinstance(groups, list | tuple) or not all(
+            isinstance(g, int) and not isinstance(g, bool) and g > 0 for g in groups
+        ):
+            raise InputError("expected a list of positive sample counts", source=source, field=f"{where}.groups")
+        if sum(groups) != len(values):
+            raise InputError(
+                f"groups add up to {sum(groups)} samples but there are {len(values)}",
+                source=source,
+                field=f"{where}.groups",
+            )
+        groups = tuple(groups)
+    return Metric(name=name, unit=unit, direction=direction, samples=values, groups=groups)
 
 
 def _flat_to_run(data: Mapping[str, Any], *, source: str | None, extra: Mapping[str, MetricInfo]) -> Run:
@@ -250,6 +263,13 @@ def run_from_dict(
     )
 
 
+def _metric_doc(metric: Metric) -> dict[str, Any]:
+    doc: dict[str, Any] = {"unit": metric.unit, "direction": metric.direction.value, "samples": list(metric.samples)}
+    if metric.groups is not None:
+        doc["groups"] = list(metric.groups)
+    return doc
+
+
 def run_to_dict(run: Run) -> dict[str, Any]:
     """The current-version document for ``run`` (a seed-format run is written upgraded)."""
     machine: dict[str, Any] = dict(run.machine.details)
@@ -266,10 +286,7 @@ def run_to_dict(run: Run) -> dict[str, Any]:
         },
         "machine": machine,
         "config": dict(run.config),
-        "metrics": {
-            name: {"unit": m.unit, "direction": m.direction.value, "samples": list(m.samples)}
-            for name, m in run.metrics.items()
-        },
+        "metrics": {name: _metric_doc(m) for name, m in run.metrics.items()},
     }
     if run.run_id is not None:
         doc["run_id"] = run.run_id

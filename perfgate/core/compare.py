@@ -19,6 +19,7 @@ from enum import StrEnum
 from scipy import stats as sps
 
 from perfgate.core.metrics import BUILTIN_METRICS, Direction, describe
+from perfgate.core.noise import between_groups
 from perfgate.core.policy import Budget, Policy
 from perfgate.core.schema import Metric, Run
 from perfgate.core.significance import holm, log_ratio_se, mann_whitney_worse, z_test_worse
@@ -36,6 +37,9 @@ __all__ = [
 ]
 
 _MAX_REQUIRED_N = 10_000_000
+# Degrees of freedom below which the groups' own spread is not used: a t test on 1 or 2
+# degrees of freedom is too weak to gate on; the within-run test is used instead.
+_MIN_NOISE_DF = 3
 _BOUNDARY_SLACK = 1e-12  # in log-ratio units
 
 
@@ -76,7 +80,9 @@ class Comparison:
     verdict: Verdict
     reason: str = ""
     required_n: int | None = None
+    required_unit: str = "samples"  # or "processes": what more of would decide it
     threshold_only: bool = False
+    noise: str = ""  # the run-to-run noise folded into the test, when there was any
 
     @property
     def label(self) -> str:
@@ -200,6 +206,10 @@ class _Pending:
     fixed: Verdict | None = None  # decided before the test (too few samples)
     reason: str = ""
     required_n: int | None = None
+    df: int | None = None  # degrees of freedom of a t test; None: normal
+    sigma_run: float | None = None  # run-to-run SD of the log location, when known
+    groups: tuple[int, int] = (1, 1)
+    noise: str = ""
 
 
 def _log_threshold(threshold: float, direction: Direction) -> float:
@@ -269,7 +279,9 @@ def _prepare(base: Metric, cur: Metric, statistic: str, policy: Policy) -> _Pend
     cur_ci = quantile_ci(cur.samples, statistic, policy.confidence)
     pending.se = log_ratio_se(base_value, base_ci, cur_value, cur_ci, policy.confidence)
     higher_is_worse = cur.direction is Direction.LOWER
-    if statistic in ("median", "p50"):
+    if _fold_run_noise(pending, policy):
+        pass
+    elif statistic in ("median", "p50"):
         pending.p_value = mann_whitney_worse(base.samples, cur.samples, higher_is_worse=higher_is_worse)
     elif log_worse is not None and pending.se is not None:
         pending.p_value = z_test_worse(log_worse, pending.se)
@@ -280,12 +292,56 @@ def _prepare(base: Metric, cur: Metric, statistic: str, policy: Policy) -> _Pend
     return pending
 
 
+def _fold_run_noise(p: _Pending, policy: Policy) -> bool:
+    """Test on the log ratio with the run-to-run noise in its standard error, when it is known.
+
+    The between-run SD comes from the runs' own groups (worker processes, pooled runs) and
+    from the machine's calibration (``Policy.noise``); the larger is used. The standard error
+    of the log ratio is then at least ``sigma * sqrt(1/G_base + 1/G_current)``. With only the
+    groups' own estimate the test is a t test on their degrees of freedom (at least 3); a
+    calibration from the history makes it a z test. Returns False when neither estimate
+    exists (the caller then falls back to the within-run test).
+    """
+    if p.log_worse is None or not math.isfinite(p.log_worse) or p.se is None:
+        return False
+    q = QUANTILES[p.statistic]
+    data = between_groups(p.base, p.cur, q)
+    if data is not None and data.df < _MIN_NOISE_DF:
+        data = None  # one or two spare groups say too little about the spread to test on
+    calibrated = policy.noise_for(p.cur.name, p.statistic)
+    if data is None and calibrated is None:
+        return False
+    g_base, g_cur = len(p.base.group_samples()), len(p.cur.group_samples())
+    sigma = max(data.sigma if data else 0.0, calibrated or 0.0)
+    p.sigma_run = sigma
+    p.groups = (g_base, g_cur)
+    p.df = data.df if calibrated is None and data is not None else None
+    p.se = max(p.se, sigma * math.sqrt(1.0 / g_base + 1.0 / g_cur))
+    null = sps.t(p.df) if p.df is not None else sps.norm
+    p.p_value = float(null.sf(p.log_worse / p.se)) if p.se > 0 else (0.0 if p.log_worse > 0 else 1.0)
+    sources = []
+    if data is not None:
+        sources.append(f"{g_base}+{g_cur} independent repetitions")
+    if calibrated is not None:
+        sources.append("this machine's calibration")
+    p.noise = f"run-to-run σ {sigma:.1%} ({' and '.join(sources)})"
+    return True
+
+
+def _required_groups(sigma: float, margin: float, z: float, have: int) -> int | None:
+    """Independent repetitions per side at which ``margin`` is resolved against ``sigma``."""
+    if sigma <= 0 or margin <= 1e-12:
+        return None
+    return min(max(math.ceil(2.0 * (z * sigma / margin) ** 2), have + 1), _MAX_REQUIRED_N)
+
+
 def _decide(p: _Pending, p_adjusted: float | None, policy: Policy, n_tests: int) -> Comparison:
     direction = p.cur.direction
     worse = None if p.log_worse is None else _worse_from_log(p.log_worse, direction)
     change = None if p.base_value == 0 else p.cur_value / p.base_value - 1.0
     ci = None
-    z_ci = float(sps.norm.ppf(0.5 + policy.confidence / 2.0))
+    null = sps.t(p.df) if p.df is not None else sps.norm
+    z_ci = float(null.ppf(0.5 + policy.confidence / 2.0))
     if p.log_worse is not None and p.se is not None:
         lo, hi = p.log_worse - z_ci * p.se, p.log_worse + z_ci * p.se
         ci = (_worse_from_log(lo, direction), _worse_from_log(hi, direction))
@@ -294,6 +350,13 @@ def _decide(p: _Pending, p_adjusted: float | None, policy: Policy, n_tests: int)
     verdict: Verdict
     reason = p.reason
     required = p.required_n
+    unit = "samples" if p.sigma_run is None else "processes"
+
+    def need(margin: float, z: float) -> int | None:
+        if p.sigma_run is not None:  # more repetitions of the whole run, not more samples, decide it
+            return _required_groups(p.sigma_run, margin, z, min(p.groups))
+        return _required_n(n_now, p.se, margin, z)
+
     if p.fixed is not None:
         verdict = p.fixed
     elif p.log_worse is None:
@@ -310,7 +373,7 @@ def _decide(p: _Pending, p_adjusted: float | None, policy: Policy, n_tests: int)
         reason = "one sample per side: only the threshold applies, no significance test"
     else:
         assert p_adjusted is not None
-        z_alpha = float(sps.norm.isf(policy.alpha / max(n_tests, 1)))
+        z_alpha = float(null.isf(policy.alpha / max(n_tests, 1)))
         z_power = float(sps.norm.ppf(policy.power))
         if p.log_worse > bound:
             if p_adjusted < policy.alpha:
@@ -320,7 +383,7 @@ def _decide(p: _Pending, p_adjusted: float | None, policy: Policy, n_tests: int)
                 reason = (
                     f"over the threshold but not significant (adjusted p = {p_adjusted:.3g} ≥ α = {policy.alpha:g})"
                 )
-                required = _required_n(n_now, p.se, p.log_worse, z_alpha + z_power)
+                required = need(p.log_worse, z_alpha + z_power)
         elif -p.log_worse > bound and (ci[1] < 0 if ci is not None else p.log_worse == -math.inf):
             verdict = Verdict.IMPROVED
         elif ci is not None and ci[1] > p.threshold and p.log_worse <= bound:
@@ -329,7 +392,7 @@ def _decide(p: _Pending, p_adjusted: float | None, policy: Policy, n_tests: int)
                 f"the {policy.confidence:.0%} interval reaches {ci[1]:+.1%}, past the {p.threshold:.0%} threshold: "
                 "too noisy to rule out a regression"
             )
-            required = _required_n(n_now, p.se, bound - p.log_worse, z_ci + z_power)
+            required = need(bound - p.log_worse, z_ci + z_power)
         else:
             verdict = Verdict.UNCHANGED
     return Comparison(
@@ -350,7 +413,9 @@ def _decide(p: _Pending, p_adjusted: float | None, policy: Policy, n_tests: int)
         verdict=verdict,
         reason=reason,
         required_n=required,
+        required_unit=unit,
         threshold_only=p.threshold_only,
+        noise=p.noise,
     )
 
 

@@ -55,6 +55,8 @@ class Policy:
         metric_info: definitions of metrics outside the built-in table.
         confidence: level of the confidence intervals shown in reports.
         power: the power the "samples that would decide" figure is computed for.
+        noise: this machine's run-to-run SD of each metric's log location, from
+            ``perfgate calibrate``; keyed ``metric`` (median) or ``metric:p95``.
     """
 
     threshold_pct: float = 10.0
@@ -64,6 +66,7 @@ class Policy:
     metric_info: Mapping[str, MetricInfo] = field(default_factory=dict)
     confidence: float = 0.95
     power: float = 0.8
+    noise: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _check_threshold("threshold", self.threshold_pct)
@@ -77,10 +80,20 @@ class Policy:
             raise ValueError(f"power must be in [0.5, 1), got {self.power!r}")
         object.__setattr__(self, "thresholds_pct", MappingProxyType(dict(self.thresholds_pct)))
         object.__setattr__(self, "metric_info", MappingProxyType(dict(self.metric_info)))
+        for key, sigma in self.noise.items():
+            if isinstance(sigma, bool) or not isinstance(sigma, int | float) or not math.isfinite(sigma) or sigma < 0:
+                raise ValueError(f"noise.{key} must be a non-negative number, got {sigma!r}")
+        object.__setattr__(self, "noise", MappingProxyType(dict(self.noise)))
 
     def threshold_for(self, metric: str) -> float:
         """The threshold of ``metric`` as a fraction (10 % -> 0.10)."""
         return self.thresholds_pct.get(metric, self.threshold_pct) / 100.0
+
+    def noise_for(self, metric: str, statistic: str) -> float | None:
+        """The calibrated run-to-run SD for a metric's statistic, if there is one."""
+        if statistic in ("median", "p50") and metric in self.noise:
+            return self.noise[metric]
+        return self.noise.get(f"{metric}:{statistic}")
 
     def budgets_for(self, model_key: str) -> tuple[Budget, ...]:
         return tuple(b for b in self.budgets if b.model == model_key)

@@ -33,12 +33,20 @@ def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Metric:
-    """One measured quantity and its raw samples (one float per repetition)."""
+    """One measured quantity and its raw samples (one float per repetition).
+
+    ``groups`` splits the samples, in order, into independent repetitions of the whole
+    measurement (worker processes, or the runs a baseline was pooled from): ``(40, 40, 40)``
+    means three processes of 40 samples each. Samples inside one group share the process's
+    memory layout and the machine's phase; the spread *between* groups is the run-to-run
+    noise the decision must not mistake for a change. ``None`` means one group.
+    """
 
     name: str
     unit: str
     direction: Direction
     samples: tuple[float, ...]
+    groups: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -54,6 +62,24 @@ class Metric:
                 raise ValueError(f"metric {self.name!r}: samples[{i}] is {value!r}; samples must be finite")
             if value < 0:
                 raise ValueError(f"metric {self.name!r}: samples[{i}] is negative ({value!r})")
+        if self.groups is not None:
+            if any(isinstance(g, bool) or not isinstance(g, int) or g < 1 for g in self.groups):
+                raise ValueError(f"metric {self.name!r}: groups must be positive sample counts, got {self.groups!r}")
+            if sum(self.groups) != len(self.samples):
+                raise ValueError(
+                    f"metric {self.name!r}: groups add up to {sum(self.groups)} samples, the metric has "
+                    f"{len(self.samples)}"
+                )
+
+    def group_samples(self) -> list[tuple[float, ...]]:
+        """The samples split by group (one group when ``groups`` is None)."""
+        if self.groups is None:
+            return [self.samples]
+        out, start = [], 0
+        for size in self.groups:
+            out.append(self.samples[start : start + size])
+            start += size
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -190,7 +190,11 @@ def _section(
 def _decide_text(c: Comparison) -> str:
     if c.required_n is None:
         return "more samples will not settle it: the change sits at the threshold" if c.reason else "—"
-    return f"{c.required_n:,} per side (or `perfgate ab`)"
+    return f"{c.required_n:,} {c.required_unit} per side (or `perfgate ab`)"
+
+
+def _why(c: Comparison) -> str:
+    return f"{c.reason}; {c.noise}" if c.noise else c.reason
 
 
 def _footer(result: CheckResult) -> list[str]:
@@ -214,7 +218,7 @@ def _render(result: CheckResult, cap: int | None) -> str:
         by[Verdict.INCONCLUSIVE],
         cap,
         "inconclusive metrics",
-        extra=lambda c: [c.reason, _decide_text(c)],
+        extra=lambda c: [_why(c), _decide_text(c)],
         extra_header=["Why", "Samples that would decide"],
     )
     lines += _section("Improvements", by[Verdict.IMPROVED], cap, "improvements")

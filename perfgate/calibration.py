@@ -1,0 +1,92 @@
+"""The calibration file: each machine's run-to-run noise per model and metric.
+
+``perfgate calibrate`` writes it from the history of unchanged runs (by default
+``.perfgate/noise.json``); ``perfgate check`` reads the entry of the current run's machine
+and model into :attr:`perfgate.core.policy.Policy.noise`. Format (schema_version 1)::
+
+    {"schema_version": 1,
+     "machines": {"<fingerprint>": {"<model>": {
+         "sigma": {"training_step_time_ms": 0.041, "inference_latency_us:p99": 0.12},
+         "runs": 12, "branch": "main", "created_at": "2026-11-29T18:00:00Z"}}}}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from perfgate.core.metrics import BUILTIN_METRICS, Direction
+from perfgate.core.noise import calibrate_sigma
+from perfgate.core.schema import Run
+from perfgate.core.stats import QUANTILES
+from perfgate.errors import ConfigError
+from perfgate.runfile import load_json, write_text_atomic
+
+__all__ = ["DEFAULT_NOISE_FILE", "NOISE_VERSION", "estimate_noise", "load_noise", "save_noise"]
+
+NOISE_VERSION = 1
+DEFAULT_NOISE_FILE = Path(".perfgate") / "noise.json"
+
+
+def estimate_noise(runs: Sequence[Run]) -> dict[str, float]:
+    """Run-to-run SD of each gated statistic's log value over ``runs`` (oldest first)."""
+    names: dict[str, None] = {}
+    for run in runs:
+        names.update(dict.fromkeys(run.metrics))
+    sigma: dict[str, float] = {}
+    for name in names:
+        metrics = [r.metrics[name] for r in runs if name in r.metrics]
+        if not metrics or metrics[0].direction is Direction.INFO:
+            continue
+        info = BUILTIN_METRICS.get(name)
+        for statistic in info.statistics if info else ("median",):
+            import numpy as np
+
+            values = [float(np.percentile(m.samples, 100 * QUANTILES[statistic])) for m in metrics]
+            s = calibrate_sigma(values)
+            if s is not None:
+                sigma[name if statistic in ("median", "p50") else f"{name}:{statistic}"] = s
+    return sigma
+
+
+def load_noise(path: Path | str, *, machine: str | None, model: str) -> dict[str, float]:
+    """The calibrated sigmas for one machine and model; empty when the file has none."""
+    doc = load_json(path)
+    source = str(path)
+    if not isinstance(doc, Mapping) or doc.get("schema_version") != NOISE_VERSION:
+        raise ConfigError(f"expected a calibration file with schema_version {NOISE_VERSION}", source=source)
+    machines = doc.get("machines", {})
+    entry = machines.get(machine or "", {}).get(model) if isinstance(machines, Mapping) else None
+    if not entry:
+        return {}
+    sigma = entry.get("sigma", {})
+    if not isinstance(sigma, Mapping) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in sigma.values()
+    ):
+        raise ConfigError(
+            "sigma must map metric names to non-negative numbers",
+            source=source,
+            field=f"machines.{machine}.{model}.sigma",
+        )
+    return {str(k): float(v) for k, v in sigma.items()}
+
+
+def save_noise(
+    path: Path | str, *, machine: str, model: str, sigma: Mapping[str, float], runs: int, branch: str, created_at: str
+) -> None:
+    """Add or replace one (machine, model) entry, keeping the others."""
+    target = Path(path)
+    doc: dict[str, Any] = {"schema_version": NOISE_VERSION, "machines": {}}
+    if target.exists():
+        existing = load_json(target)
+        if isinstance(existing, dict) and existing.get("schema_version") == NOISE_VERSION:
+            doc = existing
+    doc.setdefault("machines", {}).setdefault(machine, {})[model] = {
+        "sigma": dict(sorted(sigma.items())),
+        "runs": runs,
+        "branch": branch,
+        "created_at": created_at,
+    }
+    write_text_atomic(target, json.dumps(doc, sort_keys=True, indent=2) + "\n")

@@ -1,0 +1,79 @@
+"""`perfgate calibrate` learns the run-to-run noise; `perfgate check` uses it for that machine."""
+
+from __future__ import annotations
+
+import json
+
+from perfgate.calibration import load_noise
+from perfgate.cli import main
+
+
+def _history(run_doc, write_json, url, levels):
+    files = [
+        write_json(
+            f"h{i}.json",
+            run_doc(
+                {"training_step_time_ms": level},
+                seed=i,
+                run_id=f"h{i}",
+                n=30,
+                cv=0.01,
+                created_at=f"2026-11-29T18:{i:02d}:00Z",
+            ),
+        )
+        for i, level in enumerate(levels)
+    ]
+    assert main(["record", *map(str, files), "--store", url]) == 0
+
+
+def test_calibrate_then_check_uses_the_noise(run_doc, write_json, tmp_path, capsys):
+    url = f"sqlite:///{tmp_path}/s.db"
+    # unchanged code whose run medians wander by about 8 % from run to run
+    _history(run_doc, write_json, url, [100, 108, 95, 104, 92, 110, 99, 93, 106, 101])
+    noise = tmp_path / "noise.json"
+    assert main(["calibrate", "--model", "dqn", "--store", url, "--machine", "machine-a", "--output", str(noise)]) == 0
+    sigma = load_noise(noise, machine="machine-a", model="dqn")
+    assert 0.03 < sigma["training_step_time_ms"] < 0.2
+    assert load_noise(noise, machine="other", model="dqn") == {}
+
+    base = write_json("b.json", run_doc({"training_step_time_ms": 100.0}, seed=50, n=30, cv=0.01))
+    cur = write_json("c.json", run_doc({"training_step_time_ms": 114.0}, seed=51, n=30, cv=0.01))
+    report = tmp_path / "r.md"
+    # without the calibration a +14 % shift between two tight runs is a regression ...
+    assert main(["check", "--baseline", str(base), "--current", str(cur), "--quiet"]) == 1
+    # ... with it, two single runs cannot tell it from this machine's run-to-run noise
+    assert (
+        main(["check", "--baseline", str(base), "--current", str(cur), "--noise", str(noise), "--output", str(report)])
+        == 0
+    )
+    text = report.read_text()
+    assert "### Inconclusive" in text and "calibration" in text and "processes per side" in text
+
+
+def test_calibrate_needs_three_runs(run_doc, write_json, tmp_path, capsys):
+    url = f"sqlite:///{tmp_path}/s.db"
+    _history(run_doc, write_json, url, [100, 101])
+    assert (
+        main(
+            [
+                "calibrate",
+                "--model",
+                "dqn",
+                "--store",
+                url,
+                "--machine",
+                "machine-a",
+                "--output",
+                str(tmp_path / "n.json"),
+            ]
+        )
+        == 2
+    )
+    assert "need 3" in capsys.readouterr().err
+
+
+def test_bad_calibration_file_is_exit_2(run_doc, write_json, tmp_path, capsys):
+    bad = write_json("noise.json", json.dumps({"schema_version": 7}))
+    base = write_json("b.json", run_doc())
+    assert main(["check", "--baseline", str(base), "--current", str(base), "--noise", str(bad)]) == 2
+    assert "noise.json" in capsys.readouterr().err
