@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfgate.core.schema import Metric
+from perfgate.core.schema import Metric, Run
 
-__all__ = ["BetweenGroups", "between_groups", "calibrate_sigma", "group_locations"]
+__all__ = ["BetweenGroups", "between_groups", "calibrate_sigma", "combine_repetitions", "group_locations"]
 
 # median(|X - Y|) for X, Y iid N(0, s^2) is 0.6745 * sqrt(2) * s
 _MAD_DIFF = 0.6744897501960817 * math.sqrt(2.0)
@@ -73,3 +73,36 @@ def calibrate_sigma(run_locations: Sequence[float]) -> float | None:
     if x.size < 3:
         return None
     return float(np.median(np.abs(np.diff(x))) / _MAD_DIFF)
+
+
+def combine_repetitions(runs: Sequence[Run], *, run_id: str | None = None) -> Run:
+    """One run from independent repetitions of the same benchmark (worker processes).
+
+    Each metric's samples are concatenated in order and ``groups`` records where each
+    repetition starts, so the decision can see the spread between them. Provenance is the
+    first run's; ``config["processes"]`` says how many were combined.
+    """
+    if not runs:
+        raise ValueError("cannot combine an empty list of runs")
+    first = runs[0]
+    metrics: dict[str, Metric] = {}
+    for name, metric in first.metrics.items():
+        parts = [r.metrics[name] for r in runs if name in r.metrics]
+        metrics[name] = Metric(
+            name=name,
+            unit=metric.unit,
+            direction=metric.direction,
+            samples=tuple(s for m in parts for s in m.samples),
+            groups=tuple(g for m in parts for g in (m.groups or (len(m.samples),))),
+        )
+    config = {**first.config, "processes": len(runs)}
+    return Run(
+        model=first.model,
+        suite=first.suite,
+        run_id=run_id or first.run_id,
+        created_at=first.created_at,
+        git=first.git,
+        machine=first.machine,
+        config=config,
+        metrics=metrics,
+    )
