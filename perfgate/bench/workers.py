@@ -14,6 +14,7 @@ cost little and noisy ones get the repetitions they need.
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -24,11 +25,11 @@ from pathlib import Path
 
 from scipy import stats as sps
 
+from perfgate.core.codec import run_from_dict
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import combine_repetitions, group_locations
 from perfgate.core.schema import Run
 from perfgate.errors import PerfgateError
-from perfgate.runfile import load_run
 
 __all__ = ["child_argv", "location_precision", "measure_in_processes"]
 
@@ -95,7 +96,7 @@ def measure_in_processes(
             if proc.returncode != 0 or not out.exists():
                 last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
                 raise PerfgateError(f"worker process {i + 1} of {model} failed (exit {proc.returncode}): {last}")
-            runs.append(load_run(out))
+            runs.append(run_from_dict(json.loads(out.read_text()), source=str(out)))
             took = time.perf_counter() - t0
             if progress:
                 progress(f"{model}: process {i + 1} done in {took:.1f} s")

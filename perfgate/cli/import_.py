@@ -1,0 +1,95 @@
+"""``perfgate import FORMAT FILE --output RUN.json``: another tool's results as a perfgate run."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from perfgate.cli._common import add_config_argument, config_from, content_run_id, stderr_console
+from perfgate.core.codec import format_timestamp
+from perfgate.core.schema import GitInfo, Machine, Run
+from perfgate.importers import FORMATS, TIME_UNITS, ImportOptions, import_file
+from perfgate.runfile import save_run
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("format", choices=list(FORMATS), help="the tool that wrote FILE")
+    parser.add_argument("file", type=Path, metavar="FILE", help="the tool's JSON result file (.json or .json.gz)")
+    parser.add_argument("--output", type=Path, required=True, help="run file to write")
+    parser.add_argument("--model", default=None, help="model the run belongs to (default: the format's name)")
+    parser.add_argument("--suite", default=None, help="suite of the run (default: the format's name)")
+    parser.add_argument(
+        "--time-unit",
+        choices=list(TIME_UNITS),
+        default=None,
+        help="unit of timing metrics (default: us; ms for hyperfine; the file's for google-benchmark)",
+    )
+    parser.add_argument(
+        "--machine",
+        choices=["file", "here"],
+        default="file",
+        help="machine fingerprint: from what the tool recorded (default; this machine when it recorded "
+        "nothing, as hyperfine) or of this machine",
+    )
+    parser.add_argument("--git-commit", default=None, help="commit to record (default: the file's, else git)")
+    parser.add_argument("--branch", default=None, help="branch to record (default: the file's, else git / CI)")
+    parser.add_argument("--store", default=None, help="also record the run in this store (sqlite:///… URL)")
+    add_config_argument(parser)
+
+
+def _provenance(run: Run, args: argparse.Namespace) -> Run:
+    changes: dict[str, Any] = {}
+    git = run.git
+    if git.commit is None or git.branch is None or args.git_commit or args.branch:
+        from perfgate.bench.gitinfo import collect_git
+
+        found = collect_git(args.git_commit or git.commit, args.branch or git.branch)
+        # the working tree's state says something only about a commit taken from it
+        from_tree = args.git_commit is None and git.commit is None
+        changes["git"] = GitInfo(
+            commit=found.commit, branch=found.branch, dirty=found.dirty if from_tree else git.dirty
+        )
+    if args.machine == "here" or run.machine.fingerprint is None:
+        from perfgate.bench.machine import collect_machine
+
+        details = collect_machine()
+        changes["machine"] = Machine(fingerprint=details.pop("fingerprint"), details=details)
+    if run.created_at is None:
+        changes["created_at"] = format_timestamp(datetime.now(UTC))
+    run = dataclasses.replace(run, **changes)
+    return dataclasses.replace(run, run_id=content_run_id(run))
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from(args)
+    options = ImportOptions(model=args.model, suite=args.suite, time_unit=args.time_unit)
+    result = import_file(args.format, args.file, options)
+    imported = _provenance(result.run, args)
+    save_run(args.output, imported)
+    console = stderr_console()  # type: ignore[no-untyped-call]
+    from rich.markup import escape
+
+    for note in result.notes:  # notes quote benchmark names, which may hold [brackets]
+        console.print(f"[yellow]note[/]: {escape(note)}", highlight=False, soft_wrap=True)
+    console.print(
+        f"imported {len(imported.metrics)} metric(s) from {args.format} file {args.file} → {args.output} "
+        f"(model {imported.model}, suite {imported.suite})",
+        markup=False,
+        soft_wrap=True,
+    )
+    if args.store is not None or config.store is not None:
+        from perfgate.store import open_store, resolve_store_url
+
+        store = open_store(resolve_store_url(args.store, config.store))
+        try:
+            added = store.add_run(imported)
+        finally:
+            store.close()
+        state = "recorded" if added else "already recorded"
+        console.print(f"{state} in {store.url}: run {imported.run_id}", markup=False, soft_wrap=True)
+    return 0

@@ -1,0 +1,72 @@
+"""Importers: results of other benchmark tools as perfgate runs (DESIGN §1, ``perfgate import``).
+
+One module per format, each with ``FORMAT`` and
+``parse(data, *, source, options) -> ImportResult`` over the decoded JSON; :func:`import_file`
+reads the file (``.gz`` too), picks the module lazily and adds what a format keeps beside
+its results (asv's ``benchmarks.json``). Raw samples are kept wherever the format has
+them; where it has only summaries, one sample is imported and the result's notes say so.
+Bad input raises :class:`~perfgate.errors.InputError` naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib
+import json
+from pathlib import Path
+
+from perfgate.errors import InputError
+from perfgate.importers._common import TIME_UNITS, ImportOptions, ImportResult
+from perfgate.runfile import load_json
+
+__all__ = ["FORMATS", "TIME_UNITS", "ImportOptions", "ImportResult", "import_file", "parse_document"]
+
+# format -> module
+FORMATS: dict[str, str] = {
+    "pytest-benchmark": "perfgate.importers.pytest_benchmark",
+    "pyperf": "perfgate.importers.pyperf",
+    "asv": "perfgate.importers.asv",
+    "hyperfine": "perfgate.importers.hyperfine",
+    "google-benchmark": "perfgate.importers.google_benchmark",
+}
+
+
+def _read(path: Path) -> object:
+    if path.suffix != ".gz":
+        return load_json(path)
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        raise InputError("file not found; check the path", source=str(path)) from None
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read gzip file: {exc}", source=str(path)) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=str(path)
+        ) from None
+
+
+def parse_document(fmt: str, data: object, *, source: str, options: ImportOptions | None = None) -> ImportResult:
+    """Import an already decoded document of format ``fmt``."""
+    if fmt not in FORMATS:
+        raise InputError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}", field="format")
+    module = importlib.import_module(FORMATS[fmt])
+    result: ImportResult = module.parse(data, source=source, options=options or ImportOptions())
+    return result
+
+
+def import_file(fmt: str, path: Path | str, options: ImportOptions | None = None) -> ImportResult:
+    """Read ``path``, a result file of format ``fmt`` (a key of :data:`FORMATS`), as a perfgate run."""
+    path = Path(path)
+    options = options or ImportOptions()
+    data = _read(path)
+    if fmt == "asv":
+        from perfgate.importers import asv
+
+        described = asv.benchmarks_file(path)
+        benchmarks = _read(described) if described.is_file() else None
+        if benchmarks is not None and not isinstance(benchmarks, dict):
+            raise InputError("expected a JSON object of benchmarks", source=str(described))
+        return asv.parse(data, source=str(path), options=options, benchmarks=benchmarks)
+    return parse_document(fmt, data, source=str(path), options=options)

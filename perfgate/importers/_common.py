@@ -1,0 +1,219 @@
+"""What every importer shares: options, metric naming, unit conversion, errors, the Run.
+
+Metric names are derived from benchmark names: lower case, every run of characters other
+than ``a-z0-9`` becomes one ``_``, then a suffix says the quantity and unit
+(``test_sort[100]`` → ``test_sort_100_time_us``). Names longer than :data:`MAX_BASE`
+are cut and given a hash of the full name, so that two long names stay distinct.
+
+Time units are fixed per format (overridable), never chosen from the values: a metric
+whose median crossed 1 ms would otherwise change its name and unit between two runs and
+stop being compared.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfgate.core.metrics import Direction
+from perfgate.core.schema import GitInfo, Machine, Metric, Run
+from perfgate.errors import InputError
+
+__all__ = [
+    "MAX_BASE",
+    "TIME_UNITS",
+    "ImportOptions",
+    "ImportResult",
+    "MetricSpec",
+    "build_run",
+    "direction_for_unit",
+    "fingerprint",
+    "metric_name",
+    "number",
+    "numbers",
+    "require",
+    "sanitize",
+    "scale",
+]
+
+# seconds -> unit factor; the names are the ones perfgate's built-in metrics use (``_ms``, ``_us``)
+TIME_UNITS: dict[str, float] = {"ns": 1e9, "us": 1e6, "ms": 1e3, "s": 1.0}
+MAX_BASE = 80
+
+_NOT_NAME = re.compile(r"[^a-z0-9]+")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImportOptions:
+    """What the user asked for on the command line.
+
+    ``model`` and ``suite`` default to the format's name; ``time_unit`` to the format's
+    own default (one of :data:`TIME_UNITS`).
+    """
+
+    model: str | None = None
+    suite: str | None = None
+    time_unit: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.time_unit is not None and self.time_unit not in TIME_UNITS:
+            raise InputError(f"time unit must be one of {', '.join(TIME_UNITS)}, got {self.time_unit!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricSpec:
+    """One benchmark's samples before naming: ``base`` is its (unsanitised) benchmark name."""
+
+    base: str
+    quantity: str  # "time", "bytes", "items_per_sec", ...
+    unit: str
+    direction: Direction
+    samples: tuple[float, ...]
+    field: str  # where in the file it came from, for error messages
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImportResult:
+    """The imported run and what the user should know about it (one line each)."""
+
+    run: Run
+    notes: tuple[str, ...] = ()
+    names: Mapping[str, str] = field(default_factory=dict)  # metric name -> benchmark name
+
+
+def sanitize(name: str) -> str:
+    """``name`` as a metric-name stem: ``[a-z0-9_]``, no leading digit, at most :data:`MAX_BASE` long."""
+    ascii_name = unicodedata.normalize("NFKD", name.casefold()).encode("ascii", "ignore").decode("ascii")
+    stem = _NOT_NAME.sub("_", ascii_name).strip("_") or "benchmark"
+    if stem[0].isdigit():
+        stem = f"b_{stem}"
+    if len(stem) > MAX_BASE:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+        stem = f"{stem[: MAX_BASE - 9].rstrip('_')}_{digest}"
+    return stem
+
+
+def metric_name(base: str, quantity: str, unit: str | None = None, *, stem: str | None = None) -> str:
+    """``<sanitised base>_<quantity>[_<unit>]``, e.g. ``test_sum_time_us``."""
+    return "_".join(p for p in (stem or sanitize(base), quantity, unit) if p)
+
+
+def direction_for_unit(unit: str) -> Direction:
+    """Rates (``ops/s``, ``items per second``) are higher-is-better; everything else lower."""
+    text = unit.strip().lower()
+    if text.endswith(("/s", "/sec", "/second", "per second", "per_second", "per sec", "hz")):
+        return Direction.HIGHER
+    return Direction.LOWER
+
+
+def scale(seconds: Iterable[float], unit: str) -> tuple[float, ...]:
+    """Convert samples in seconds to ``unit`` (a key of :data:`TIME_UNITS`)."""
+    factor = TIME_UNITS[unit]
+    return tuple(value * factor for value in seconds)
+
+
+def require(mapping: Mapping[str, Any], key: str, kind: type | tuple[type, ...], *, source: str, field: str) -> Any:
+    """``mapping[key]``, which must be an instance of ``kind``; else an :class:`InputError` naming ``field``."""
+    if key not in mapping:
+        raise InputError("missing; is this file really in this format?", source=source, field=field)
+    value = mapping[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        names = "/".join(k.__name__ for k in kinds)
+        raise InputError(f"expected {names}, got {type(value).__name__}", source=source, field=field)
+    return value
+
+
+def number(value: object, *, source: str, field: str) -> float:
+    """A finite, non-negative number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(f"expected a number, got {value!r}", source=source, field=field)
+    result = float(value)
+    if not math.isfinite(result) or result < 0:
+        raise InputError(f"expected a finite number >= 0, got {value!r}", source=source, field=field)
+    return result
+
+
+def numbers(values: object, *, source: str, field: str) -> tuple[float, ...]:
+    """A non-empty list of finite, non-negative numbers."""
+    if not isinstance(values, list | tuple):
+        raise InputError(f"expected a list of numbers, got {type(values).__name__}", source=source, field=field)
+    if not values:
+        raise InputError("empty list; a benchmark needs at least one sample", source=source, field=field)
+    return tuple(number(v, source=source, field=f"{field}[{i}]") for i, v in enumerate(values))
+
+
+def fingerprint(tool: str, identity: Mapping[str, Any]) -> str | None:
+    """A stable hash of what the tool recorded about the machine; ``None`` when it recorded nothing.
+
+    The tool's name is part of the hash: two tools describe one machine differently, and
+    perfgate's own fingerprint is computed from other fields, so none of them may match by accident.
+    """
+    present = {k: v for k, v in identity.items() if v not in (None, "", [], {})}
+    if not present:
+        return None
+    text = json.dumps({"tool": tool, **present}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _name(spec: MetricSpec, stem: str | None = None) -> str:
+    return metric_name(spec.base, spec.quantity, spec.unit if spec.quantity == "time" else None, stem=stem)
+
+
+def _unique_names(specs: Sequence[MetricSpec]) -> list[str]:
+    names = [_name(s) for s in specs]
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    out = []
+    for spec, name in zip(specs, names, strict=True):
+        if counts[name] > 1:  # two benchmark names sanitise alike: tell them apart by a hash of the full name
+            digest = hashlib.sha256(spec.base.encode()).hexdigest()[:6]
+            name = _name(spec, f"{sanitize(spec.base)}_{digest}")
+        out.append(name)
+    return out
+
+
+def build_run(
+    specs: Sequence[MetricSpec],
+    *,
+    tool: str,
+    options: ImportOptions,
+    source: str,
+    created_at: str | None = None,
+    git: GitInfo | None = None,
+    machine: Mapping[str, Any] | None = None,
+    identity: Mapping[str, Any] | None = None,
+    config: Mapping[str, Any] | None = None,
+    notes: Iterable[str] = (),
+) -> ImportResult:
+    """Assemble the :class:`Run` of an import; ``specs`` in the file's order."""
+    if not specs:
+        raise InputError("no benchmark results with samples in this file", source=source, field="benchmarks")
+    metrics: dict[str, Metric] = {}
+    names: dict[str, str] = {}
+    for spec, name in zip(specs, _unique_names(specs), strict=True):
+        if name in metrics:  # the same benchmark twice (identical full names)
+            raise InputError(f"benchmark {spec.base!r} appears twice", source=source, field=spec.field)
+        try:
+            metrics[name] = Metric(name=name, unit=spec.unit, direction=spec.direction, samples=spec.samples)
+        except ValueError as exc:
+            raise InputError(str(exc), source=source, field=spec.field) from None
+        names[name] = spec.base
+    details = {k: v for k, v in (machine or {}).items() if v is not None}
+    run = Run(
+        model=options.model or tool,
+        suite=options.suite or tool,
+        metrics=metrics,
+        created_at=created_at,
+        git=git or GitInfo(),
+        machine=Machine(fingerprint=fingerprint(tool, identity or {}), details=details),
+        config={"imported_from": tool, **(config or {})},
+    )
+    return ImportResult(run=run, notes=tuple(notes), names=names)

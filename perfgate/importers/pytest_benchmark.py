@@ -1,0 +1,126 @@
+"""pytest-benchmark JSON (``--benchmark-json FILE`` or a saved ``.benchmarks/…/0001_*.json``).
+
+Each entry of ``benchmarks`` has ``name``, ``fullname`` and ``stats``; with
+``--benchmark-save-data`` the stats carry ``data``, the time of one call in seconds for
+every round — the raw samples perfgate wants. Without it only summaries exist, and the
+``median`` is imported as a single sample (perfgate then gates on the threshold alone, and
+says so). The file layout has been the same since pytest-benchmark 3.0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from perfgate.core.codec import parse_timestamp
+from perfgate.core.metrics import Direction
+from perfgate.core.schema import GitInfo
+from perfgate.errors import InputError
+from perfgate.importers._common import (
+    ImportOptions,
+    ImportResult,
+    MetricSpec,
+    build_run,
+    number,
+    numbers,
+    require,
+    scale,
+)
+
+__all__ = ["DEFAULT_TIME_UNIT", "FORMAT", "parse"]
+
+FORMAT = "pytest-benchmark"
+DEFAULT_TIME_UNIT = "us"
+
+
+def _git(info: object) -> GitInfo:
+    if not isinstance(info, Mapping):
+        return GitInfo()
+    commit = info.get("id")
+    branch = info.get("branch")
+    dirty = info.get("dirty")
+    return GitInfo(
+        commit=commit if isinstance(commit, str) and commit != "unversioned" else None,
+        branch=branch if isinstance(branch, str) and branch not in ("(unknown)", "HEAD") else None,
+        dirty=dirty if isinstance(dirty, bool) else None,
+    )
+
+
+def _machine(info: object) -> tuple[dict[str, Any], dict[str, Any]]:
+    if not isinstance(info, Mapping):
+        return {}, {}
+    raw_cpu = info.get("cpu")
+    cpu: Mapping[str, Any] = raw_cpu if isinstance(raw_cpu, Mapping) else {}
+    cores = cpu.get("count")
+    details = {
+        "cpu": cpu.get("brand_raw") or cpu.get("brand") or info.get("processor") or None,
+        "cores": cores if isinstance(cores, int) and not isinstance(cores, bool) else None,
+        "os": info.get("system"),
+        "arch": info.get("machine"),
+        "python": info.get("python_version"),
+        "hostname": info.get("node"),
+    }
+    details = {k: v for k, v in details.items() if v not in (None, "")}
+    identity = {k: details.get(k) for k in ("cpu", "cores", "os", "arch", "python")}
+    identity["implementation"] = info.get("python_implementation")
+    return details, identity
+
+
+def parse(data: object, *, source: str, options: ImportOptions) -> ImportResult:
+    """Read a decoded pytest-benchmark JSON document."""
+    if not isinstance(data, Mapping):
+        raise InputError("expected a JSON object with 'benchmarks'", source=source)
+    benchmarks = require(data, "benchmarks", list, source=source, field="benchmarks")
+    unit = options.time_unit or DEFAULT_TIME_UNIT
+    specs: list[MetricSpec] = []
+    summaries_only: list[str] = []
+    for i, bench in enumerate(benchmarks):
+        where = f"benchmarks[{i}]"
+        if not isinstance(bench, Mapping):
+            raise InputError("expected an object", source=source, field=where)
+        name = require(bench, "name", str, source=source, field=f"{where}.name")
+        stats = require(bench, "stats", dict, source=source, field=f"{where}.stats")
+        if "data" in stats:
+            seconds = numbers(stats["data"], source=source, field=f"{where}.stats.data")
+        else:
+            if "median" not in stats:
+                raise InputError("neither 'data' nor 'median' present", source=source, field=f"{where}.stats")
+            seconds = (number(stats["median"], source=source, field=f"{where}.stats.median"),)
+            summaries_only.append(name)
+        specs.append(
+            MetricSpec(
+                base=name,
+                quantity="time",
+                unit=unit,
+                direction=Direction.LOWER,
+                samples=scale(seconds, unit),
+                field=f"{where}.stats",
+            )
+        )
+    notes = []
+    if summaries_only:
+        notes.append(
+            f"{len(summaries_only)} benchmark(s) have no raw samples (run pytest with --benchmark-save-data); "
+            "their median was imported as one sample, so only the threshold will apply to them"
+        )
+    created = data.get("datetime")
+    created_at = None
+    if isinstance(created, str):
+        try:
+            created_at = parse_timestamp(created, source=source, field="datetime")
+        except InputError:
+            notes.append(f"unreadable 'datetime' {created!r}; the run has no creation time")
+    details, identity = _machine(data.get("machine_info"))
+    version = data.get("version")
+    return build_run(
+        specs,
+        tool=FORMAT,
+        options=options,
+        source=source,
+        created_at=created_at,
+        git=_git(data.get("commit_info")),
+        machine=details,
+        identity=identity,
+        config={"tool_version": version} if isinstance(version, str) else {},
+        notes=notes,
+    )
