@@ -1,0 +1,87 @@
+"""``perfgate report``: the HTML report with plots of a store's newest runs and their history."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from perfgate.cli._common import add_config_argument, config_from
+from perfgate.errors import InputError
+from perfgate.runfile import write_text_atomic
+
+__all__ = ["add_arguments", "run"]
+
+_TAILS = ("p95", "p99")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--html", type=Path, required=True, help="write the self-contained HTML report here")
+    parser.add_argument(
+        "--store", default=None, help="store URL (default: PERFGATE_STORE, the configuration, .perfgate/)"
+    )
+    parser.add_argument("--model", default=None, help="only this model (default: every model in the store)")
+    parser.add_argument("--machine", default=None, help="only this machine fingerprint")
+    parser.add_argument("--branch", default="main", help="the branch whose runs form the baselines (default main)")
+    parser.add_argument("--baseline-runs", type=int, default=5, help="runs pooled into a baseline when none was kept")
+    parser.add_argument("--history", type=int, default=100, help="newest runs drawn in each trend (default 100)")
+    add_config_argument(parser)
+
+
+def _series(store, state, history: int):  # type: ignore[no-untyped-def]
+    """Each metric's history per statistic: the median, and the tails the check compared."""
+    from perfgate.store import SeriesPoint
+
+    run = state.run
+    tails: dict[str, set[str]] = {}
+    for c in state.result.comparisons if state.result else ():
+        if c.statistic in _TAILS:
+            tails.setdefault(c.metric, set()).add(c.statistic)
+    out: dict[str, dict[str, list[SeriesPoint]]] = {}
+    for name in run.metrics:
+        out[name] = {
+            stat: store.series(run.model_key, run.machine.fingerprint, name, stat, suite=run.suite, limit=history)
+            for stat in ("median", *sorted(tails.get(name, ())))
+        }
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from perfgate.core.compare import budgets_only
+    from perfgate.export.latest import latest_states
+    from perfgate.report.html import ReportSection, render_html
+    from perfgate.store import mask_url, open_store, resolve_store_url
+
+    config = config_from(args)
+    for flag, value in (("--baseline-runs", args.baseline_runs), ("--history", args.history)):
+        if value < 1:
+            raise InputError(f"must be at least 1, got {value}", field=flag)
+    url = resolve_store_url(args.store, config.store)
+    with open_store(url) as store:
+        states = latest_states(
+            store,
+            config.policy,
+            model=args.model,
+            machine=args.machine,
+            branch=args.branch,
+            baseline_runs=args.baseline_runs,
+        )
+        if not states:
+            what = f"of model {args.model!r}" if args.model else "at all"
+            where = f" on machine {args.machine!r}" if args.machine else ""
+            raise InputError(
+                f"the store {mask_url(url)} has no run {what}{where}; record runs with perfgate record",
+                field="--model" if args.model else "--store",
+            )
+        sections = []
+        for state in states:
+            if state.note:
+                print(f"{state.run.model_key} on {state.machine}: {state.note}", file=sys.stderr)
+            result = state.result or budgets_only(state.run, config.policy)
+            sections.append(ReportSection(result=result, history=_series(store, state, args.history)))
+    title = f"perfgate report: {args.model}" if args.model else "perfgate report"
+    text = render_html(sections, title=title, source=f"store {mask_url(url)}")
+    write_text_atomic(args.html, text)
+    size = len(text.encode("utf-8"))
+    print(f"wrote {args.html} ({size / 1e6:.1f} MB, {len(sections)} model/machine section(s))", file=sys.stderr)
+    return 0

@@ -1,0 +1,397 @@
+"""perfgate results as Prometheus metrics: a custom Collector on a private registry.
+
+One collection holds, per (model, machine, suite), the newest run and its check
+(:mod:`perfgate.export.latest`). Names follow Prometheus conventions: base units (perfgate's
+``ms``/``us`` become seconds, ``MB`` — MiB as measured — becomes bytes, ``%`` a 0–1 ratio),
+no ``_total`` (nothing here is a counter), and bounded labels: ``model``, ``machine`` (the
+fingerprint), ``suite``, ``metric`` (perfgate's metric name, as in reports and the
+configuration) and ``statistic`` (``median``, ``p95``, ``p99`` of the samples; a budget's
+may also be ``mean``, ``min`` or ``max``). Run id and commit live only in ``perfgate_run_info``.
+(Not ``quantile``: promtool reserves that label for summaries, and these are gauges.)
+
+====================================  ===================================================
+family                                value
+====================================  ===================================================
+``perfgate_duration_seconds``         time metrics: the median, plus p95 and p99 for
+                                      metrics that gate on them (inference latency)
+``perfgate_memory_bytes``             memory metrics
+``perfgate_throughput_per_second``    rates (``samples/s``, ``ops/s``)
+``perfgate_utilization_ratio``        percentages, as 0–1
+``perfgate_value``                    any other unit (its ``unit`` label says which)
+``perfgate_change_ratio``             current / baseline - 1 of each compared statistic
+``perfgate_degradation_ratio``        the same change direction-adjusted: positive is worse
+``perfgate_check_regressions``        comparisons the last check found regressed
+``perfgate_check_budgets_broken``     budgets the last run broke
+``perfgate_check_verdict``            1 for the verdict of the last check (``passed``,
+                                      ``regressed``, ``over_budget``), 0 for the others
+``perfgate_budget_<family>``          each budget's limit, in its family's unit
+``perfgate_run_timestamp_seconds``    when the run was made (Unix time)
+``perfgate_run_info``                 1, with ``run_id``, ``commit`` and ``branch``
+====================================  ===================================================
+
+Samples carry no timestamps, so an exposition of fixed store content is byte-for-byte
+stable (``tests/golden/*.prom``). prometheus_client is imported only here, lazily.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from perfgate.core.metrics import BUILTIN_METRICS, MetricInfo
+from perfgate.core.stats import quantile
+from perfgate.errors import InputError
+from perfgate.export.latest import RunState, state_key
+
+if TYPE_CHECKING:
+    from prometheus_client.registry import CollectorRegistry
+
+__all__ = [
+    "GROUPING_LABELS",
+    "JOB",
+    "VERDICTS",
+    "PerfgateCollector",
+    "UnitFamily",
+    "exposition",
+    "make_registry",
+    "metric_families",
+    "parse_listen_address",
+    "push_states",
+    "serve",
+    "unit_family",
+    "write_textfile",
+]
+
+JOB = "perfgate"
+GROUPING_LABELS = ("model", "machine", "suite")  # one Pushgateway group per key: a push replaces its group
+VERDICTS = ("passed", "regressed", "over_budget")
+_PREFIX = "perfgate_"
+_RUN_LABELS = ["model", "machine", "suite"]
+_VALUE_LABELS = [*_RUN_LABELS, "metric", "statistic"]
+_NO_INFO: Mapping[str, MetricInfo] = MappingProxyType({})
+# the statistic label of a comparison or a budget: p50 is the median
+_STATISTIC_LABEL = {
+    "median": "median",
+    "p50": "median",
+    "p95": "p95",
+    "p99": "p99",
+    "mean": "mean",
+    "min": "min",
+    "max": "max",
+}
+_SAMPLE_STATISTICS = ("median", "p95", "p99")
+
+_SECONDS = {"ns": 1e9, "us": 1e6, "µs": 1e6, "μs": 1e6, "ms": 1e3, "s": 1.0, "sec": 1.0, "seconds": 1.0}
+_BYTES = {
+    "b": 1,
+    "byte": 1,
+    "bytes": 1,
+    "kb": 2**10,
+    "kib": 2**10,
+    "mb": 2**20,
+    "mib": 2**20,
+    "gb": 2**30,
+    "gib": 2**30,
+}
+_PERCENT = {"%", "pct", "percent"}
+_RATE_SUFFIXES = ("/s", "/sec", "/second", "per second", "per_second", "per sec", "hz")
+
+
+@dataclass(frozen=True, slots=True)
+class UnitFamily:
+    """Where a unit's values go: the family suffix and the conversion to its base unit."""
+
+    suffix: str
+    help: str
+    convert: Callable[[float], float]
+    unit_label: bool = False
+
+
+def unit_family(unit: str) -> UnitFamily:
+    """The family of a perfgate unit, with the conversion of its values to the base unit.
+
+    >>> unit_family("ms").suffix, unit_family("ms").convert(1.5)
+    ('duration_seconds', 0.0015)
+    """
+    text = unit.strip()
+    low = text.lower()
+    if text in _SECONDS or low in _SECONDS:
+        divisor = _SECONDS.get(text, _SECONDS.get(low, 1.0))
+        return UnitFamily("duration_seconds", "Time metrics of the newest run, in seconds.", lambda v: v / divisor)
+    if low in _BYTES:
+        factor = _BYTES[low]
+        return UnitFamily(
+            "memory_bytes", "Memory metrics of the newest run, in bytes (perfgate's MB is MiB).", lambda v: v * factor
+        )
+    if low in _PERCENT:
+        return UnitFamily(
+            "utilization_ratio", "Percentage metrics of the newest run, as a 0-1 ratio.", lambda v: v / 100.0
+        )
+    if low.endswith(_RATE_SUFFIXES):
+        return UnitFamily("throughput_per_second", "Rate metrics of the newest run, per second.", lambda v: v)
+    return UnitFamily("value", "Metrics of the newest run in other units (see the unit label).", lambda v: v, True)
+
+
+def _statistics(name: str, metric_info: Mapping[str, MetricInfo]) -> list[str]:
+    """The statistics exported for a metric: the median, then the tails it gates on."""
+    info = metric_info.get(name) or BUILTIN_METRICS.get(name)
+    gated = {_STATISTIC_LABEL.get(s, s) for s in (info.statistics if info else ())}
+    return [s for s in _SAMPLE_STATISTICS if s == "median" or s in gated]
+
+
+def _unix_time(stamp: str | None) -> float | None:
+    if not stamp:
+        return None
+    try:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()  # perfgate's times are UTC
+
+
+class _Families:
+    """Gauge families by name, created on first use and emitted in name order."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, Any] = {}
+
+    def gauge(self, name: str, help_text: str, labels: list[str]) -> Any:
+        from prometheus_client.core import GaugeMetricFamily
+
+        if name not in self._by_name:
+            self._by_name[name] = GaugeMetricFamily(_PREFIX + name, help_text, labels=labels)
+        return self._by_name[name]
+
+    def info(self, name: str, help_text: str, labels: list[str]) -> Any:
+        from prometheus_client.core import InfoMetricFamily
+
+        if name not in self._by_name:
+            self._by_name[name] = InfoMetricFamily(_PREFIX + name, help_text, labels=labels)
+        return self._by_name[name]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._by_name[n] for n in sorted(self._by_name))
+
+
+def _add_values(out: _Families, state: RunState, key: list[str], metric_info: Mapping[str, MetricInfo]) -> None:
+    for name in sorted(state.run.metrics):
+        metric = state.run.metrics[name]
+        fam = unit_family(metric.unit)
+        labels = _VALUE_LABELS + (["unit"] if fam.unit_label else [])
+        gauge = out.gauge(fam.suffix, fam.help, labels)
+        for stat in _statistics(name, metric_info):
+            value = fam.convert(quantile(metric.samples, stat))
+            gauge.add_metric([*key, name, stat, *([metric.unit] if fam.unit_label else [])], value)
+
+
+def _add_check(out: _Families, state: RunState, key: list[str]) -> None:
+    result = state.result
+    if result is None:
+        return
+    change = out.gauge("change_ratio", "Relative change against the baseline (current / baseline - 1).", _VALUE_LABELS)
+    worse = out.gauge(
+        "degradation_ratio", "Direction-adjusted change against the baseline: positive means worse.", _VALUE_LABELS
+    )
+    seen: set[tuple[str, str]] = set()
+    for c in sorted(result.comparisons, key=lambda c: (c.metric, c.statistic)):
+        stat = _STATISTIC_LABEL.get(c.statistic, c.statistic)
+        if (c.metric, stat) in seen:  # "median" and "p50" of one metric are one series
+            continue
+        seen.add((c.metric, stat))
+        if c.change is not None:
+            change.add_metric([*key, c.metric, stat], c.change)
+        if c.worse is not None:
+            worse.add_metric([*key, c.metric, stat], c.worse)
+    out.gauge("check_regressions", "Comparisons the last check found regressed.", _RUN_LABELS).add_metric(
+        key, float(len(result.regressions))
+    )
+    out.gauge("check_budgets_broken", "Budgets the newest run broke.", _RUN_LABELS).add_metric(
+        key, float(len(result.broken_budgets))
+    )
+    verdict = "regressed" if result.regressions else "over_budget" if result.broken_budgets else "passed"
+    gauge = out.gauge(
+        "check_verdict", "1 for the verdict of the last check, 0 for the others.", [*_RUN_LABELS, "verdict"]
+    )
+    for v in VERDICTS:
+        gauge.add_metric([*key, v], 1.0 if v == verdict else 0.0)
+
+
+def _add_budgets(out: _Families, state: RunState, key: list[str]) -> None:
+    for budget in sorted(state.budgets, key=lambda b: (b.metric, b.statistic)):
+        measured = state.run.metrics.get(budget.metric)
+        info = BUILTIN_METRICS.get(budget.metric)
+        unit = measured.unit if measured is not None else info.unit if info is not None else None
+        if unit is None:  # a budget on a metric of unknown unit that this run did not measure
+            continue
+        fam = unit_family(unit)
+        labels = [*_RUN_LABELS, "metric", "statistic"] + (["unit"] if fam.unit_label else [])
+        gauge = out.gauge(f"budget_{fam.suffix}", f"Budget limits, in the unit of perfgate_{fam.suffix}.", labels)
+        gauge.add_metric(
+            [*key, budget.metric, _STATISTIC_LABEL[budget.statistic], *([unit] if fam.unit_label else [])],
+            fam.convert(budget.limit),
+        )
+
+
+def metric_families(states: Sequence[RunState], metric_info: Mapping[str, MetricInfo] = _NO_INFO) -> list[Any]:
+    """The metric families (prometheus_client ``Metric`` objects) of ``states``, in a stable order.
+
+    Args:
+        states: the runs to expose, at most one per (model, machine, suite).
+        metric_info: definitions of metrics outside the built-in table (the p95/p99 they gate on are exported).
+    """
+    out = _Families()
+    for state in sorted(states, key=state_key):
+        run = state.run
+        key = [run.model_key, state.machine, run.suite]
+        _add_values(out, state, key, metric_info)
+        _add_check(out, state, key)
+        _add_budgets(out, state, key)
+        stamp = _unix_time(run.created_at)
+        if stamp is not None:
+            out.gauge("run_timestamp_seconds", "When the newest run was made, as Unix time.", _RUN_LABELS).add_metric(
+                key, stamp
+            )
+        out.info("run", "The newest run of each model and machine: run id, commit and branch.", _RUN_LABELS).add_metric(
+            key,
+            {
+                "run_id": run.run_id or "unknown",
+                "commit": run.git.commit or "unknown",
+                "branch": run.git.branch or "unknown",
+            },
+        )
+    return list(out)
+
+
+class PerfgateCollector:
+    """A prometheus_client Collector: every collection asks ``states`` for fresh data.
+
+    ``states`` is called on each scrape (it may open the store, read and close it again),
+    so one collector serves an HTTP endpoint for as long as it runs.
+    """
+
+    def __init__(
+        self,
+        states: Callable[[], Sequence[RunState]],
+        metric_info: Mapping[str, MetricInfo] = _NO_INFO,
+    ) -> None:
+        self._states = states
+        self._metric_info = metric_info
+
+    def collect(self) -> Iterator[Any]:
+        yield from metric_families(self._states(), self._metric_info)
+
+    def describe(self) -> list[Any]:
+        # nothing to declare up front: registering must not read the store
+        return []
+
+
+def make_registry(collector: PerfgateCollector) -> CollectorRegistry:
+    """A private registry holding only ``collector`` (no process or platform metrics)."""
+    from prometheus_client import CollectorRegistry
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return registry
+
+
+def exposition(registry: CollectorRegistry) -> str:
+    """The registry in Prometheus text format 0.0.4 (what node_exporter's textfile collector reads)."""
+    from prometheus_client import generate_latest
+
+    return generate_latest(registry).decode("utf-8")
+
+
+def write_textfile(path: Path | str, registry: CollectorRegistry) -> None:
+    """Write the exposition for node_exporter's textfile collector, atomically.
+
+    prometheus_client writes a temporary file next to ``path`` and renames it over (the
+    collector never reads half a file); the file gets the usual umask permissions, so a
+    node_exporter running as another user can read it.
+
+    Raises:
+        InputError: the file cannot be written (no such directory, no permission).
+    """
+    from prometheus_client import write_to_textfile
+
+    try:
+        write_to_textfile(str(path), registry)
+    except OSError as exc:
+        raise InputError(f"cannot write: {exc.strerror or exc}", source=str(path), field="--textfile") from None
+
+
+def parse_listen_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT`` or ``PORT`` (host 127.0.0.1: never every interface unless asked).
+
+    Raises:
+        InputError: not an address with a port in 0-65535.
+    """
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        host, port_text = "", text
+    host = host.strip("[]") or default_host
+    try:
+        port = int(port_text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise InputError(f"expected HOST:PORT (e.g. 127.0.0.1:9188), got {text!r}", field="--serve")
+    return host, port
+
+
+def serve(registry: CollectorRegistry, host: str, port: int) -> Any:
+    """Serve ``/metrics`` in a background thread; returns the server (``server_port``, ``shutdown()``).
+
+    Raises:
+        InputError: the address cannot be bound (in use, or not an address of this host).
+    """
+    from prometheus_client import start_http_server
+
+    try:
+        server, _thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", field="--serve") from None
+    return server
+
+
+def push_states(
+    gateway: str,
+    states: Sequence[RunState],
+    *,
+    job: str = JOB,
+    metric_info: Mapping[str, MetricInfo] = _NO_INFO,
+    timeout: float = 10.0,
+) -> int:
+    """Push ``states`` to a Pushgateway, one group per (model, machine, suite); returns the groups pushed.
+
+    Each push replaces its group (HTTP PUT), so a group always holds one run and the check
+    of that run, never metrics left over from an older one.
+
+    Raises:
+        InputError: the Pushgateway cannot be reached or refused the push.
+    """
+    from prometheus_client import push_to_gateway
+
+    groups: dict[tuple[str, str, str], list[RunState]] = {}
+    for state in states:
+        groups.setdefault(state_key(state), []).append(state)
+    for key, members in sorted(groups.items()):
+        registry = make_registry(PerfgateCollector(lambda m=members: m, metric_info))
+        grouping = dict(zip(GROUPING_LABELS, key, strict=True))
+        try:
+            push_to_gateway(gateway, job=job, registry=registry, grouping_key=grouping, timeout=timeout)
+        except urllib.error.HTTPError as exc:
+            body = exc.read().decode("utf-8", "replace").strip().splitlines()
+            detail = f": {body[0]}" if body else ""
+            raise InputError(f"the Pushgateway refused the push (HTTP {exc.code}){detail}", source=gateway) from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise InputError(
+                f"cannot push to the Pushgateway: {reason}; check the URL and that the Pushgateway runs",
+                source=gateway,
+            ) from None
+    return len(groups)

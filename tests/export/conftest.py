@@ -1,0 +1,201 @@
+"""Fixtures of the export tests: the sample store as SQLite, its configuration, and a real
+Prometheus with a Pushgateway (started once per session on free ports, stopped by PID).
+
+A test whose binary (prometheus, prometheus-pushgateway, promtool) is missing is skipped
+with the reason, except in CI (``CI=true``), where it fails: ``.ci/run`` installs them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perfgate.store import open_store
+from perfgate.store.base import RunStatus
+from tests.export.sample_store import MACHINE, RUNS, STEP_AT, sample_runs
+
+SAMPLE_CONFIG = """\
+[tool.perfgate.budgets.dqn]
+dbn_load_time_ms = { median = 10.0 }
+inference_latency_us = { p99 = 50.0 }
+memory_usage_mb = { max = 150.0 }
+
+[tool.perfgate.budgets.ppo]
+dbn_load_time_ms = { median = 10.0 }
+inference_latency_us = { p99 = 50.0 }
+
+[tool.perfgate.budgets.mamba2]
+dbn_load_time_ms = { median = 10.0 }
+inference_latency_us = { p99 = 50.0 }
+
+[tool.perfgate.budgets.tft]
+dbn_load_time_ms = { median = 10.0 }
+inference_latency_us = { p99 = 50.0 }
+"""
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"true", "1", "yes"}
+
+
+def need(binary: str, package: str) -> str:
+    """The path of ``binary``; skip without it, except in CI, where that is a failure."""
+    path = shutil.which(binary)
+    if path is None:
+        reason = f"{binary} is not installed (Debian package {package})"
+        if in_ci():
+            pytest.fail(f"{reason}; it is required in CI (.ci/run installs it)")
+        pytest.skip(reason)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def http_get(url: str, timeout: float = 10.0) -> str:
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return response.read().decode("utf-8")
+
+
+@pytest.fixture
+def sample_config(tmp_path: Path) -> Path:
+    path = tmp_path / "perfgate.toml"
+    path.write_text(SAMPLE_CONFIG)
+    return path
+
+
+@pytest.fixture
+def sample_sqlite(tmp_path: Path) -> str:
+    """The sample store as a SQLite file; its URL."""
+    url = f"sqlite:///{tmp_path / 'perfgate.db'}"
+    store = open_store(url)
+    try:
+        store.add_runs(sample_runs())
+        for r in range(STEP_AT, RUNS - 1):
+            store.set_status(f"dqn-{MACHINE}-{r:02d}", RunStatus.FLAGGED, "training_step_time_ms +25.0%")
+    finally:
+        store.close()
+    return url
+
+
+@dataclass
+class PromStack:
+    """A running Prometheus that scrapes a running Pushgateway every second."""
+
+    prometheus: str  # http://127.0.0.1:PORT
+    pushgateway: str
+    logs: Path
+
+    def api(self, path: str, **params: Any) -> dict[str, Any]:
+        url = f"{self.prometheus}/api/v1/{path}?{urllib.parse.urlencode(params, doseq=True)}"
+        try:
+            body = http_get(url)
+        except urllib.error.HTTPError as exc:  # 400 on a bad expression: show Prometheus's message
+            body = exc.read().decode("utf-8")
+        data = json.loads(body)
+        assert data["status"] == "success", f"{path} {params}: {data}"
+        return data["data"]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        return self.api("query", query=expr)["result"]
+
+    def query_range(self, expr: str, seconds: int = 120) -> list[dict[str, Any]]:
+        end = time.time()
+        return self.api("query_range", query=expr, start=end - seconds, end=end, step=1)["result"]
+
+    def wait_for(self, expr: str, timeout: float = 60.0) -> list[dict[str, Any]]:
+        """Poll until ``expr`` has a result (the first scrape comes about 5 s after start)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = self.query(expr)
+            if result:
+                return result
+            if time.monotonic() > deadline:
+                logs = "\n".join(p.read_text(errors="replace")[-2000:] for p in sorted(self.logs.glob("*.log")))
+                pytest.fail(f"no data for {expr} after {timeout:.0f} s; daemon logs:\n{logs}")
+            time.sleep(0.5)
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"{url} exited with {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
+        try:
+            http_get(url, timeout=2.0)
+            return
+        except OSError:
+            time.sleep(0.1)
+    pytest.fail(f"{url} not ready after {timeout:.0f} s:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def prom_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromStack]:
+    prometheus = need("prometheus", "prometheus")
+    pushgateway = need("prometheus-pushgateway", "prometheus-pushgateway")
+    root = tmp_path_factory.mktemp("prometheus")
+    pgw_port, prom_port = free_port(), free_port()
+    (root / "prometheus.yml").write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        "scrape_configs:\n"
+        "  - job_name: pushgateway\n"
+        "    honor_labels: true\n"
+        f"    static_configs: [{{targets: ['127.0.0.1:{pgw_port}']}}]\n"
+    )
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        pgw_log = root / "pushgateway.log"
+        with pgw_log.open("wb") as out:
+            procs.append(
+                subprocess.Popen(
+                    [
+                        pushgateway,
+                        f"--web.listen-address=127.0.0.1:{pgw_port}",
+                        f"--persistence.file={root / 'pushgateway.data'}",
+                    ],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+        prom_log = root / "prometheus.log"
+        with prom_log.open("wb") as out:
+            procs.append(
+                subprocess.Popen(
+                    [
+                        prometheus,
+                        f"--config.file={root / 'prometheus.yml'}",
+                        f"--storage.tsdb.path={root / 'data'}",
+                        f"--web.listen-address=127.0.0.1:{prom_port}",
+                        "--log.level=warn",
+                    ],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+        _wait_ready(f"http://127.0.0.1:{pgw_port}/-/ready", procs[0], pgw_log)
+        _wait_ready(f"http://127.0.0.1:{prom_port}/-/ready", procs[1], prom_log)
+        yield PromStack(f"http://127.0.0.1:{prom_port}", f"http://127.0.0.1:{pgw_port}", root)
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)

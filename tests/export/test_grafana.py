@@ -1,0 +1,163 @@
+"""The Grafana dashboard: regenerated equals committed, sound structure, and every panel's
+query answers with data from a real Prometheus filled by perfgate's own push."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perfgate.cli import main
+from perfgate.export.grafana import DASHBOARD_UID, dashboard_json, panel_queries
+from perfgate.export.latest import latest_states
+from perfgate.export.prometheus import push_states
+from tests.export.conftest import PromStack
+from tests.export.sample_store import MACHINE, sample_policy, sample_store
+from tests.export.test_prometheus import sample_exposition, samples
+
+COMMITTED = Path(__file__).resolve().parent.parent.parent / "dashboards" / "perfgate.json"
+JOB = "t-dashboard"
+
+
+@pytest.fixture(scope="module")
+def dashboard() -> dict[str, Any]:
+    return json.loads(COMMITTED.read_text())
+
+
+def test_committed_dashboard_is_the_generated_one():
+    # regenerate with: perfgate dashboard --output dashboards/perfgate.json
+    assert dashboard_json() == COMMITTED.read_text()
+
+
+def test_dashboard_command_writes_it(tmp_path):
+    out = tmp_path / "d.json"
+    assert main(["dashboard", "--output", str(out)]) == 0
+    assert out.read_text() == COMMITTED.read_text()
+
+
+def test_structure(dashboard):
+    assert dashboard["uid"] == DASHBOARD_UID and 8 <= len(DASHBOARD_UID) <= 40
+    assert dashboard["schemaVersion"] == 41  # the SDK's Grafana 11.6 flavour
+    assert dashboard["title"]
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids)) and all(isinstance(i, int) and i > 0 for i in ids)
+    for panel in dashboard["panels"]:
+        pos = panel["gridPos"]
+        assert pos["x"] + pos["w"] <= 24 and pos["h"] > 0, panel["title"]
+        if panel["type"] == "row":
+            continue
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+        assert panel["targets"], panel["title"]
+        refs = [t["refId"] for t in panel["targets"]]
+        assert all(refs) and len(refs) == len(set(refs)), panel["title"]
+        assert all(t["expr"] and t["datasource"]["uid"] == "${datasource}" for t in panel["targets"])
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert set(variables) == {"datasource", "model", "machine"}
+    assert variables["model"]["multi"] and variables["model"]["includeAll"]
+
+
+def test_round_trip_through_the_sdk_model(dashboard):
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.models.dashboard import Dashboard
+
+    again = json.loads(json.dumps(Dashboard.from_json(dashboard), cls=JSONEncoder))
+    assert again == dashboard
+
+
+def test_the_panels_the_seed_asks_for(dashboard):
+    titles = [p["title"] for p in dashboard["panels"]]
+    for wanted in (
+        "DBN load time",
+        "Inference latency",
+        "Training step time",
+        "Memory",
+        "Regression",
+        "Change",
+        "Throughput",
+    ):
+        assert any(wanted.lower() in t.lower() for t in titles), wanted
+    by_title = {p["title"]: p for p in dashboard["panels"]}
+    dbn = by_title["DBN load time"]["fieldConfig"]["defaults"]
+    assert [s["value"] for s in dbn["thresholds"]["steps"]] == [None, 0.01]  # the 10 ms target, in seconds
+    assert dbn["custom"]["thresholdsStyle"]["mode"] == "dashed"
+    latency = by_title["Inference latency (p50 / p95 / p99)"]
+    assert [s["value"] for s in latency["fieldConfig"]["defaults"]["thresholds"]["steps"]] == [None, 50e-6]
+    assert "statistic" in latency["targets"][0]["legendFormat"]  # one line per p50/p95/p99
+
+
+def test_queries_use_only_exported_names_and_never_always_return_data(dashboard):
+    exported = {name for name, _, _ in samples(sample_exposition())}
+    for title, expr, _ in panel_queries(dashboard):
+        names = set(re.findall(r"\bperfgate_[a-z0-9_]+", expr))
+        assert names and names <= exported, (title, names - exported)
+        # "or vector(0)" and friends would answer even with no perfgate metric at all
+        assert not re.search(r"\b(vector|absent|absent_over_time|scalar)\s*\(", expr), (title, expr)
+        assert not re.search(r"\bor\b", expr), (title, expr)
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":
+            assert set(re.findall(r"\bperfgate_[a-z0-9_]+", variable["query"])) <= exported
+
+
+def substitute(expr: str, model: str, machine: str) -> str:
+    text = expr.replace("$model", model).replace("$machine", machine)
+    assert "$" not in text, text
+    return text
+
+
+@pytest.fixture(scope="module")
+def filled(prom_stack: PromStack) -> PromStack:
+    """Prometheus holding the sample store's metrics, pushed by perfgate's own exporter."""
+    states = latest_states(sample_store(), sample_policy())
+    push_states(prom_stack.pushgateway, states, job=JOB)
+    for name in ("perfgate_run_info", "perfgate_degradation_ratio", "perfgate_budget_memory_bytes"):
+        prom_stack.wait_for(f'{name}{{job="{JOB}"}}')
+    return prom_stack
+
+
+def test_template_variables_find_values(filled, dashboard):
+    models = filled.api("label/model/values", **{"match[]": "perfgate_run_info"})
+    assert {"dqn", "ppo", "mamba2", "tft"} <= set(models)
+    machines = filled.api("label/machine/values", **{"match[]": 'perfgate_run_info{model=~"dqn"}'})
+    assert MACHINE in machines
+
+
+@pytest.mark.parametrize(("model", "machine"), [(".*", ".*"), ("dqn", MACHINE)])
+def test_every_query_returns_data(filled, dashboard, model, machine):
+    empty = []
+    for title, expr, instant in panel_queries(dashboard):
+        query = substitute(expr, model, machine)
+        result = filled.query(query) if instant else filled.query_range(query)
+        if not result:
+            empty.append((title, query))
+    assert empty == []
+
+
+def test_every_panel_has_data_for_a_multi_selection(filled, dashboard):
+    # ppo and tft have no memory budget: that overlay is empty, the panel is not
+    answered: dict[str, bool] = {}
+    for title, expr, instant in panel_queries(dashboard):
+        query = substitute(expr, "(ppo|tft)", ".*")
+        result = filled.query(query) if instant else filled.query_range(query)
+        answered[title] = answered.get(title, False) or bool(result)
+    assert [title for title, ok in answered.items() if not ok] == []
+
+
+def test_panel_values_are_right(filled, dashboard):
+    queries = {title: expr for title, expr, _ in panel_queries(dashboard)}
+    regressions = filled.query(substitute(queries["Regressions (last check)"], "dqn", MACHINE))
+    assert [r["value"][1] for r in regressions] == ["1"]
+    verdicts = filled.query(substitute(queries["Verdict of the last check"], ".*", MACHINE))
+    by_model = {r["metric"]["model"]: r["value"][1] for r in verdicts}
+    assert by_model == {"dqn": "2", "tft": "1", "ppo": "0", "mamba2": "0"}  # regressed, over budget, passed
+
+
+def test_dashboard_to_stdout_in_a_subprocess():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "perfgate", "dashboard"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == COMMITTED.read_text()
