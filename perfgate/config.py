@@ -19,7 +19,8 @@ Example::
     unit = "ms"
     direction = "lower_is_better"
 
-Secrets never live here; notification credentials come from the environment.
+Secrets never live here; notification credentials come from the environment
+(``[tool.perfgate.notify]``, see :mod:`perfgate.notify.settings`).
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ from perfgate.core.metrics import Direction, MetricInfo
 from perfgate.core.policy import BUDGET_STATISTICS, Budget, Policy
 from perfgate.core.schema import normalize_model
 from perfgate.errors import ConfigError
+from perfgate.notify.settings import NotifyConfig, parse_notify
 
 __all__ = ["Config", "find_config", "load_config", "parse_config"]
 
-_KNOWN_KEYS = {"threshold", "alpha", "store", "thresholds", "budgets", "metrics", "confidence"}
+_KNOWN_KEYS = {"threshold", "alpha", "store", "thresholds", "budgets", "metrics", "confidence", "notify"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,6 +47,7 @@ class Config:
     policy: Policy = field(default_factory=Policy)
     store: str | None = None
     source: str | None = None
+    notify: NotifyConfig = field(default_factory=NotifyConfig)  # [tool.perfgate.notify]
 
 
 def find_config(start: Path | None = None) -> Path | None:
@@ -136,7 +139,8 @@ def parse_config(table: Mapping[str, Any], *, source: str) -> Config:
     store = table.get("store")
     if store is not None and not isinstance(store, str):
         raise ConfigError("expected a store URL string", source=source, field="store")
-    return Config(policy=policy, store=store, source=source)
+    notify = parse_notify(table.get("notify"), source=source)
+    return Config(policy=policy, store=store, source=source, notify=notify)
 
 
 def load_config(path: Path | str | None = None) -> Config:

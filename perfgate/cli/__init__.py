@@ -22,8 +22,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("perfgate.cli.bench", "run the benchmark stages of a model and write a run file"),
     "check": ("perfgate.cli.check", "compare a run against its baseline; exit 1 on regression"),
     "record": ("perfgate.cli.record", "add finished runs to the result store"),
-    "baseline": ("perfgate.cli.baseline", "save, show and export per-model baselines"),
+    "baseline": ("perfgate.cli.baseline", "per-model baselines: save, show, update, accept, export"),
+    "history": ("perfgate.cli.history", "a model's metrics over time from the store, with change points"),
     "data": ("perfgate.cli.data", "synthesise and inspect DBN market-data files"),
+    "calibrate": ("perfgate.cli.calibrate", "learn this machine's run-to-run noise from unchanged runs"),
+    "import": ("perfgate.cli.import_", "convert pytest-benchmark, pyperf, asv, hyperfine or google-benchmark results"),
+    "summary": ("perfgate.cli.summary", "join Markdown reports into one PR comment or job summary within the limit"),
+    "export": ("perfgate.cli.export", "export the newest results as Prometheus metrics (serve, push, textfile)"),
+    "dashboard": ("perfgate.cli.dashboard", "write the Grafana dashboard of perfgate's Prometheus metrics"),
+    "report": ("perfgate.cli.report", "write the HTML report with plots of a store's newest runs"),
 }
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from perfgate.cli._common import add_config_argument, config_from, stderr_console
 from perfgate.core.compare import CheckResult, Verdict, budgets_only, compare_runs
+from perfgate.core.policy import Policy
 from perfgate.core.schema import Run
 from perfgate.errors import ConfigError, InputError
 from perfgate.report.format import fmt_change
@@ -24,6 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--current", type=Path, required=True, help="current run file")
     parser.add_argument("--output", type=Path, help="write the Markdown report here")
     parser.add_argument("--json", type=Path, dest="json_output", help="write the machine-readable report here")
+    parser.add_argument("--html", type=Path, dest="html_output", help="write the HTML report with plots here")
+    parser.add_argument("--push-metrics", metavar="URL", help="push the current run and this check to a Pushgateway")
     parser.add_argument("--threshold", type=float, default=None, help="regression threshold in percent (default 10)")
     parser.add_argument("--alpha", type=float, default=None, help="family-wise significance level (default 0.01)")
     parser.add_argument(
@@ -35,16 +38,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline-runs", type=int, default=5, help="with --store: runs pooled into the baseline")
     parser.add_argument("--branch", default="main", help="with --store: the branch whose runs form the baseline")
     parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    parser.add_argument(
+        "--noise",
+        type=Path,
+        default=None,
+        help="calibration file from perfgate calibrate (default: .perfgate/noise.json when present)",
+    )
+    parser.add_argument(
+        "--notify",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="notify the targets of [tool.perfgate.notify] after the report is written (default: its 'enabled')",
+    )
     add_config_argument(parser)
 
 
 def _baseline_from_store(args: argparse.Namespace, current: Run, configured: str | None) -> tuple[Run, str]:
     from perfgate.store import open_store, resolve_store_url
-    from perfgate.store.baseline import pooled_baseline
+    from perfgate.store.baseline import baseline_for
 
     store = open_store(resolve_store_url(args.store, configured))
+    try:  # the baseline `baseline update` kept, else the pooled last K runs
+        return baseline_for(store, current, branch=args.branch, k=args.baseline_runs)
+    finally:
+        store.close()
+
+
+def _record_verdict(args: argparse.Namespace, current: Run, configured: str | None, result: CheckResult) -> None:
+    """Keep the verdict for the current run: a flagged run stays out of baselines until accepted."""
+    from perfgate.cli._common import content_run_id
+    from perfgate.store import open_store, resolve_store_url
+    from perfgate.store.baseline import record_verdict
+
+    note = "; ".join(f"{c.label} {fmt_change(c.change)}" for c in result.regressions)
+    store = open_store(resolve_store_url(args.store, configured))
     try:
-        return pooled_baseline(store, current, branch=args.branch, k=args.baseline_runs)
+        record_verdict(store, current.run_id or content_run_id(current), regressed=bool(result.regressions), note=note)
     finally:
         store.close()
 
@@ -66,6 +95,17 @@ def _summary(result: CheckResult) -> None:
         console.print(f"[bold green]✓ no regression[/]{extra}")
 
 
+def _with_calibration(args: argparse.Namespace, policy: Policy, current: Run) -> Policy:
+    """Fold this machine's calibrated run-to-run noise (``perfgate calibrate``) into the policy."""
+    from perfgate.calibration import DEFAULT_NOISE_FILE, load_noise
+
+    path = args.noise if args.noise is not None else DEFAULT_NOISE_FILE
+    if args.noise is None and not path.exists():
+        return policy
+    sigma = load_noise(path, machine=current.machine.fingerprint, model=current.model_key)
+    return dataclasses.replace(policy, noise={**sigma, **policy.noise}) if sigma else policy
+
+
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     overrides = {}
@@ -78,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise ConfigError(str(exc), source="command line") from None
     current = load_run(args.current, policy.metric_info)
+    policy = _with_calibration(args, policy, current)
     if args.baseline is not None:
         baseline = load_run(args.baseline, policy.metric_info)
         result = compare_runs(
@@ -92,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
         result = compare_runs(
             baseline, current, policy, allow_machine_mismatch=args.allow_machine_mismatch, baseline_source=source
         )
+        _record_verdict(args, current, config.store, result)
     elif policy.budgets_for(current.model_key):
         result = budgets_only(current, policy)  # budgets hold from the first run
     else:
@@ -105,8 +147,19 @@ def run(args: argparse.Namespace) -> int:
         write_text_atomic(args.output, markdown)
     if args.json_output is not None:
         write_text_atomic(args.json_output, render_json(result))
+    if args.html_output is not None:
+        from perfgate.report.html import render_check_html
+
+        write_text_atomic(args.html_output, render_check_html(result))
     if not args.quiet:
         if args.output is None:
             sys.stdout.write(markdown)
         _summary(result)
+    if args.push_metrics is not None:
+        from perfgate.cli.export import push_check
+
+        push_check(args.push_metrics, result, policy)  # reports failures on stderr; never changes the exit code
+    from perfgate.notify.dispatch import maybe_notify
+
+    maybe_notify(result, config.notify, args.notify)  # reports failures on stderr; never changes the exit code
     return result.exit_code

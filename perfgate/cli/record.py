@@ -8,7 +8,7 @@ from pathlib import Path
 
 from perfgate.cli._common import add_config_argument, config_from, content_run_id, stderr_console
 from perfgate.runfile import load_run
-from perfgate.store import open_store, resolve_store_url
+from perfgate.store import RunStatus, open_store, resolve_store_url
 
 __all__ = ["add_arguments", "run"]
 
@@ -34,7 +34,11 @@ def run(args: argparse.Namespace) -> int:
         for path, r in zip(args.runs, runs, strict=True):
             added = store.add_run(r)
             state = "recorded" if added else "already recorded"
-            console.print(f"{state}: {path} → run {r.run_id} (model {r.model}, commit {r.git.commit or 'unknown'})")
+            verdict = store.status(r.run_id or "")  # a run checked before it was recorded keeps its verdict
+            kept = f", status {verdict}" if verdict not in (None, RunStatus.RECORDED) else ""
+            console.print(
+                f"{state}: {path} → run {r.run_id} (model {r.model}, commit {r.git.commit or 'unknown'}{kept})"
+            )
     finally:
         store.close()
     return 0

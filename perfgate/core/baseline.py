@@ -1,19 +1,38 @@
 """Forming a baseline from several runs of the history.
 
-The baseline is the *pooled samples* of the last K runs of the same model on the same
-machine: pooling puts the run-to-run spread (a new process, a new memory layout, another
-phase of a shared machine) into the baseline's distribution, which one run's samples
-understate (research note ``noise.md``). It is never the best run and never a single one
-when more exist.
+The baseline is the *pooled samples* of the last K accepted runs of the same model on the
+same machine (K = 10 for ``perfgate baseline update``). Two ways were considered:
+
+* **Pooling** (kept): every sample of every run, one distribution. The run-to-run spread
+  (a new process, another memory layout, another phase of a shared machine) lands in the
+  baseline's distribution, which one run's samples understate by a wide margin on shared
+  runners (research note ``noise.md``: within-run CoV 18-20 %, run medians for identical
+  work 5.3-9.7 ms). The pooled median is robust: a run that was lucky (or unlucky)
+  contributes 1/K of the samples and moves the median by little, so the baseline is never
+  the best-ever run and never one run when more exist. It also works with runs of
+  different sample counts and with seed-format runs (one sample each).
+* **Median of each sample position** (rejected): sample i of the baseline = median over
+  the runs of their sample i. It keeps the within-run order (warm-up at the front), but
+  the median over K runs shrinks the spread of each position by about sqrt(K), so the
+  baseline looks far tighter than any single future run will be and the significance
+  test raises false alarms on unchanged code: exactly the failure mode of G1. It also
+  needs equal sample counts. Warm-up is better removed where it is measured
+  (:mod:`perfgate.core.stability`).
+
+The check treats the pooled samples as one distribution; with K runs it has K times the
+samples of one run, and the Mann-Whitney test's p-value is correspondingly smaller. That is
+honest about location only when between-run noise is folded in, which pooling does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from perfgate.core.schema import Metric, Run
 
-__all__ = ["pool_runs"]
+__all__ = ["flat_baseline", "pool_runs"]
 
 
 def pool_runs(runs: Sequence[Run]) -> Run:
@@ -33,7 +52,10 @@ def pool_runs(runs: Sequence[Run]) -> Run:
         parts = [r.metrics[name] for r in runs if name in r.metrics]
         first = parts[0]
         samples = tuple(s for m in parts for s in m.samples)
-        metrics[name] = Metric(name=name, unit=first.unit, direction=first.direction, samples=samples)
+        # every pooled run stays its own group (or its own groups, if it ran several
+        # processes), so the decision sees the run-to-run spread between them
+        groups = tuple(g for m in parts for g in (m.groups or (len(m.samples),)))
+        metrics[name] = Metric(name=name, unit=first.unit, direction=first.direction, samples=samples, groups=groups)
     return Run(
         model=newest.model,
         suite=newest.suite,
@@ -44,3 +66,19 @@ def pool_runs(runs: Sequence[Run]) -> Run:
         config={"pooled_run_ids": [r.run_id for r in runs]},
         metrics=metrics,
     )
+
+
+def flat_baseline(baseline: Run, *, timestamp: str | None) -> dict[str, object]:
+    """The seed's flat per-model document: each metric's median, ``timestamp``, ``git_commit``, ``model_type``.
+
+    ``timestamp`` is when the baseline was formed (None: the newest run's time). Reading
+    the document back (:func:`perfgate.core.codec.run_from_dict`) gives one sample per
+    metric, the median.
+    """
+    doc: dict[str, object] = {
+        name: float(np.median(np.asarray(metric.samples, dtype=float))) for name, metric in baseline.metrics.items()
+    }
+    doc["model_type"] = baseline.model
+    doc["git_commit"] = baseline.git.commit
+    doc["timestamp"] = timestamp if timestamp is not None else baseline.created_at
+    return doc

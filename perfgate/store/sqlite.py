@@ -1,24 +1,61 @@
 """The embedded SQLite store (the default).
 
 WAL mode and a busy timeout let several CI jobs on one machine record at once; every
-write is one transaction, so a killed writer leaves either the whole run or nothing.
+write is one ``BEGIN IMMEDIATE`` transaction, so a killed writer leaves either the whole
+run (document and metric rows) or nothing, and concurrent writers queue instead of losing
+runs. Migrations run on open, in one transaction, only when the file is behind; a store
+that is up to date is opened without writing (so a read-only copy can still be read).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from perfgate.core.codec import run_from_dict, run_to_dict
-from perfgate.core.schema import Run
-from perfgate.errors import InputError, StorageError
-from perfgate.store.base import RunQuery
+from perfgate.core.codec import run_from_dict
+from perfgate.errors import StorageError
+from perfgate.store.base import created_key, metric_rows
+from perfgate.store.sql import SQLStore, hint, one_line, tables_ddl
 
 __all__ = ["MIGRATIONS", "SQLiteStore"]
 
+
+def _migration_2(conn: Any) -> None:
+    """Metric summary rows, run statuses and baselines; backfill the rows of stored runs."""
+    for statement in tables_ddl("INTEGER PRIMARY KEY AUTOINCREMENT"):
+        conn.execute(statement)
+    for run_id, created, document in conn.execute("SELECT run_id, created_at, document FROM runs").fetchall():
+        run = run_from_dict(json.loads(document), source=f"run {run_id}")
+        key = created_key(created)
+        conn.execute("UPDATE runs SET created_at = ? WHERE run_id = ?", (key, run_id))
+        conn.executemany(
+            "INSERT INTO metrics (run_id, metric, suite, model, machine, branch, git_commit, created_at, unit,"
+            " direction, n, mean, median, p95, p99, min_value, max_value)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                # run keys, then unit, direction, n, mean, median, p95, p99, min, max
+                (
+                    run_id,
+                    row.metric,
+                    run.suite,
+                    run.model_key,
+                    run.machine.fingerprint,
+                    run.git.branch,
+                    run.git.commit,
+                    key,
+                    *row[1:],
+                )
+                for row in metric_rows(run)
+            ],
+        )
+
+
 # Numbered schema migrations, applied in order on open; never edit one that has shipped.
-MIGRATIONS: list[str] = [
+MIGRATIONS: list[str | Callable[[Any], None]] = [
     # 1: runs with their whole document, and the keys the queries filter on
     """
     CREATE TABLE runs (
@@ -34,6 +71,8 @@ MIGRATIONS: list[str] = [
     CREATE INDEX runs_model_machine ON runs (model, machine, created_at);
     CREATE INDEX runs_branch ON runs (branch, created_at);
     """,
+    # 2: metric summary rows, run statuses (check verdicts) and baselines; created_at as a sort key
+    _migration_2,
 ]
 
 
@@ -45,98 +84,93 @@ def _path_of(url: str) -> Path:
     return Path(rest[1:])
 
 
-class SQLiteStore:
+class SQLiteStore(SQLStore):
+    placeholder = "?"
+    driver_errors = (sqlite3.Error, OSError)
+
     def __init__(self, url: str) -> None:
         self.url = url
-        path = _path_of(url)
+        self.path = _path_of(url)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
-            self._conn.execute("PRAGMA busy_timeout = 30000")
-            self._conn.execute("PRAGMA journal_mode = WAL")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+        except (sqlite3.Error, OSError) as exc:
+            message = one_line(exc)
+            raise StorageError(f"cannot open the SQLite store: {message}{hint(message)}", source=url) from None
+        try:
+            self._conn.execute("PRAGMA busy_timeout = 60000")
+            if self._conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                self._conn.execute("PRAGMA journal_mode = WAL")
             self._migrate()
         except (sqlite3.Error, OSError) as exc:
-            raise StorageError(f"cannot open the SQLite store: {exc}", source=url) from None
+            self._conn.close()
+            message = one_line(exc)
+            raise StorageError(f"cannot open the SQLite store: {message}{hint(message)}", source=url) from None
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _version(self) -> int:
+        conn = self._conn
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").fetchone():
+            return int(conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0])
+        return 0
 
     def _migrate(self) -> None:
+        version = self._version()
+        if version > len(MIGRATIONS):
+            raise StorageError(
+                f"store schema version {version} is newer than this perfgate ({len(MIGRATIONS)}); upgrade perfgate",
+                source=self.url,
+            )
+        if version == len(MIGRATIONS):
+            return
+        with self._transaction() as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
+            done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+            for number, step in enumerate(MIGRATIONS, start=1):
+                if number in done:
+                    continue
+                if callable(step):
+                    step(conn)
+                else:
+                    for statement in filter(str.strip, step.split(";")):
+                        conn.execute(statement)
+                conn.execute("INSERT INTO schema_migrations (version) VALUES (?)", (number,))
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
-            done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
-            if done and max(done) > len(MIGRATIONS):
-                raise StorageError(
-                    f"store schema version {max(done)} is newer than this perfgate ({len(MIGRATIONS)}); "
-                    "upgrade perfgate",
-                    source=self.url,
-                )
-            for number, script in enumerate(MIGRATIONS, start=1):
-                if number not in done:
-                    for statement in filter(str.strip, script.split(";")):
-                        conn.execute(statement)
-                    conn.execute("INSERT INTO schema_migrations (version) VALUES (?)", (number,))
+            yield _Cursor(conn)
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # the journal undoes it on the next open
             raise
 
-    def add_run(self, run: Run) -> bool:
-        if not run.run_id:
-            raise InputError("a run needs a run_id to be stored (runs written by perfgate bench have one)")
-        doc = json.dumps(run_to_dict(run), sort_keys=True, allow_nan=False)
-        try:
-            cur = self._conn.execute(
-                "INSERT OR IGNORE INTO runs (run_id, suite, model, machine, branch, git_commit, created_at, document)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    run.run_id,
-                    run.suite,
-                    run.model_key,
-                    run.machine.fingerprint,
-                    run.git.branch,
-                    run.git.commit,
-                    run.created_at,
-                    doc,
-                ),
-            )
-        except sqlite3.Error as exc:
-            raise StorageError(f"cannot record run {run.run_id}: {exc}", source=self.url) from None
-        return cur.rowcount == 1
-
-    def _decode(self, document: str) -> Run:
-        return run_from_dict(json.loads(document), source=self.url)
-
-    def get_run(self, run_id: str) -> Run:
-        try:
-            row = self._conn.execute("SELECT document FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        except sqlite3.Error as exc:
-            raise StorageError(f"cannot read run {run_id}: {exc}", source=self.url) from None
-        if row is None:
-            raise StorageError(f"no run with id {run_id!r}", source=self.url)
-        return self._decode(row[0])
-
-    def runs(self, query: RunQuery) -> list[Run]:
-        clauses, params = [], []
-        for column, value in (
-            ("model", query.model),
-            ("machine", query.machine),
-            ("branch", query.branch),
-            ("suite", query.suite),
-        ):
-            if value is not None:
-                clauses.append(f"{column} = ?")
-                params.append(value)
-        sql = "SELECT document FROM runs"
-        if clauses:
-            sql += " WHERE " + " AND ".join(clauses)
-        sql += " ORDER BY created_at DESC, run_id DESC"
-        if query.limit is not None:
-            sql += f" LIMIT {int(query.limit)}"
-        try:
-            rows = self._conn.execute(sql, params).fetchall()
-        except sqlite3.Error as exc:
-            raise StorageError(f"cannot query runs: {exc}", source=self.url) from None
-        return [self._decode(row[0]) for row in rows]
+    def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._conn.execute(sql, params).fetchall()
 
     def close(self) -> None:
         self._conn.close()
+
+
+class _Cursor:
+    """sqlite3's connection, with ``rowcount`` of the last statement like a DB-API cursor."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self.rowcount = -1
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        cur = self._conn.execute(sql, params)
+        self.rowcount = cur.rowcount
+        return cur
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self._conn.executemany(sql, rows)

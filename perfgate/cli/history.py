@@ -1,0 +1,204 @@
+"""``perfgate history``: a model's metrics over time from the store, and where their level changed.
+
+Prints each metric's series (a sparkline of all of it, a table of the newest points) and,
+with ``--changepoints``, the change points over the history: at which commit, how large
+(direction-aware: worse or better), how sure (the p-value of
+:func:`perfgate.core.changepoints.detect`). ``--json`` prints the same as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+from typing import Any
+
+from perfgate.cli._common import add_config_argument, config_from, stderr_console
+from perfgate.core.changepoints import METHODS, ChangePoint, detect
+from perfgate.core.metrics import Direction
+from perfgate.errors import InputError
+from perfgate.report.format import fmt_change, fmt_p, fmt_time, fmt_value
+
+__all__ = ["add_arguments", "run", "sparkline"]
+
+_BARS = "▁▂▃▄▅▆▇█"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from perfgate.store.base import SERIES_STATISTICS
+
+    parser.add_argument("--model", required=True, help="the model (any spelling: DQN, dqn)")
+    parser.add_argument("--metric", default=None, help="one metric (default: every metric of the latest run)")
+    parser.add_argument(
+        "--statistic", default="median", choices=SERIES_STATISTICS, help="the value per run (default median)"
+    )
+    parser.add_argument("--machine", default=None, help="machine fingerprint (default: that of the latest run)")
+    branches = parser.add_mutually_exclusive_group()
+    branches.add_argument("--branch", default="main", help="the branch whose runs to show (default main)")
+    branches.add_argument("--all-branches", action="store_true", help="runs of every branch")
+    parser.add_argument("--limit", type=int, default=1000, help="the newest N runs (default 1000)")
+    parser.add_argument("--rows", type=int, default=20, help="table rows per metric on a terminal (default 20)")
+    parser.add_argument("--changepoints", action="store_true", help="find where the level changed, and how sure")
+    parser.add_argument(
+        "--method", default=METHODS[0], choices=METHODS, help=f"change-point search (default {METHODS[0]})"
+    )
+    parser.add_argument("--alpha", type=float, default=0.001, help="change-point significance level (default 0.001)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument(
+        "--store",
+        default=None,
+        help="store URL (default: PERFGATE_STORE, the configuration, or sqlite:///.perfgate/perfgate.db)",
+    )
+    add_config_argument(parser)
+
+
+def sparkline(values: list[float], width: int = 60) -> str:
+    """A one-line chart of ``values`` (bucket means when there are more than ``width``)."""
+    if not values:
+        return ""
+    if len(values) > width:
+        edges = [round(i * len(values) / width) for i in range(width + 1)]
+        values = [sum(values[a:b]) / (b - a) for a, b in itertools.pairwise(edges) if b > a]
+    low, high = min(values), max(values)
+    if high == low:
+        return _BARS[len(_BARS) // 2] * len(values)
+    scale = (len(_BARS) - 1) / (high - low)
+    return "".join(_BARS[round((v - low) * scale)] for v in values)
+
+
+def _worse(change: float, direction: Direction) -> bool | None:
+    if direction is Direction.INFO or change == 0 or math.isnan(change):
+        return None
+    return change > 0 if direction is Direction.LOWER else change < 0
+
+
+def _metric_report(store: Any, args: argparse.Namespace, machine: str | None, name: str, latest: Any) -> dict[str, Any]:
+    branch = None if args.all_branches else args.branch
+    points = store.series(args.model, machine, name, args.statistic, branch=branch, limit=args.limit)
+    metric = latest.metrics.get(name)
+    direction = metric.direction if metric is not None else Direction.INFO
+    report: dict[str, Any] = {
+        "metric": name,
+        "unit": metric.unit if metric is not None else "",
+        "direction": direction.value,
+        "points": [p._asdict() for p in points],
+    }
+    if args.changepoints:
+        values = [p.value for p in points]
+        found: list[ChangePoint] = detect(values, method=args.method, alpha=args.alpha) if values else []
+        report["changepoints"] = [
+            {
+                "index": cp.index,
+                "run_id": points[cp.index].run_id,
+                "commit": points[cp.index].commit,
+                "created_at": points[cp.index].created_at,
+                "before": cp.before,
+                "after": cp.after,
+                "change": cp.change if math.isfinite(cp.change) else None,
+                "p_value": cp.p_value,
+                "worse": _worse(cp.change, direction),
+            }
+            for cp in found
+        ]
+    return report
+
+
+def _print(reports: list[dict[str, Any]], head: dict[str, Any], args: argparse.Namespace) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    where = head["branch"] or "all branches"
+    console.print(
+        f"[bold]{head['model']}[/] on machine {head['machine'] or 'unknown'}, {where}, "
+        f"{args.statistic} per run — store {head['store']}",
+        soft_wrap=True,
+    )
+    for rep in reports:
+        points = rep["points"]
+        values = [p["value"] for p in points]
+        direction = rep["direction"].replace("_", " ")
+        console.print()
+        console.print(f"[bold]{rep['metric']}[/] ({rep['unit']}, {direction}): {len(points)} run(s)", soft_wrap=True)
+        if not points:
+            continue
+        console.print(
+            f"  {sparkline(values)}  {fmt_value(values[0])} → {fmt_value(values[-1])} {rep['unit']}", soft_wrap=True
+        )
+        table = Table(title=f"newest {min(args.rows, len(points))}", title_justify="left")
+        for col in ("date (UTC)", "commit", "run", rep["unit"] or "value"):
+            table.add_column(col, justify="right" if col == (rep["unit"] or "value") else "left")
+        for p in points[-args.rows :]:
+            table.add_row(fmt_time(p["created_at"]), (p["commit"] or "?")[:12], p["run_id"][:12], fmt_value(p["value"]))
+        console.print(table)
+        if "changepoints" not in rep:
+            continue
+        cps = rep["changepoints"]
+        if not cps:
+            console.print(f"  no change point (alpha {args.alpha:g}, {args.method})")
+            continue
+        cp_table = Table(title=f"change points ({args.method}, alpha {args.alpha:g})", title_justify="left")
+        for col in ("at commit", "date (UTC)", "before", "after", "change", "p", ""):
+            cp_table.add_column(col, justify="left" if col in ("at commit", "date (UTC)", "") else "right")
+        for cp in cps:
+            label = {True: "[red]worse[/]", False: "[green]better[/]", None: ""}[cp["worse"]]
+            cp_table.add_row(
+                (cp["commit"] or "?")[:12],
+                fmt_time(cp["created_at"]),
+                fmt_value(cp["before"]),
+                fmt_value(cp["after"]),
+                fmt_change(cp["change"]),
+                fmt_p(cp["p_value"]),
+                label,
+            )
+        console.print(cp_table)
+
+
+def run(args: argparse.Namespace) -> int:
+    from perfgate.store import RunQuery, open_store, resolve_store_url
+    from perfgate.store.base import created_key
+
+    if args.limit < 1 or args.rows < 1:
+        raise InputError("--limit and --rows must be at least 1", field="--limit")
+    if not 0.0 < args.alpha < 1.0:
+        raise InputError(f"--alpha must be between 0 and 1, got {args.alpha}", field="--alpha")
+    branch = None if args.all_branches else args.branch
+    with open_store(resolve_store_url(args.store, config_from(args).store)) as store:
+        newest = store.latest(RunQuery(model=args.model, machine=args.machine, branch=branch))
+        if not newest:
+            known = sorted({r.model for r in store.latest(RunQuery(branch=branch))})
+            where = f" on branch {branch!r}" if branch else ""
+            on = f" on machine {args.machine}" if args.machine else ""
+            have = f"; it has {', '.join(known)}" if known else "; it has no runs (record some with perfgate record)"
+            raise InputError(f"no runs of model {args.model!r}{on}{where}{have}", source=store.url)
+        newest.sort(key=lambda r: created_key(r.created_at), reverse=True)
+        latest = newest[0]
+        machine = latest.machine.fingerprint
+        others = sorted({r.machine.fingerprint or "unknown" for r in newest[1:]} - {machine or "unknown"})
+        if others and args.machine is None and not args.json:
+            stderr_console().print(
+                f"showing machine {machine or 'unknown'} (the latest run's); also in the store: {', '.join(others)} "
+                "(choose with --machine)"
+            )
+        names = [args.metric] if args.metric else sorted(latest.metrics)
+        reports = [_metric_report(store, args, machine, name, latest) for name in names]
+        if args.metric and not reports[0]["points"]:
+            raise InputError(
+                f"no values of metric {args.metric!r} for model {args.model!r}; "
+                f"it has {', '.join(sorted(latest.metrics))}",
+                source=store.url,
+                field="--metric",
+            )
+        head = {
+            "model": latest.model_key,
+            "machine": machine,
+            "branch": branch,
+            "statistic": args.statistic,
+            "store": store.url,
+        }
+    if args.json:
+        print(json.dumps({**head, "metrics": reports}, sort_keys=True, indent=2, allow_nan=False))
+    else:
+        _print(reports, head, args)
+    return 0
