@@ -19,7 +19,7 @@ from enum import StrEnum
 from scipy import stats as sps
 
 from perfgate.core.metrics import BUILTIN_METRICS, Direction, describe
-from perfgate.core.noise import between_groups
+from perfgate.core.noise import between_groups, group_locations
 from perfgate.core.policy import Budget, Policy
 from perfgate.core.schema import Metric, Run
 from perfgate.core.significance import holm, log_ratio_se, mann_whitney_worse, z_test_worse
@@ -239,7 +239,7 @@ def _required_n(n_now: int, se: float | None, margin: float, z: float) -> int | 
     return min(max(need, n_now + 1), _MAX_REQUIRED_N)
 
 
-def _prepare(base: Metric, cur: Metric, statistic: str, policy: Policy) -> _Pending:
+def _prepare(base: Metric, cur: Metric, statistic: str, policy: Policy, paired: bool = False) -> _Pending:
     threshold = policy.threshold_for(cur.name)
     n_base, n_cur = len(base.samples), len(cur.samples)
     threshold_only = min(n_base, n_cur) == 1
@@ -279,7 +279,9 @@ def _prepare(base: Metric, cur: Metric, statistic: str, policy: Policy) -> _Pend
     cur_ci = quantile_ci(cur.samples, statistic, policy.confidence)
     pending.se = log_ratio_se(base_value, base_ci, cur_value, cur_ci, policy.confidence)
     higher_is_worse = cur.direction is Direction.LOWER
-    if _fold_run_noise(pending, policy):
+    if paired and _paired_test(pending):
+        pass
+    elif _fold_run_noise(pending, policy):
         pass
     elif statistic in ("median", "p50"):
         pending.p_value = mann_whitney_worse(base.samples, cur.samples, higher_is_worse=higher_is_worse)
@@ -325,6 +327,32 @@ def _fold_run_noise(p: _Pending, policy: Policy) -> bool:
     if calibrated is not None:
         sources.append("this machine's calibration")
     p.noise = f"run-to-run σ {sigma:.1%} ({' and '.join(sources)})"
+    return True
+
+
+def _paired_test(p: _Pending) -> bool:
+    """Paired t test over interleaved repetitions (``perfgate ab``): group i of each side ran
+    next to each other, so their log ratio cancels the machine's phase at that moment.
+
+    The estimate is the mean of the k paired log ratios, its standard error their SD over
+    sqrt(k), on k - 1 degrees of freedom. Needs the same number (at least 3) of groups on
+    both sides; returns False otherwise.
+    """
+    if p.log_worse is None or not math.isfinite(p.log_worse):
+        return False
+    q = QUANTILES[p.statistic]
+    a, b = group_locations(p.base, q), group_locations(p.cur, q)
+    k = len(p.base.group_samples())
+    if k < 3 or len(a) != k or len(b) != k or len(p.cur.group_samples()) != k:
+        return False
+    d = b - a if p.cur.direction is Direction.LOWER else a - b
+    p.log_worse = float(d.mean())
+    p.se = float(d.std(ddof=1)) / math.sqrt(k)
+    p.df = k - 1
+    p.sigma_run = float(d.std(ddof=1)) / math.sqrt(2.0)
+    p.groups = (k, k)
+    p.p_value = float(sps.t(p.df).sf(p.log_worse / p.se)) if p.se > 0 else (0.0 if p.log_worse > 0 else 1.0)
+    p.noise = f"paired over {k} interleaved repetitions (SD of paired log ratios {float(d.std(ddof=1)):.1%})"
     return True
 
 
@@ -477,8 +505,12 @@ def compare_runs(
     *,
     allow_machine_mismatch: bool = False,
     baseline_source: str = "",
+    paired: bool = False,
 ) -> CheckResult:
     """Compare ``current`` against ``baseline`` under ``policy``.
+
+    ``paired`` says that group i of both runs was measured side by side (``perfgate ab``
+    alternates the two versions), so timing metrics are tested on paired log ratios.
 
     Raises:
         MismatchError: the runs are of different models, of different machines (unless
@@ -513,7 +545,9 @@ def compare_runs(
             fixed.append(_informational(base, cur, policy))
         else:
             single = min(len(base.samples), len(cur.samples)) == 1
-            pending.extend(_prepare(base, cur, stat, policy) for stat in _statistics_of(cur, policy, single))
+            pending.extend(
+                _prepare(base, cur, stat, policy, paired) for stat in _statistics_of(cur, policy, single)
+            )
     fixed.extend(
         _unpaired(m, "baseline", policy) for name, m in baseline.metrics.items() if name not in current.metrics
     )

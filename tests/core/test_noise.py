@@ -137,3 +137,27 @@ def test_noise_key_per_statistic():
     assert policy.noise_for("inference_latency_us", "p95") is None
     with pytest.raises(ValueError, match="noise"):
         Policy(noise={"x": -1.0})
+
+
+def test_paired_test_cancels_shared_drift():
+    """Interleaved pairs share each moment's speed: the paired test sees +8 % through ±20 % drift."""
+    rng = np.random.default_rng(8)
+    phases = np.exp(rng.normal(0, 0.2, 8))  # the machine's speed at each pair's moment
+    base = _metric([list(100 * ph * rng.lognormal(0, 0.01, 20)) for ph in phases])
+    cur = _metric([list(108 * ph * rng.lognormal(0, 0.01, 20)) for ph in phases])
+    policy = Policy(threshold_pct=5.0)
+    unpaired = compare_runs(_run(base), _run(cur), policy)
+    assert [c.verdict for c in unpaired.comparisons] != [Verdict.REGRESSED]
+    paired = compare_runs(_run(base), _run(cur), policy, paired=True)
+    (c,) = paired.comparisons
+    assert c.verdict is Verdict.REGRESSED
+    assert c.worse == pytest.approx(0.08, abs=0.01)
+    assert "paired over 8" in c.noise
+
+
+def test_paired_needs_matching_groups():
+    rng = np.random.default_rng(9)
+    base = _metric([list(100 * rng.lognormal(0, 0.01, 20)) for _ in range(4)])
+    cur = _metric([list(100 * rng.lognormal(0, 0.01, 20)) for _ in range(3)])
+    (c,) = compare_runs(_run(base), _run(cur), Policy(), paired=True).comparisons
+    assert "paired" not in c.noise
