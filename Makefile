@@ -7,10 +7,12 @@ MODEL ?= dqn
 
 .PHONY: demo test setup lint clean
 
+# torch first and exactly this pin: the local CPU wheel (any other spec pulls a multi-GB CUDA build)
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[pipeline,dev]"
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e ".[pipeline,dev,export]"
 	touch $@
 
 setup: $(BIN)/.installed

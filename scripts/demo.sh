@@ -19,8 +19,12 @@ perfgate bench --model "$model" --output "$results/${model}_current.json" --stor
 
 echo "== checking against $results/${model}_baseline.json"
 status=0
+# thresholds measured for the baselines' machine kind (run-to-run noise), when present
+config=()
+[ -f "$results/perfgate.toml" ] && config=(--config "$results/perfgate.toml")
 perfgate check --baseline "$results/${model}_baseline.json" --current "$results/${model}_current.json" \
-  --output regression_report.md --json "$results/${model}_check.json" || status=$?
-echo "== report: regression_report.md (exit code $status)"
+  --output regression_report.md --json "$results/${model}_check.json" "${config[@]}" || status=$?
 cat regression_report.md
+echo "== run: $results/${model}_current.json (trained model: $results/${model}_current.model.pt)"
+echo "== report: $(pwd)/regression_report.md (exit code $status)"
 exit "$status"

@@ -12,8 +12,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
-__all__ = ["PeakMemory", "current_rss_bytes"]
+__all__ = ["PeakMemory", "current_rss_bytes", "release_free_memory"]
 
 _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -37,6 +38,30 @@ def current_rss_bytes() -> int:
     import psutil
 
     return int(psutil.Process().memory_info().rss)
+
+
+def release_free_memory() -> None:
+    """Collect garbage and hand freed heap back to the OS (glibc ``malloc_trim``; a no-op elsewhere).
+
+    glibc keeps freed blocks for reuse, so without this a block's RSS before it already
+    holds the memory an earlier block freed, and the peak above it reads near zero.
+    """
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    global _trim
+    if _trim is None:
+        try:
+            _trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        except (OSError, AttributeError):  # not glibc: nothing to release
+            _trim = False
+    if _trim:
+        _trim(0)
+
+
+_trim: Any = None
 
 
 def _reset_hwm() -> bool:

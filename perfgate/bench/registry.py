@@ -13,7 +13,9 @@ and returns a zero-argument callable; the runner times each call of that callabl
         return once                    # timed: one sample per call
 
 Stages run in registration order; a stage may leave values in ``ctx.state`` for the
-stages after it. ``items_per_call`` turns each timing into a throughput sample as well.
+stages after it. ``items_per_call`` turns each timing into a throughput sample as well;
+``memory_metric`` adds the stage's own peak memory per round; ``samples`` asks for at least
+that many timed calls in all (a latency tail needs thousands).
 """
 
 from __future__ import annotations
@@ -58,6 +60,11 @@ class Stage:
             timing also yields ``items_per_call / seconds``.
         throughput_metric: name of that throughput metric.
         synchronize: wait for asynchronous devices (CUDA) around each timed call.
+        memory_metric: name of a metric for the stage's own peak resident memory, one
+            sample per round: what its set-up kept plus its peak above the state before
+            its calls (see :mod:`perfgate.bench.runner`).
+        samples: at least this many timed calls over all rounds when ``repeat`` is
+            chosen automatically.
     """
 
     name: str
@@ -71,6 +78,8 @@ class Stage:
     items_per_call: int | None = None
     throughput_metric: str | None = None
     synchronize: bool = True
+    memory_metric: str | None = None
+    samples: int | None = None
 
     def __post_init__(self) -> None:
         if self.unit not in _TIME_UNITS:
@@ -81,6 +90,8 @@ class Stage:
             raise ValueError(f"stage {self.name!r}: warmup must be >= 0, got {self.warmup}")
         if self.repeat is not None and self.repeat < 1:
             raise ValueError(f"stage {self.name!r}: repeat must be >= 1, got {self.repeat}")
+        if self.samples is not None and self.samples < 1:
+            raise ValueError(f"stage {self.name!r}: samples must be >= 1, got {self.samples}")
 
     @property
     def scale(self) -> float:
@@ -112,6 +123,8 @@ def stage(
     items_per_call: int | None = None,
     throughput_metric: str | None = None,
     synchronize: bool = True,
+    memory_metric: str | None = None,
+    samples: int | None = None,
 ) -> Callable[[Callable[[StageContext], Callable[[], object]]], Callable[[StageContext], Callable[[], object]]]:
     """Decorator form of :func:`register`; returns the set-up function unchanged."""
 
@@ -131,6 +144,8 @@ def stage(
                 items_per_call=items_per_call,
                 throughput_metric=throughput_metric,
                 synchronize=synchronize,
+                memory_metric=memory_metric,
+                samples=samples,
             )
         )
         return setup

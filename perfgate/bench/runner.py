@@ -11,7 +11,15 @@ Per model the runner does, in order:
    round of the stage lasts about :attr:`BenchOptions.round_time` seconds;
 3. ``memory_usage_mb``: per round, the peak resident memory above the process's state at
    the start of the round (which includes every stage's set-up), see
-   :mod:`perfgate.bench.memory`.
+   :mod:`perfgate.bench.memory`;
+4. for a stage with a ``memory_metric``, per round, its own peak: the resident memory its
+   set-up and warm-up kept (RSS after minus before them, freed heap released both times)
+   plus the peak of its calls in the round above the RSS just before them (high-water
+   mark reset there, freed heap released first, so memory an earlier call freed is not
+   counted as already there). For a training stage that is model, optimiser, buffers and
+   the activations of a step. Such a stage makes one untimed call first in each round:
+   with the heap just handed back it page-faults its whole working set again, which is
+   the memory figure's business, not the timing's.
 
 Spreading samples over rounds, rather than one block per stage, lets slow phases of a
 shared machine hit every stage alike.
@@ -29,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.bench.gpu import GpuRound, cuda_torch
-from perfgate.bench.memory import PeakMemory
+from perfgate.bench.memory import PeakMemory, current_rss_bytes, release_free_memory
 from perfgate.bench.registry import Stage, StageContext, stages_for
 from perfgate.core.metrics import BUILTIN_METRICS, Direction
 from perfgate.core.schema import GitInfo, Machine, Metric, Run
@@ -40,6 +48,10 @@ __all__ = ["BenchOptions", "ProgressFn", "run_benchmark"]
 ProgressFn = Callable[[str, int, int], None]  # (what, done, total)
 
 _MEMORY_METRIC = "memory_usage_mb"
+_STAGE_MEMORY = (
+    "per round: resident memory the stage's set-up and warm-up kept, plus the peak RSS of its calls above the "
+    "RSS just before them (VmHWM reset there, freed heap released first)"
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,6 +69,8 @@ class BenchOptions:
     warmup_time: float = 0.05
     round_time: float = 0.25
     max_repeat: int = 5000
+    min_repeat: int = 5
+    samples_cap: int | None = None
     params: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -66,6 +80,8 @@ class BenchOptions:
             raise InputError(f"repeat must be >= 1, got {self.repeat}", field="--repeat")
         if self.warmup is not None and self.warmup < 0:
             raise InputError(f"warmup must be >= 0, got {self.warmup}", field="--warmup")
+        if self.min_repeat < 1:
+            raise InputError(f"min_repeat must be >= 1, got {self.min_repeat}", field="min_repeat")
 
 
 def _synchronizer(stage: Stage, device: str) -> Callable[[], None] | None:
@@ -95,7 +111,9 @@ class _Prepared:
     call: Callable[[], object]
     sync: Callable[[], None] | None
     repeat: int
+    held_bytes: int = 0
     seconds: list[float] = field(default_factory=list)
+    memory_mb: list[float] = field(default_factory=list)
 
 
 def _timed_for(call: Callable[[], object], sync: Callable[[], None] | None, seconds: float, cap: int) -> list[float]:
@@ -108,6 +126,9 @@ def _timed_for(call: Callable[[], object], sync: Callable[[], None] | None, seco
 
 
 def _prepare(stage: Stage, ctx: StageContext, options: BenchOptions) -> _Prepared:
+    if stage.memory_metric:
+        release_free_memory()
+    before = current_rss_bytes()
     call = stage.setup(ctx)
     sync = _synchronizer(stage, options.device)
     warmup = stage.warmup if stage.warmup is not None else options.warmup
@@ -122,8 +143,33 @@ def _prepare(stage: Stage, ctx: StageContext, options: BenchOptions) -> _Prepare
         # must not make the stage look slow and starve it of samples
         calibration = sorted(_timed_for(call, sync, options.warmup_time, options.max_repeat))
         typical = calibration[len(calibration) // 2]
-        repeat = max(5, min(options.max_repeat, math.ceil(options.round_time / max(typical, 1e-9))))
-    return _Prepared(stage=stage, call=call, sync=sync, repeat=repeat)
+        repeat = max(options.min_repeat, min(options.max_repeat, math.ceil(options.round_time / max(typical, 1e-9))))
+        if stage.samples is not None:
+            wanted = min(stage.samples, options.samples_cap) if options.samples_cap else stage.samples
+            repeat = max(repeat, math.ceil(wanted / options.rounds))
+    held = 0
+    if stage.memory_metric:
+        release_free_memory()
+        held = max(0, current_rss_bytes() - before)
+    return _Prepared(stage=stage, call=call, sync=sync, repeat=repeat, held_bytes=held)
+
+
+def _round(prepared: list[_Prepared]) -> float:
+    """One round over every stage; returns its peak RSS above the RSS at its start, in MB."""
+    release_free_memory()  # or the start would hold whatever the round before freed, differently each time
+    start = current_rss_bytes()
+    top = start
+    for p in prepared:
+        if p.stage.memory_metric:
+            release_free_memory()
+        with PeakMemory() as peak:
+            if p.stage.memory_metric:
+                _time_call(p.call, p.sync)  # untimed: refaults the released heap (module docstring, 4.)
+            p.seconds.extend(_time_call(p.call, p.sync) for _ in range(p.repeat))
+        top = max(top, peak.before + peak.peak_bytes)
+        if p.stage.memory_metric:
+            p.memory_mb.append((p.held_bytes + peak.peak_bytes) / 2**20)
+    return max(0, top - start) / 2**20
 
 
 def _metric(name: str, unit: str, direction: Direction, samples: list[float]) -> Metric:
@@ -145,8 +191,13 @@ def run_benchmark(
     machine: dict[str, Any],
     config: dict[str, Any] | None = None,
     progress: ProgressFn | None = None,
+    on_finish: Callable[[StageContext], None] | None = None,
 ) -> Run:
-    """Measure every stage of ``options.suite`` that applies to ``options.model``."""
+    """Measure every stage of ``options.suite`` that applies to ``options.model``.
+
+    ``on_finish(ctx)`` runs after the last round, with what the stages left in
+    ``ctx.state`` (the CLI saves the trained model from there).
+    """
     stages = stages_for(options.suite, options.model)
     if not stages:
         raise InputError(
@@ -174,14 +225,14 @@ def run_benchmark(
         if progress:
             progress(f"round {r + 1}/{options.rounds}", len(stages) + r, total)
         gpu_round = GpuRound(torch, options.device) if torch is not None else nullcontext()
-        with PeakMemory() as peak, gpu_round as gpu:
-            for p in prepared:
-                p.seconds.extend(_time_call(p.call, p.sync) for _ in range(p.repeat))
-        memory.append(peak.peak_bytes / 2**20)
+        with gpu_round as gpu:
+            memory.append(_round(prepared))
         if gpu is not None:
             gpu_memory.append(gpu.peak_mb)
             if gpu.utilization_pct is not None:
                 gpu_util.append(gpu.utilization_pct)
+    if on_finish is not None:
+        on_finish(ctx)
     if progress:
         progress("done", total, total)
     metrics: dict[str, Metric] = {}
@@ -191,6 +242,8 @@ def run_benchmark(
         if st.throughput_metric and st.items_per_call:
             rate = [st.items_per_call / s for s in p.seconds if s > 0]
             metrics[st.throughput_metric] = _metric(st.throughput_metric, "samples/s", Direction.HIGHER, rate)
+        if st.memory_metric:
+            metrics[st.memory_metric] = _metric(st.memory_metric, "MB", Direction.LOWER, p.memory_mb)
     metrics[_MEMORY_METRIC] = _metric(_MEMORY_METRIC, "MB", Direction.LOWER, memory)
     if gpu_memory:
         metrics["gpu_memory_mb"] = _metric("gpu_memory_mb", "MB", Direction.LOWER, gpu_memory)
@@ -202,6 +255,7 @@ def run_benchmark(
         "device": options.device,
         "stages": {p.stage.name: {"metric": p.stage.metric, "repeat_per_round": p.repeat} for p in prepared},
         "memory_definition": "peak RSS above the process state at the start of each round (includes set-up)",
+        **({"stage_memory_definition": _STAGE_MEMORY} if any(p.stage.memory_metric for p in prepared) else {}),
         **(config or {}),
     }
     if options.data_path is not None:

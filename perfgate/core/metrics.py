@@ -37,6 +37,13 @@ BUILTIN_METRICS: dict[str, MetricInfo] = {
     "inference_latency_us": MetricInfo(
         unit="us", direction=Direction.LOWER, label="Inference latency", statistics=("p50", "p95", "p99")
     ),
+    "inference_latency_torch_us": MetricInfo(
+        unit="us",
+        direction=Direction.LOWER,
+        label="Inference latency (torch eager)",
+        statistics=("p50", "p95", "p99"),
+    ),
+    "training_memory_mb": MetricInfo(unit="MB", direction=Direction.LOWER, label="Training memory (stage peak)"),
     "throughput_samples_per_sec": MetricInfo(unit="samples/s", direction=Direction.HIGHER, label="Throughput"),
     "memory_usage_mb": MetricInfo(unit="MB", direction=Direction.LOWER, label="Memory usage"),
     "gpu_utilization_pct": MetricInfo(unit="%", direction=Direction.INFO, label="GPU utilisation"),

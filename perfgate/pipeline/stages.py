@@ -1,35 +1,135 @@
 """The reference pipeline's stages, registered for ``perfgate bench`` (DESIGN §7).
 
-load (DBN file -> OHLCV arrays) -> features (the 16 indicators) -> training step ->
-single-sample inference. Without ``--data`` a synthetic OHLCV-1m file is written once
-(outside any timing) into ``.perfgate/data/`` and reused.
+load (DBN file -> one instrument's OHLCV bars) -> features (the 16 indicators) ->
+training step of the model -> single-sample inference, served the fast way
+(:func:`perfgate.pipeline.serve.fast_server`) and, as its own metric, in torch eager.
+Without ``--data`` a synthetic one-instrument OHLCV-1m file is written once (outside any
+timing) into ``.perfgate/data/`` and reused.
+
+What one timed call is, per model (the training configs are the dataclass defaults of
+:mod:`perfgate.pipeline.models`):
+
+* DQN: one step of 16 episodes into the replay buffer and one Double-DQN update on a
+  minibatch of 128; PPO: one clipped-objective update on a minibatch of 256 (every
+  ``epochs × rollout / minibatch`` calls one also collects the next rollout); Mamba-2 and
+  TFT: one AdamW step on a batch of sequences;
+* inference: one new bar -> the model's output, at batch 1, over at least 10,000 calls
+  (DQN/PPO: an observation window; Mamba-2/TFT: the next bar of a stream, state carried).
+
+Training uses ``params["threads"]`` torch threads (default: 1) and puts torch back to
+one thread after each step, so torch eager inference always runs single-threaded: with
+two, its p99 jumps to milliseconds as OpenMP workers wake and sleep
+(shared/research/ml-pipeline.md §1.2).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import torch
 
 from perfgate.bench.registry import StageContext, stage
-from perfgate.pipeline.builtin import MLP, config_for
+from perfgate.errors import InputError
+from perfgate.pipeline.env import MarketData
+from perfgate.pipeline.models import MODELS
+from perfgate.pipeline.train import DQNTask, PPOTask, SequenceTask, Trainer, build_task, default_config
 
-__all__ = ["DEFAULT_BARS", "default_data_path"]
+__all__ = [
+    "DEFAULT_BARS",
+    "INFERENCE_SAMPLES",
+    "default_data_path",
+    "inference_inputs",
+    "load_checkpoint",
+    "one_instrument",
+    "resolve_device",
+    "save_checkpoint",
+    "training_config",
+]
 
 DEFAULT_BARS = 50_000
-_TRAIN_WINDOWS = 4096
+INFERENCE_SAMPLES = 10_000  # timed calls of the fast path: enough for a stable p99
+_EAGER_SAMPLES = 2_000  # torch eager is 10-100x slower; 2,000 calls still give a p99
+_STREAM = 4_096  # inputs the inference stages cycle through
+
+
+def _prime_torch() -> None:
+    """Do torch's one-time lazy work now, so no model's training memory counts it.
+
+    The first optimiser step imports ``torch._dynamo`` and some 800 other modules (about
+    80 MB resident); whichever model's training stage ran it first would look 80 MB heavier.
+    """
+    p = torch.nn.Parameter(torch.zeros(4))
+    opt = torch.optim.AdamW([p])
+    p.sum().backward()
+    torch.nn.utils.clip_grad_norm_([p], 1.0)
+    opt.step()
+
+
+_prime_torch()
+
+
+def _keep_freed_heap() -> None:
+    """Let glibc reuse big freed blocks instead of unmapping them (a no-op without glibc).
+
+    torch's CPU tensors come from malloc, which maps every block over 32 MB afresh and
+    unmaps it on free, so each training step page-faults its whole activation set again:
+    about 40 % of a TFT step here. Keeping them (as jemalloc or tcmalloc would) changes no
+    result; the runner's memory figures release freed heap before they measure, so they
+    still see each step's full peak.
+    """
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    mallopt(m_mmap_threshold, 1 << 30)
+    mallopt(m_trim_threshold, (1 << 31) - 1)
 
 
 def default_data_path(seed: int, bars: int = DEFAULT_BARS) -> Path:
-    """The cached synthetic data file for a seed, written on first use."""
-    path = Path(".perfgate") / "data" / f"synth-ohlcv-1m-{bars}-seed{seed}.dbn"
+    """The cached synthetic data file for a seed (one instrument), written on first use."""
+    path = Path(".perfgate") / "data" / f"synth-ohlcv-1m-1inst-{bars}-seed{seed}.dbn"
     if not path.exists():
         from perfgate.pipeline.synth import write_synthetic
 
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_synthetic(path, schema="ohlcv-1m", records=bars, seed=seed)
+        write_synthetic(path, schema="ohlcv-1m", records=bars, seed=seed, instruments=1)
     return path
+
+
+def resolve_device(device: str) -> str:
+    """``cpu`` or ``cuda[:N]``, checked against this machine; an InputError otherwise."""
+    if device == "cpu":
+        return device
+    if device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit()):
+        if not torch.cuda.is_available():
+            raise InputError(
+                "CUDA is not available on this machine (torch sees no GPU); use --device cpu", field="--device"
+            )
+        index = int(device[5:]) if ":" in device else 0
+        if index >= torch.cuda.device_count():
+            raise InputError(f"there is no GPU {index}: torch sees {torch.cuda.device_count()}", field="--device")
+        return device
+    raise InputError(f"unknown device {device!r}; use cpu, cuda or cuda:N", field="--device")
+
+
+def one_instrument(dbn: Any) -> np.ndarray:
+    """The records of the instrument with the most bars (features need one price series)."""
+    rec = dbn.records
+    if rec is None or len(rec) == 0:
+        return rec
+    ids, counts = np.unique(rec["instrument_id"], return_counts=True)
+    if len(ids) == 1:
+        return rec
+    return rec[rec["instrument_id"] == ids[np.argmax(counts)]]
 
 
 @stage("dbn_load", metric="dbn_load_time_ms", unit="ms")
@@ -40,7 +140,8 @@ def _dbn_load(ctx: StageContext) -> Callable[[], object]:
     ctx.params.setdefault("data", str(path))
 
     def once() -> object:
-        ctx.state["bars"] = ohlcv_arrays(load_dbn(path))
+        dbn = load_dbn(path)
+        ctx.state["bars"] = ohlcv_arrays(replace(dbn, records=one_instrument(dbn)))
         return ctx.state["bars"]
 
     return once
@@ -59,56 +160,135 @@ def _features(ctx: StageContext) -> Callable[[], object]:
     return once
 
 
-def _training_windows(ctx: StageContext, window: int) -> tuple[np.ndarray, np.ndarray]:
-    feats = ctx.state["features"]
-    valid = feats.normalize(feats.values[feats.warmup :])  # (N, 16), scaled as at inference
-    close = np.asarray(ctx.state["bars"]["close"])[feats.warmup :]
-    n = min(_TRAIN_WINDOWS, len(valid) - window - 1)
-    if n < 1:
-        raise ValueError(f"need more than {window + feats.warmup + 1} bars to train, got {len(close)}")
-    starts = np.linspace(0, len(valid) - window - 2, n).astype(np.int64)
-    x = np.stack([valid[s : s + window].reshape(-1) for s in starts]).astype(np.float32)  # (n, window*16)
-    nxt = starts + window
-    y = (np.log(close[nxt + 1] / close[nxt]) * 100.0).astype(np.float32)  # next-bar return, percent
-    return x, y
+def _market_data(ctx: StageContext) -> MarketData:
+    if "market" not in ctx.state:
+        ctx.state["market"] = MarketData.from_features(ctx.state["features"], ctx.state["bars"]["close"])
+    data: MarketData = ctx.state["market"]
+    return data
 
 
-def _model(ctx: StageContext) -> MLP:
-    if "model" not in ctx.state:
-        ctx.state["model"] = MLP(config_for(ctx.model), seed=ctx.seed)
-    model: MLP = ctx.state["model"]
-    return model
+def training_config(model: str, *, quick: bool = False) -> Any:
+    """The config a benchmark trains ``model`` with: the defaults; a quick (smoke) run gives the
+    sequence models quarter-length windows, so a 2 GB TFT step does not take its whole budget
+    (the batch, and so the throughput's unit, stays the same)."""
+    cfg = default_config(model)
+    if quick and hasattr(cfg, "seq_len"):
+        cfg = replace(cfg, seq_len=max(cfg.seq_len // 4, 8))
+    return cfg
 
 
-@stage(
-    "training_step",
-    metric="training_step_time_ms",
-    unit="ms",
-    items_per_call=config_for("dqn").batch,
-    throughput_metric="throughput_samples_per_sec",
-)
-def _training_step(ctx: StageContext) -> Callable[[], object]:
-    model = _model(ctx)
-    x, y = _training_windows(ctx, model.config.window)
-    batch = model.config.batch
+def _training_setup(ctx: StageContext) -> Callable[[], object]:
+    _keep_freed_heap()
+    threads = int(ctx.params.get("threads", 1))
+    torch.set_num_threads(threads)
+    cfg = training_config(ctx.model, quick=bool(ctx.params.get("quick")))
+    task = build_task(ctx.model, _market_data(ctx), config=cfg, device=ctx.device, seed=ctx.seed)
+    trainer = Trainer(task)
+    torch.set_num_threads(1)
+    ctx.state["task"] = task
+    ctx.state["trainer"] = trainer
+
+    def once() -> object:
+        torch.set_num_threads(threads)
+        try:
+            return trainer.step()
+        finally:
+            torch.set_num_threads(1)
+
+    return once
+
+
+def _batch(model: str) -> int:
+    cfg = default_config(model)
+    return int(cfg.minibatch if model == "ppo" else cfg.batch_size)
+
+
+for _name in MODELS:
+    stage(
+        f"training_step_{_name}",
+        metric="training_step_time_ms",
+        unit="ms",
+        models=[_name],
+        items_per_call=_batch(_name),
+        throughput_metric="throughput_samples_per_sec",
+        memory_metric="training_memory_mb",
+    )(_training_setup)
+
+
+def inference_inputs(ctx: StageContext) -> np.ndarray:
+    """What each inference call gets: observations (DQN/PPO) or consecutive bars (Mamba-2/TFT)."""
+    task = ctx.state["task"]
+    data = _market_data(ctx)
+    if isinstance(task, DQNTask | PPOTask):
+        window = task.config.window
+        ends = np.arange(len(data) - min(_STREAM, len(data) - window), len(data))
+        obs = np.zeros((len(ends), task.config.obs_dim), dtype=np.float32)
+        for i, t in enumerate(ends):
+            obs[i, :-1] = data.features[t - window + 1 : t + 1].reshape(-1)
+        obs[:, -1] = np.random.default_rng(ctx.seed).integers(-1, 2, len(ends))  # a position
+        return obs
+    return np.ascontiguousarray(data.features[-_STREAM:])
+
+
+def _serving(ctx: StageContext, make: Callable[[torch.nn.Module], Any]) -> Callable[[], object]:
+    task: SequenceTask | DQNTask | PPOTask = ctx.state["task"]
+    server = make(task.model)
+    inputs = inference_inputs(ctx)
+    n = len(inputs)
+    rows = [inputs[i] for i in range(n)]  # views made once: indexing costs nothing in the timed call
     position = [0]
 
     def once() -> object:
         i = position[0]
-        idx = np.arange(i, i + batch) % len(x)
-        position[0] = (i + batch) % len(x)
-        return model.train_step(x[idx], y[idx])
+        position[0] = i + 1 if i + 1 < n else 0
+        if i + 1 == n and isinstance(task, SequenceTask):
+            server.reset()  # a stream starts again from the first bar
+        return server(rows[i])
 
     return once
 
 
-@stage("inference", metric="inference_latency_us", unit="us")
+@stage("inference", metric="inference_latency_us", unit="us", samples=INFERENCE_SAMPLES)
 def _inference(ctx: StageContext) -> Callable[[], object]:
-    model = _model(ctx)
-    x, _ = _training_windows(ctx, model.config.window)
-    sample = np.ascontiguousarray(x[-1])
+    from perfgate.pipeline.serve import fast_server
 
-    def once() -> object:
-        return model.predict(sample)
+    return _serving(ctx, fast_server)
 
-    return once
+
+@stage("inference_torch", metric="inference_latency_torch_us", unit="us", samples=_EAGER_SAMPLES)
+def _inference_torch(ctx: StageContext) -> Callable[[], object]:
+    from perfgate.pipeline.serve import eager_server
+
+    return _serving(ctx, eager_server)
+
+
+def save_checkpoint(ctx: StageContext, path: Path) -> Path:
+    """Write the trained model of a benchmark run (weights, config, training steps) to ``path``."""
+    task = ctx.state["task"]
+    trainer: Trainer = ctx.state["trainer"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(
+        {
+            "model": ctx.model,
+            "config": asdict(task.model.config),
+            "state_dict": {k: v.detach().cpu() for k, v in task.model.state_dict().items()},
+            "steps": trainer.steps,
+        },
+        path,
+    )
+    return path
+
+
+def load_checkpoint(path: Path) -> torch.nn.Module:
+    """The model saved by :func:`save_checkpoint`, on the CPU, ready for serving."""
+    doc = torch.load(path, map_location="cpu", weights_only=True)
+    cfg = type(default_config(doc["model"]))(**doc["config"])
+    from perfgate.pipeline.models.dqn import QNetwork
+    from perfgate.pipeline.models.mamba2 import Mamba2
+    from perfgate.pipeline.models.ppo import ActorCritic
+    from perfgate.pipeline.models.tft import TFT
+
+    classes: dict[str, type[torch.nn.Module]] = {"dqn": QNetwork, "ppo": ActorCritic, "mamba2": Mamba2, "tft": TFT}
+    model = classes[doc["model"]](cfg)
+    model.load_state_dict(doc["state_dict"])
+    return model.eval()

@@ -197,6 +197,51 @@ def _why(c: Comparison) -> str:
     return f"{c.reason}; {c.noise}" if c.noise else c.reason
 
 
+def _conditions(result: CheckResult, cap: int | None) -> list[str]:
+    """What disturbed the current run, and which metrics were too noisy for their threshold.
+
+    A metric is flagged unstable when its robust coefficient of variation exceeds a third of
+    its threshold on either side (as ``pyperf check`` and ``bencher noise`` warn).
+    """
+    env = result.current.config.get("environment")
+    unstable = []
+    for c in result.comparisons:
+        if c.statistic != "median" or c.baseline is None or c.current is None:
+            continue
+        cv = max(c.baseline.cv, c.current.cv)
+        if c.threshold > 0 and cv > c.threshold / 3:
+            unstable.append((cv, c))
+    if not unstable and not isinstance(env, dict):
+        return []
+    lines = ["", "### Measurement conditions", ""]
+    if isinstance(env, dict):
+        parts = []
+        if "load_avg_1m_start" in env:
+            parts.append(f"load average {env['load_avg_1m_start']} → {env.get('load_avg_1m_end')}")
+        if "other_processes_cpu_pct" in env:
+            parts.append(f"other processes used {env['other_processes_cpu_pct']}% of the CPU")
+        if "steal_pct" in env:
+            parts.append(f"steal {env['steal_pct']}%")
+        if env.get("governor"):
+            parts.append(f"governor {env['governor']}")
+        if parts:
+            lines.append("Current run: " + ", ".join(parts) + ".")
+    processes = result.current.config.get("processes")
+    if isinstance(processes, int) and processes > 1:
+        lines.append(f"Measured in {processes} worker processes; the spread between them is part of the test.")
+    if unstable:
+        unstable.sort(key=lambda t: t[0], reverse=True)
+        shown = unstable if cap is None else unstable[:cap]
+        lines += [
+            "",
+            "Unstable metrics (robust CV above a third of the threshold): "
+            + ", ".join(f"{c.metric} {cv:.0%}" for cv, c in shown)
+            + ". Run more worker processes (`perfgate bench --processes N` or `--time-budget S`) "
+            "or compare interleaved (`perfgate ab`).",
+        ]
+    return lines
+
+
 def _footer(result: CheckResult) -> list[str]:
     base = result.baseline
     cur = result.current
@@ -242,6 +287,7 @@ def _render(result: CheckResult, cap: int | None) -> str:
             *_table(["Metric", "Status", "Median", "Note"], rows, cap, "metrics"),
         ]
     lines += _section("Regression statistics", by[Verdict.REGRESSED], cap, "regressions")
+    lines += _conditions(result, cap)
     lines += _footer(result)
     return "\n".join(lines) + "\n"
 
