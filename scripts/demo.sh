@@ -4,27 +4,32 @@
 # 0 no regression, 1 regression or budget broken, 2 could not decide.
 set -euo pipefail
 model="${MODEL:-dqn}"
+processes="${PROCESSES:-4}"
 results=benchmark_results
 store="sqlite:///.perfgate/perfgate.db"
-mkdir -p "$results"
+mkdir -p "$results" .perfgate
 
-if [ ! -f "$results/${model}_baseline.json" ]; then
-  echo "== no baseline for $model yet: measuring one"
-  perfgate bench --model "$model" --output "$results/${model}_first.json" --store "$store"
-  perfgate baseline save "$results/${model}_first.json"
+baseline="$results/${model}_baseline.json"
+here=$(python -c "from perfgate.bench.machine import collect_machine; print(collect_machine()['fingerprint'])")
+theirs=$(python -c "import json,sys; print(json.load(open(sys.argv[1]))['machine'].get('fingerprint',''))" \
+  "$baseline" 2>/dev/null || true)
+if [ "$here" != "$theirs" ]; then
+  # the committed baseline was measured on another kind of machine: timings do not carry over
+  baseline=".perfgate/${model}_baseline.json"
+  if [ ! -f "$baseline" ] || [ "$(python -c "import json,sys; print(json.load(open(sys.argv[1]))['machine']['fingerprint'])" "$baseline")" != "$here" ]; then
+    echo "== the committed baseline is from machine ${theirs:-unknown}, this is $here: measuring a local baseline"
+    perfgate bench --model "$model" --processes "$processes" --output "$baseline" --store "$store"
+  fi
 fi
 
-echo "== benchmarking $model"
-perfgate bench --model "$model" --output "$results/${model}_current.json" --store "$store"
+echo "== benchmarking $model in $processes worker processes"
+perfgate bench --model "$model" --processes "$processes" --output "$results/${model}_current.json" --store "$store"
 
-echo "== checking against $results/${model}_baseline.json"
+echo "== checking against $baseline"
 status=0
-# thresholds measured for the baselines' machine kind (run-to-run noise), when present
-config=()
-[ -f "$results/perfgate.toml" ] && config=(--config "$results/perfgate.toml")
-perfgate check --baseline "$results/${model}_baseline.json" --current "$results/${model}_current.json" \
-  --output regression_report.md --json "$results/${model}_check.json" "${config[@]}" || status=$?
+perfgate check --baseline "$baseline" --current "$results/${model}_current.json" \
+  --output regression_report.md --json "$results/${model}_check.json" || status=$?
 cat regression_report.md
-echo "== run: $results/${model}_current.json (trained model: $results/${model}_current.model.pt)"
+echo "== run: $results/${model}_current.json"
 echo "== report: $(pwd)/regression_report.md (exit code $status)"
 exit "$status"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -185,3 +186,108 @@ def test_unknown_model_exit_2(capsys, tmp_path):
 def test_registry_order_and_model_filter(suite):
     assert [s.name for s in stages_for(SUITE, "dqn")] == ["load", "step"]
     assert [s.name for s in stages_for(SUITE, "ppo")] == ["load", "step", "only_ppo"]
+
+
+def _write_stage_module(tmp_path, name="pg_user_stages"):
+    (tmp_path / f"{name}.py").write_text(
+        "import numpy as np\n"
+        "from perfgate.bench import stage\n\n"
+        "@stage('work', metric='work_time_ms', unit='ms', suite='userproc', repeat=5, warmup=1)\n"
+        "def work(ctx):\n"
+        "    a = np.ones((64, 64))\n"
+        "    return lambda: a @ a\n"
+    )
+    return name
+
+
+def test_stages_module_and_worker_processes(tmp_path, monkeypatch):
+    """Your own stages from --stages-module, measured in 3 worker processes: 3 groups per metric."""
+    name = _write_stage_module(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{Path(__file__).resolve().parent.parent}")
+    out = tmp_path / "run.json"
+    argv = [
+        "bench",
+        "--suite",
+        "userproc",
+        "--stages-module",
+        name,
+        "--model",
+        "dqn",
+        "--output",
+        str(out),
+        "--processes",
+        "3",
+        "--rounds",
+        "1",
+    ]
+    assert main(argv) == 0
+    doc = validate_run_file(out)
+    assert doc["metrics"]["work_time_ms"]["groups"] == [5, 5, 5]
+    assert doc["config"]["processes"] == 3
+    assert "load_avg_1m_start" in doc["config"]["environment"]
+
+
+def test_time_budget_stops_early_on_quiet_metrics(tmp_path, monkeypatch):
+    name = _write_stage_module(tmp_path, "pg_user_stages_budget")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{Path(__file__).resolve().parent.parent}")
+    out = tmp_path / "run.json"
+    argv = [
+        "bench",
+        "--suite",
+        "userproc",
+        "--stages-module",
+        name,
+        "--model",
+        "dqn",
+        "--output",
+        str(out),
+        "--time-budget",
+        "120",
+        "--processes",
+        "6",
+        "--rounds",
+        "1",
+    ]
+    assert main(argv) == 0
+    groups = json.loads(out.read_text())["metrics"]["work_time_ms"]["groups"]
+    assert 2 <= len(groups) <= 6
+
+
+def test_child_argv_replaces_parent_flags():
+    from perfgate.bench.workers import child_argv
+
+    argv = [
+        "--model",
+        "all",
+        "--output=x.json",
+        "--store",
+        "sqlite:///s.db",
+        "--processes",
+        "4",
+        "--quick",
+        "--time-budget",
+        "60",
+        "--seed",
+        "3",
+    ]
+    assert child_argv(argv, "ppo", Path("w.json")) == [
+        "--quick",
+        "--seed",
+        "3",
+        "--model",
+        "ppo",
+        "--output",
+        "w.json",
+        "--processes",
+        "1",
+    ]
+
+
+def test_missing_stages_module_is_exit_2(tmp_path, capsys):
+    assert (
+        main(["bench", "--stages-module", "no_such_module_xyz", "--model", "dqn", "--output", str(tmp_path / "r.json")])
+        == 2
+    )
+    assert "no_such_module_xyz" in capsys.readouterr().err

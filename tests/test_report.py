@@ -127,3 +127,35 @@ def test_json_report_writes_unbounded_interval_as_null():
     doc = json.loads(render_json(compare_runs(base, cur, Policy())))
     ci = doc["comparisons"][0]["ci"]
     assert ci is not None and None in ci
+
+
+def test_measurement_conditions_flag_unstable_metrics():
+    rng = np.random.default_rng(4)
+
+    def doc(extra=None):
+        d = {
+            "schema_version": 1,
+            "model": "dqn",
+            "metrics": {
+                "training_step_time_ms": {"samples": list(100 * rng.lognormal(0, 0.2, 60))},
+                "dbn_load_time_ms": {"samples": list(1.0 * rng.lognormal(0, 0.005, 60))},
+            },
+        }
+        if extra:
+            d["config"] = extra
+        return run_from_dict(d)
+
+    env = {
+        "environment": {
+            "load_avg_1m_start": 1.5,
+            "load_avg_1m_end": 2.0,
+            "other_processes_cpu_pct": 40.0,
+            "steal_pct": 0.5,
+        },
+        "processes": 3,
+    }
+    text = render_markdown(compare_runs(doc(), doc(env), Policy()))
+    block = text.split("### Measurement conditions")[1]
+    assert "load average 1.5 → 2.0" in block and "other processes used 40.0% of the CPU" in block
+    assert "3 worker processes" in block
+    assert "training_step_time_ms" in block and "dbn_load_time_ms" not in block

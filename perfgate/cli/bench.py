@@ -7,6 +7,7 @@ For the reference pipeline it also writes the trained model next to the run file
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import uuid
 from collections.abc import Callable
@@ -61,6 +62,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--threads", type=int, default=None, help="torch threads for training steps (default 1; inference uses 1)"
+    )
+    parser.add_argument(
+        "--stages-module",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import this module first (it registers your own stages); repeatable",
+    )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="independent worker processes, one after another; the spread between them enters the check "
+        "(default 1)",
+    )
+    parser.add_argument(
+        "--time-budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="adaptive: at least 2 worker processes, more until every timing is pinned to ±1/3 of the "
+        "threshold or the budget is spent (at most --processes, or 20 when --processes is 1)",
     )
     add_config_argument(parser)
 
@@ -174,8 +197,42 @@ def _config(args: argparse.Namespace, model: str) -> dict[str, object]:
     return config
 
 
+def _import_stage_modules(names: list[str]) -> None:
+    import importlib
+
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise InputError(
+                f"cannot import {name!r}: {exc}; is its folder on PYTHONPATH?", field="--stages-module"
+            ) from None
+
+
+def _in_processes(args: argparse.Namespace, model: str, threshold_pct: float) -> Run:
+    from perfgate.bench.workers import measure_in_processes
+
+    budget = args.time_budget
+    processes = args.processes if budget is None or args.processes > 1 else 20
+    console = stderr_console()
+    return measure_in_processes(
+        getattr(args, "raw_argv", []),
+        model,
+        processes=processes,
+        time_budget=budget,
+        target_precision=threshold_pct / 100 / 3,
+        run_id=uuid.uuid4().hex,
+        progress=lambda line: console.print(line),
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
+    if args.processes < 1:
+        raise InputError(f"must be at least 1, got {args.processes}", field="--processes")
+    if args.time_budget is not None and args.time_budget <= 0:
+        raise InputError(f"must be positive, got {args.time_budget}", field="--time-budget")
+    _import_stage_modules(args.stages_module)
     requested = model_key(args.model)
     if requested != "all" and requested not in MODELS and args.suite == "pipeline":
         raise InputError(f"unknown model {args.model!r}; choose from {', '.join(MODELS)} or all", field="--model")
@@ -193,14 +250,23 @@ def run(args: argparse.Namespace) -> int:
     runs = []
     for model in models:
         path = output_path(args.output, model, len(models) > 1)
-        result = _measure(args, model, machine, git, path)
+        from perfgate.bench.disturbance import environment_between, snapshot
+
+        before = snapshot()
+        if args.processes > 1 or args.time_budget is not None:
+            result = _in_processes(args, model, config.policy.threshold_pct)
+        else:
+            result = _measure(args, model, machine, git, path)
+        result = dataclasses.replace(
+            result, config={**result.config, "environment": environment_between(before, snapshot())}
+        )
         save_run(path, result)
         runs.append(result)
         medians = ", ".join(
             f"{name} {sorted(m.samples)[len(m.samples) // 2]:.4g}" for name, m in result.metrics.items()
         )
         console.print(f"[bold]{model}[/] → {path}: {medians}")
-        if args.suite == "pipeline":
+        if args.suite == "pipeline" and checkpoint_path(path).exists():
             console.print(f"trained model → {checkpoint_path(path)}")
     if args.store is not None or config.store is not None:
         from perfgate.store import open_store, resolve_store_url
