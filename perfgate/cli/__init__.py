@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("perfgate.cli.export", "export the newest results as Prometheus metrics (serve, push, textfile)"),
     "dashboard": ("perfgate.cli.dashboard", "write the Grafana dashboard of perfgate's Prometheus metrics"),
     "report": ("perfgate.cli.report", "write the HTML report with plots of a store's newest runs"),
+    "ab": ("perfgate.cli.ab", "measure two git revisions alternately in one job and check them paired"),
 }
 
 
@@ -81,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = parser.parse_args(args_list[1:])
         except SystemExit as exc:  # argparse: --help exits 0, a usage error exits 2
             return int(exc.code or 0)
+        args.raw_argv = args_list[1:]  # for commands that re-run themselves in worker processes
         return int(module.run(args))  # type: ignore[attr-defined]
     except PerfgateError as exc:
         print(f"perfgate {name}: error: {exc}", file=sys.stderr)
