@@ -72,8 +72,10 @@ def _run(**kw):
 def test_runner_counts_and_metrics(suite):
     run = _run()
     assert suite == {"load": 2 + 2 * 4, "step": 1 + 2 * 3}  # warm-up once, then each round
-    assert len(run.metrics["dbn_load_time_ms"].samples) == 8
-    assert len(run.metrics["training_step_time_ms"].samples) == 6
+    dropped = {name: run.config["stages"][name]["warmup_dropped"] for name in ("load", "step")}
+    assert all(0 <= d <= 3 for d in dropped.values())  # never more than half
+    assert len(run.metrics["dbn_load_time_ms"].samples) == 8 - dropped["load"]
+    assert len(run.metrics["training_step_time_ms"].samples) == 6 - dropped["step"]
     assert run.metrics["throughput_samples_per_sec"].direction is Direction.HIGHER
     step = run.metrics["training_step_time_ms"].samples
     rate = run.metrics["throughput_samples_per_sec"].samples
@@ -91,7 +93,8 @@ def test_automatic_repeat_is_bounded(suite):
         return lambda: None
 
     run = _run(max_repeat=50, round_time=10.0)
-    assert len(run.metrics["inference_latency_us"].samples) == 2 * 50
+    dropped = run.config["stages"]["fast"]["warmup_dropped"]
+    assert len(run.metrics["inference_latency_us"].samples) == 2 * 50 - dropped
 
 
 def test_no_stages_for_model_is_input_error(suite):
@@ -223,7 +226,8 @@ def test_stages_module_and_worker_processes(tmp_path, monkeypatch):
     ]
     assert main(argv) == 0
     doc = validate_run_file(out)
-    assert doc["metrics"]["work_time_ms"]["groups"] == [5, 5, 5]
+    groups = doc["metrics"]["work_time_ms"]["groups"]
+    assert len(groups) == 3 and all(3 <= g <= 5 for g in groups)  # 5 per process, less any warm-up dropped
     assert doc["config"]["processes"] == 3
     assert "load_avg_1m_start" in doc["config"]["environment"]
 
@@ -291,3 +295,24 @@ def test_missing_stages_module_is_exit_2(tmp_path, capsys):
         == 2
     )
     assert "no_such_module_xyz" in capsys.readouterr().err
+
+
+def test_runner_drops_a_slow_first_step(suite):
+    """A first timed step 10x slower than the rest is warm-up: dropped, never an alarm."""
+    clear(SUITE)
+    import time as _time
+
+    calls = {"n": 0}
+
+    @stage("step", metric="training_step_time_ms", unit="ms", suite=SUITE, warmup=0, repeat=30)
+    def slow_start(ctx):
+        def once():
+            calls["n"] += 1
+            _time.sleep(0.02 if calls["n"] == 1 else 0.002)
+
+        return once
+
+    run = _run()
+    info = run.config["stages"]["step"]
+    assert info["warmup_dropped"] >= 1
+    assert len(run.metrics["training_step_time_ms"].samples) == 60 - info["warmup_dropped"]

@@ -41,6 +41,7 @@ from perfgate.bench.memory import PeakMemory, current_rss_bytes, release_free_me
 from perfgate.bench.registry import Stage, StageContext, stages_for
 from perfgate.core.metrics import BUILTIN_METRICS, Direction
 from perfgate.core.schema import GitInfo, Machine, Metric, Run
+from perfgate.core.stability import steady_state
 from perfgate.errors import InputError
 
 __all__ = ["BenchOptions", "ProgressFn", "run_benchmark"]
@@ -182,6 +183,25 @@ def _metric(name: str, unit: str, direction: Direction, samples: list[float]) ->
     )
 
 
+def _drop_warmup(p: _Prepared) -> dict[str, Any]:
+    """Drop the warm-up the timed calls still show, and describe the drift of the rest.
+
+    The fixed warm-up before the rounds catches most of it; what remains (a stage whose
+    caches or allocator settle later) is found by :func:`perfgate.core.stability.steady_state`
+    on the samples in the order they were taken, never more than half of them.
+    """
+    if len(p.seconds) < 3:
+        return {}
+    state = steady_state(p.seconds)
+    p.seconds = p.seconds[state.start :]
+    return {
+        "warmup_dropped": state.start,
+        "drift_across_run": round(state.relative_drift, 4),
+        "drifting": state.drifting,
+        "settled": state.settled,
+    }
+
+
 def run_benchmark(
     options: BenchOptions,
     *,
@@ -235,6 +255,7 @@ def run_benchmark(
         on_finish(ctx)
     if progress:
         progress("done", total, total)
+    stability = {p.stage.name: _drop_warmup(p) for p in prepared}
     metrics: dict[str, Metric] = {}
     for p in prepared:
         st = p.stage
@@ -253,7 +274,10 @@ def run_benchmark(
         "rounds": options.rounds,
         "seed": options.seed,
         "device": options.device,
-        "stages": {p.stage.name: {"metric": p.stage.metric, "repeat_per_round": p.repeat} for p in prepared},
+        "stages": {
+            p.stage.name: {"metric": p.stage.metric, "repeat_per_round": p.repeat, **stability[p.stage.name]}
+            for p in prepared
+        },
         "memory_definition": "peak RSS above the process state at the start of each round (includes set-up)",
         **({"stage_memory_definition": _STAGE_MEMORY} if any(p.stage.memory_metric for p in prepared) else {}),
         **(config or {}),
