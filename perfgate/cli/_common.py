@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import sys
 from pathlib import Path
 
 from perfgate.config import Config, load_config
 from perfgate.core.codec import dumps
+from perfgate.core.compare import CheckResult, Verdict
+from perfgate.core.policy import Policy
 from perfgate.core.schema import Run, normalize_model
+from perfgate.errors import ConfigError
+from perfgate.report.format import fmt_change
 
-__all__ = ["add_config_argument", "config_from", "content_run_id", "model_key", "stderr_console"]
+__all__ = [
+    "add_config_argument",
+    "config_from",
+    "content_run_id",
+    "model_key",
+    "policy_from",
+    "print_verdict",
+    "stderr_console",
+]
 
 
 def add_config_argument(parser: argparse.ArgumentParser) -> None:
@@ -40,3 +53,34 @@ def stderr_console():  # type: ignore[no-untyped-def]
     from rich.console import Console
 
     return Console(file=sys.stderr, highlight=False)
+
+
+def policy_from(config: Config, args: argparse.Namespace) -> Policy:
+    """The configured policy with ``--threshold`` and ``--alpha`` from the command line applied."""
+    overrides = {}
+    if args.threshold is not None:
+        overrides["threshold_pct"] = args.threshold
+    if args.alpha is not None:
+        overrides["alpha"] = args.alpha
+    try:
+        return dataclasses.replace(config.policy, **overrides)
+    except ValueError as exc:
+        raise ConfigError(str(exc), source="command line") from None
+
+
+def print_verdict(result: CheckResult) -> None:
+    """A few lines on stderr: what regressed, which budgets broke, or that nothing did."""
+    console = stderr_console()
+    if result.regressions:
+        console.print(f"[bold red]✗ regression[/] in {len(result.regressions)} comparison(s):")
+        for c in result.regressions:
+            console.print(f"  {c.label}: {fmt_change(c.change)}")
+    for b in result.broken_budgets:
+        console.print(
+            f"[bold red]✗ over budget[/]: {b.budget.metric} {b.budget.statistic} = {b.value:.4g} "
+            f"(limit {b.budget.limit:g} {b.unit})"
+        )
+    if not result.failed:
+        inconclusive = len(result.with_verdict(Verdict.INCONCLUSIVE))
+        extra = f" ({inconclusive} inconclusive)" if inconclusive else ""
+        console.print(f"[bold green]✓ no regression[/]{extra}")

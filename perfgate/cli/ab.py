@@ -13,7 +13,6 @@ changes: what a developer who runs ``perfgate ab --baseline-ref main`` means to 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import signal
 import sys
@@ -23,10 +22,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from perfgate.cli._common import add_config_argument, config_from, stderr_console
-from perfgate.core.compare import CheckResult, Verdict, compare_runs
-from perfgate.errors import ConfigError, InputError
-from perfgate.report.format import fmt_change
+from perfgate.cli._common import add_config_argument, config_from, policy_from, print_verdict, stderr_console
+from perfgate.core.compare import CheckResult, compare_runs
+from perfgate.errors import InputError
 from perfgate.report.json import render_json
 from perfgate.report.markdown import render_markdown
 from perfgate.runfile import write_text_atomic
@@ -112,30 +110,11 @@ def _json(result: CheckResult, ab: dict[str, object]) -> str:
     return json.dumps(data, sort_keys=True, indent=2, allow_nan=False) + "\n"
 
 
-def _summary(result: CheckResult) -> None:
-    console = stderr_console()
-    for c in result.regressions:
-        console.print(f"[bold red]✗ regression[/] {c.label}: {fmt_change(c.change)}")
-    for b in result.broken_budgets:
-        console.print(f"[bold red]✗ over budget[/]: {b.budget.metric} {b.budget.statistic} = {b.value:.4g}")
-    if not result.failed:
-        inconclusive = len(result.with_verdict(Verdict.INCONCLUSIVE))
-        console.print("[bold green]✓ no regression[/]" + (f" ({inconclusive} inconclusive)" if inconclusive else ""))
-
-
 def run(args: argparse.Namespace) -> int:
     from perfgate.bench.ab import WORKTREE, AbOptions, git_toplevel, is_dirty, run_ab
 
     config = config_from(args)
-    overrides = {}
-    if args.threshold is not None:
-        overrides["threshold_pct"] = args.threshold
-    if args.alpha is not None:
-        overrides["alpha"] = args.alpha
-    try:
-        policy = dataclasses.replace(config.policy, **overrides)
-    except ValueError as exc:
-        raise ConfigError(str(exc), source="command line") from None
+    policy = policy_from(config, args)
     options = AbOptions(
         model=args.model,
         suite=args.suite,
@@ -179,5 +158,5 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         if args.output is None:
             sys.stdout.write(markdown)
-        _summary(result)
+        print_verdict(result)
     return result.exit_code

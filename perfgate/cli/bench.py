@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import sys
 import uuid
 from collections.abc import Callable
@@ -74,8 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--processes",
         type=int,
         default=1,
-        help="independent worker processes, one after another; the spread between them enters the check "
-        "(default 1)",
+        help="independent worker processes, one after another; the spread between them enters the check (default 1)",
     )
     parser.add_argument(
         "--time-budget",
@@ -152,36 +152,27 @@ def _measure(args: argparse.Namespace, model: str, machine: dict, git, out: Path
             source=str(args.data),
             field="--data",
         )
-    created = format_timestamp(datetime.now(UTC))
-    run_id = uuid.uuid4().hex
-    if sys.stderr.isatty():
-        from rich.progress import Progress
-
-        with Progress(transient=True, console=stderr_console()) as bar:
-            task = bar.add_task(f"{model}", total=1)
-
-            def report(what: str, done: int, total: int) -> None:
-                bar.update(task, description=f"{model}: {what}", completed=done, total=total)
-
-            return run_benchmark(
-                options,
-                run_id=run_id,
-                created_at=created,
-                git=git,
-                machine=machine,
-                config=_config(args, model),
-                progress=report,
-                on_finish=on_finish,
-            )
-    return run_benchmark(
+    measure = functools.partial(
+        run_benchmark,
         options,
-        run_id=run_id,
-        created_at=created,
+        run_id=uuid.uuid4().hex,
+        created_at=format_timestamp(datetime.now(UTC)),
         git=git,
         machine=machine,
         config=_config(args, model),
         on_finish=on_finish,
     )
+    if not sys.stderr.isatty():
+        return measure()
+    from rich.progress import Progress
+
+    with Progress(transient=True, console=stderr_console()) as bar:
+        task = bar.add_task(f"{model}", total=1)
+
+        def report(what: str, done: int, total: int) -> None:
+            bar.update(task, description=f"{model}: {what}", completed=done, total=total)
+
+        return measure(progress=report)
 
 
 def _config(args: argparse.Namespace, model: str) -> dict[str, object]:

@@ -7,11 +7,11 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from perfgate.cli._common import add_config_argument, config_from, stderr_console
-from perfgate.core.compare import CheckResult, Verdict, budgets_only, compare_runs
+from perfgate.cli._common import add_config_argument, config_from, policy_from, print_verdict
+from perfgate.core.compare import CheckResult, budgets_only, compare_runs
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Run
-from perfgate.errors import ConfigError, InputError
+from perfgate.errors import InputError
 from perfgate.report.format import fmt_change
 from perfgate.report.json import render_json
 from perfgate.report.markdown import render_markdown
@@ -78,23 +78,6 @@ def _record_verdict(args: argparse.Namespace, current: Run, configured: str | No
         store.close()
 
 
-def _summary(result: CheckResult) -> None:
-    console = stderr_console()
-    if result.regressions:
-        console.print(f"[bold red]✗ regression[/] in {len(result.regressions)} comparison(s):")
-        for c in result.regressions:
-            console.print(f"  {c.label}: {fmt_change(c.change)}")
-    for b in result.broken_budgets:
-        console.print(
-            f"[bold red]✗ over budget[/]: {b.budget.metric} {b.budget.statistic} = {b.value:.4g} "
-            f"(limit {b.budget.limit:g} {b.unit})"
-        )
-    if not result.failed:
-        inconclusive = len(result.with_verdict(Verdict.INCONCLUSIVE))
-        extra = f" ({inconclusive} inconclusive)" if inconclusive else ""
-        console.print(f"[bold green]✓ no regression[/]{extra}")
-
-
 def _with_calibration(args: argparse.Namespace, policy: Policy, current: Run) -> Policy:
     """Fold this machine's calibrated run-to-run noise (``perfgate calibrate``) into the policy."""
     from perfgate.calibration import DEFAULT_NOISE_FILE, load_noise
@@ -108,15 +91,7 @@ def _with_calibration(args: argparse.Namespace, policy: Policy, current: Run) ->
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
-    overrides = {}
-    if args.threshold is not None:
-        overrides["threshold_pct"] = args.threshold
-    if args.alpha is not None:
-        overrides["alpha"] = args.alpha
-    try:
-        policy = dataclasses.replace(config.policy, **overrides)
-    except ValueError as exc:
-        raise ConfigError(str(exc), source="command line") from None
+    policy = policy_from(config, args)
     current = load_run(args.current, policy.metric_info)
     policy = _with_calibration(args, policy, current)
     if args.baseline is not None:
@@ -154,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         if args.output is None:
             sys.stdout.write(markdown)
-        _summary(result)
+        print_verdict(result)
     if args.push_metrics is not None:
         from perfgate.cli.export import push_check
 
