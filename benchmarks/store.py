@@ -1,6 +1,6 @@
 """Benchmark: the result store at CI scale, SQLite and PostgreSQL.
 
-Fills a fresh store with ``--runs`` runs (default 20,000; the issue's size is 100,000) of
+Fills a fresh store with ``--runs`` runs (default 20,000; the full size is 100,000) of
 ``--metrics`` metrics x ``--samples`` samples each (default 7 x 50), spread over 4 models x
 2 machines, 90 % on main, in batches of ``--batch`` runs per transaction; then times:
 
