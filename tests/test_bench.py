@@ -203,28 +203,19 @@ def _write_stage_module(tmp_path, name="pg_user_stages"):
     return name
 
 
-def test_stages_module_and_worker_processes(tmp_path, monkeypatch):
-    """Your own stages from --stages-module, measured in 3 worker processes: 3 groups per metric."""
-    name = _write_stage_module(tmp_path)
+def _bench_user_stages(tmp_path, monkeypatch, module: str, *extra: str) -> Path:
+    name = _write_stage_module(tmp_path, module)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{Path(__file__).resolve().parent.parent}")
     out = tmp_path / "run.json"
-    argv = [
-        "bench",
-        "--suite",
-        "userproc",
-        "--stages-module",
-        name,
-        "--model",
-        "dqn",
-        "--output",
-        str(out),
-        "--processes",
-        "3",
-        "--rounds",
-        "1",
-    ]
-    assert main(argv) == 0
+    argv = ["bench", "--suite", "userproc", "--stages-module", name, "--model", "dqn", "--output", str(out)]
+    assert main([*argv, *extra, "--rounds", "1"]) == 0
+    return out
+
+
+def test_stages_module_and_worker_processes(tmp_path, monkeypatch):
+    """Your own stages from --stages-module, measured in 3 worker processes: 3 groups per metric."""
+    out = _bench_user_stages(tmp_path, monkeypatch, "pg_user_stages", "--processes", "3")
     doc = validate_run_file(out)
     groups = doc["metrics"]["work_time_ms"]["groups"]
     assert len(groups) == 3 and all(3 <= g <= 5 for g in groups)  # 5 per process, less any warm-up dropped
@@ -233,28 +224,7 @@ def test_stages_module_and_worker_processes(tmp_path, monkeypatch):
 
 
 def test_time_budget_stops_early_on_quiet_metrics(tmp_path, monkeypatch):
-    name = _write_stage_module(tmp_path, "pg_user_stages_budget")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{Path(__file__).resolve().parent.parent}")
-    out = tmp_path / "run.json"
-    argv = [
-        "bench",
-        "--suite",
-        "userproc",
-        "--stages-module",
-        name,
-        "--model",
-        "dqn",
-        "--output",
-        str(out),
-        "--time-budget",
-        "120",
-        "--processes",
-        "6",
-        "--rounds",
-        "1",
-    ]
-    assert main(argv) == 0
+    out = _bench_user_stages(tmp_path, monkeypatch, "pg_user_stages_budget", "--time-budget", "120", "--processes", "6")
     groups = json.loads(out.read_text())["metrics"]["work_time_ms"]["groups"]
     assert 2 <= len(groups) <= 6
 

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from perfgate.errors import StorageError
 from perfgate.store.base import mask_url
-from perfgate.store.sql import INSERT_RUN, PreparedRun, SQLStore, hint, one_line, tables_ddl
+from perfgate.store.sql import INSERT_RUN, PreparedRun, SQLStore, check_schema_version, hint, one_line, tables_ddl
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
 
@@ -107,13 +107,7 @@ class PostgresStore(SQLStore):
         return int(self._fetch("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")[0][0])
 
     def _migrate(self) -> None:
-        version = self._version()
-        if version > len(MIGRATIONS):
-            raise StorageError(
-                f"store schema version {version} is newer than this perfgate ({len(MIGRATIONS)}); upgrade perfgate",
-                source=self.url,
-            )
-        if version == len(MIGRATIONS):
+        if not check_schema_version(self._version(), len(MIGRATIONS), self.url):
             return
         with self._transaction() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))

@@ -37,7 +37,17 @@ from perfgate.store.base import (
     metric_rows,
 )
 
-__all__ = ["INSERT_METRIC", "INSERT_RUN", "PreparedRun", "SQLStore", "hint", "now_utc", "one_line", "tables_ddl"]
+__all__ = [
+    "INSERT_METRIC",
+    "INSERT_RUN",
+    "PreparedRun",
+    "SQLStore",
+    "check_schema_version",
+    "hint",
+    "now_utc",
+    "one_line",
+    "tables_ddl",
+]
 
 _COLUMN = {
     "median": "median",
@@ -98,6 +108,15 @@ def tables_ddl(id_column: str) -> list[str]:
         """,
         "CREATE INDEX baselines_key ON baselines (model, machine, branch, suite, id)",
     ]
+
+
+def check_schema_version(version: int, known: int, url: str) -> bool:
+    """True when migrations are due; a store newer than this perfgate is refused."""
+    if version > known:
+        raise StorageError(
+            f"store schema version {version} is newer than this perfgate ({known}); upgrade perfgate", source=url
+        )
+    return version < known
 
 
 def now_utc() -> str:

@@ -19,7 +19,7 @@ from typing import Any
 from perfgate.core.codec import run_from_dict
 from perfgate.errors import StorageError
 from perfgate.store.base import created_key, metric_rows
-from perfgate.store.sql import SQLStore, hint, one_line, tables_ddl
+from perfgate.store.sql import SQLStore, check_schema_version, hint, one_line, tables_ddl
 
 __all__ = ["MIGRATIONS", "SQLiteStore"]
 
@@ -117,13 +117,7 @@ class SQLiteStore(SQLStore):
         return 0
 
     def _migrate(self) -> None:
-        version = self._version()
-        if version > len(MIGRATIONS):
-            raise StorageError(
-                f"store schema version {version} is newer than this perfgate ({len(MIGRATIONS)}); upgrade perfgate",
-                source=self.url,
-            )
-        if version == len(MIGRATIONS):
+        if not check_schema_version(self._version(), len(MIGRATIONS), self.url):
             return
         with self._transaction() as conn:
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
