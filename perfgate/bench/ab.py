@@ -43,10 +43,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perfgate.bench.interleave import Side
+from perfgate.bench.workerproc import last_line as _last_line
 from perfgate.core.codec import run_from_dict
 from perfgate.core.metrics import MetricInfo
 from perfgate.core.noise import combine_repetitions
-from perfgate.core.schema import Run, normalize_model
+from perfgate.core.schema import GitInfo, Run, normalize_model
 from perfgate.errors import InputError, PerfgateError
 
 __all__ = [
@@ -65,6 +67,7 @@ __all__ = [
     "resolve_commit",
     "revision_bench",
     "run_ab",
+    "sides",
 ]
 
 WORKTREE = "WORKTREE"  # --current-ref value: the working tree as it is, uncommitted changes included
@@ -173,19 +176,6 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
         raise PerfgateError(f"cannot run git: {exc}; perfgate ab needs git on PATH") from None
 
 
-def _last_line(text: str) -> str:
-    """The line of a process's stderr that says what went wrong: a traceback's exception, else the last."""
-    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
-    if not lines:
-        return "no output"
-    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
-    if starts:  # the exception line is the first unindented line after the last "Traceback"
-        raised = [line for line in lines[starts[-1] + 1 :] if not line[0].isspace()]
-        if raised:
-            return raised[0].strip()
-    return lines[-1].strip()
-
-
 def git_toplevel(path: Path) -> Path:
     """The top of the git repository that holds ``path``."""
     proc = _git(path, "rev-parse", "--show-toplevel")
@@ -269,6 +259,16 @@ def _env(rev: Revision) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(rev.path)  # this revision's code only, never the caller's checkout
     return env
+
+
+def sides(baseline: Revision, current: Revision) -> tuple[Side, Side]:
+    """Both revisions as the resident engine sees them; hash seeds fixed, so both set up alike."""
+    out = []
+    for role, rev in (("baseline", baseline), ("current", current)):
+        env = {**_env(rev), "PYTHONHASHSEED": "0"}
+        git = GitInfo(commit=rev.commit, branch=None, dirty=rev.dirty)
+        out.append(Side(role=role, label=f"{role} `{rev.ref}` ({rev.short})", path=rev.path, env=env, git=git))
+    return out[0], out[1]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -44,7 +44,7 @@ from perfgate.core.schema import GitInfo, Machine, Metric, Run
 from perfgate.core.stability import steady_state
 from perfgate.errors import InputError
 
-__all__ = ["BenchOptions", "ProgressFn", "run_benchmark"]
+__all__ = ["BenchOptions", "ProgressFn", "memory_round", "prepare", "run_benchmark", "time_call", "timed_for"]
 
 ProgressFn = Callable[[str, int, int], None]  # (what, done, total)
 
@@ -94,7 +94,7 @@ def _synchronizer(stage: Stage, device: str) -> Callable[[], None] | None:
     return lambda: torch.cuda.synchronize()
 
 
-def _time_call(fn: Callable[[], object], sync: Callable[[], None] | None) -> float:
+def time_call(fn: Callable[[], object], sync: Callable[[], None] | None) -> float:
     if sync is not None:
         sync()
         start = time.perf_counter_ns()
@@ -117,16 +117,16 @@ class _Prepared:
     memory_mb: list[float] = field(default_factory=list)
 
 
-def _timed_for(call: Callable[[], object], sync: Callable[[], None] | None, seconds: float, cap: int) -> list[float]:
+def timed_for(call: Callable[[], object], sync: Callable[[], None] | None, seconds: float, cap: int) -> list[float]:
     """Call repeatedly for about ``seconds`` (at least once, at most ``cap`` times)."""
     spent: list[float] = []
     deadline = time.perf_counter() + seconds
     while not spent or (time.perf_counter() < deadline and len(spent) < cap):
-        spent.append(_time_call(call, sync))
+        spent.append(time_call(call, sync))
     return spent
 
 
-def _prepare(stage: Stage, ctx: StageContext, options: BenchOptions) -> _Prepared:
+def prepare(stage: Stage, ctx: StageContext, options: BenchOptions) -> _Prepared:
     if stage.memory_metric:
         release_free_memory()
     before = current_rss_bytes()
@@ -135,14 +135,14 @@ def _prepare(stage: Stage, ctx: StageContext, options: BenchOptions) -> _Prepare
     warmup = stage.warmup if stage.warmup is not None else options.warmup
     if warmup is not None:
         for _ in range(warmup):
-            _time_call(call, sync)
+            time_call(call, sync)
     else:
-        _timed_for(call, sync, options.warmup_time, options.max_repeat)
+        timed_for(call, sync, options.warmup_time, options.max_repeat)
     repeat = stage.repeat if stage.repeat is not None else options.repeat
     if repeat is None:
         # calibrate on calls after the warm-up: a first call that compiles or fills caches
         # must not make the stage look slow and starve it of samples
-        calibration = sorted(_timed_for(call, sync, options.warmup_time, options.max_repeat))
+        calibration = sorted(timed_for(call, sync, options.warmup_time, options.max_repeat))
         typical = calibration[len(calibration) // 2]
         repeat = max(options.min_repeat, min(options.max_repeat, math.ceil(options.round_time / max(typical, 1e-9))))
         if stage.samples is not None:
@@ -165,12 +165,35 @@ def _round(prepared: list[_Prepared]) -> float:
             release_free_memory()
         with PeakMemory() as peak:
             if p.stage.memory_metric:
-                _time_call(p.call, p.sync)  # untimed: refaults the released heap (module docstring, 4.)
-            p.seconds.extend(_time_call(p.call, p.sync) for _ in range(p.repeat))
+                time_call(p.call, p.sync)  # untimed: refaults the released heap (module docstring, 4.)
+            p.seconds.extend(time_call(p.call, p.sync) for _ in range(p.repeat))
         top = max(top, peak.before + peak.peak_bytes)
         if p.stage.memory_metric:
             p.memory_mb.append((p.held_bytes + peak.peak_bytes) / 2**20)
     return max(0, top - start) / 2**20
+
+
+def memory_round(prepared: list[_Prepared]) -> dict[str, float]:
+    """One round of a single call per stage, for its memory figures only (its timings are dropped).
+
+    Returns ``memory_usage_mb`` as :func:`_round` defines it, and each stage's own
+    ``memory_metric``. The resident workers of ``perfgate ab`` measure memory this way once per
+    process.
+    """
+    saved = [(p.repeat, len(p.seconds), len(p.memory_mb)) for p in prepared]
+    for p in prepared:
+        p.repeat = 1
+    try:
+        figures = {_MEMORY_METRIC: _round(prepared)}
+        for p in prepared:
+            if p.stage.memory_metric:
+                figures[p.stage.memory_metric] = p.memory_mb[-1]
+    finally:
+        for p, (repeat, n_seconds, n_memory) in zip(prepared, saved, strict=True):
+            p.repeat = repeat
+            del p.seconds[n_seconds:]
+            del p.memory_mb[n_memory:]
+    return figures
 
 
 def _metric(name: str, unit: str, direction: Direction, samples: list[float]) -> Metric:
@@ -236,7 +259,7 @@ def run_benchmark(
     for i, stage in enumerate(stages):
         if progress:
             progress(f"warm-up {stage.name}", i, total)
-        prepared.append(_prepare(stage, ctx, options))
+        prepared.append(prepare(stage, ctx, options))
     memory: list[float] = []
     gpu_memory: list[float] = []
     gpu_util: list[float] = []

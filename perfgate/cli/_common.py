@@ -19,6 +19,7 @@ from perfgate.report.format import fmt_change
 __all__ = [
     "add_config_argument",
     "config_from",
+    "console_for",
     "content_run_id",
     "model_key",
     "policy_from",
@@ -49,10 +50,22 @@ def model_key(name: str) -> str:
     return normalize_model(name)
 
 
-def stderr_console():  # type: ignore[no-untyped-def]
+def console_for(stream=None):  # type: ignore[no-untyped-def]
+    """A rich console on ``stream`` (stdout by default) that never wraps or cuts when it is not a terminal.
+
+    rich assumes 80 columns for a pipe or a file, so a CI log or a test would see names cut
+    (``dbn_lo…``) or lines broken at a width that depends on the length of a temporary path.
+    A terminal keeps its own width.
+    """
     from rich.console import Console
 
-    return Console(file=sys.stderr, highlight=False)
+    stream = stream if stream is not None else sys.stdout
+    tty = bool(getattr(stream, "isatty", lambda: False)())
+    return Console(file=stream, highlight=False, soft_wrap=not tty, width=None if tty else 1_000)
+
+
+def stderr_console():  # type: ignore[no-untyped-def]
+    return console_for(sys.stderr)
 
 
 def policy_from(config: Config, args: argparse.Namespace) -> Policy:

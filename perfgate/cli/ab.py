@@ -1,9 +1,13 @@
-"""``perfgate ab``: two revisions measured alternately in one job, then checked paired.
+"""``perfgate ab``: two revisions measured interleaved in one job, then checked paired.
 
-Both refs are checked out into temporary git worktrees and measured in ABBA order, each
-measurement a fresh ``perfgate bench`` process (:mod:`perfgate.bench.ab`); the check is
-``perfgate check``'s, with the paired test over the pairs, and writes the same reports
-with the same exit codes (0 pass, 1 regression or broken budget, 2 could not decide).
+Both refs are checked out into temporary git worktrees. Each revision gets resident worker
+processes that import its own tree; fresh pairs of them alternate short blocks of every
+stage on one CPU until every gated metric is decided or ``--time-budget`` is spent
+(:mod:`perfgate.bench.interleave`, decided by :mod:`perfgate.core.paired`). A revision whose
+perfgate predates the resident worker is measured the older way, one fresh ``perfgate
+bench`` process per measurement in ABBA order (:mod:`perfgate.bench.ab`), and the report
+says so. The reports and exit codes are ``perfgate check``'s (0 pass, 1 regression or
+broken budget, 2 could not decide).
 
 ``--current-ref`` defaults to ``HEAD`` when the working tree is clean and to ``WORKTREE``
 (the working tree as it is, measured in place) when tracked files have uncommitted
@@ -13,6 +17,7 @@ changes: what a developer who runs ``perfgate ab --baseline-ref main`` means to 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 import sys
@@ -21,19 +26,26 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from perfgate.cli._common import add_config_argument, config_from, policy_from, print_verdict, stderr_console
 from perfgate.core.compare import CheckResult, compare_runs
+from perfgate.core.policy import Policy
+from perfgate.core.schema import normalize_model
 from perfgate.errors import InputError
 from perfgate.report.json import render_json
 from perfgate.report.markdown import render_markdown
 from perfgate.runfile import write_text_atomic
+
+if TYPE_CHECKING:
+    from perfgate.bench.interleave import ResidentOptions
 
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from perfgate.bench.ab import DEFAULT_PAIRS, WORKTREE
+    from perfgate.bench.interleave import DEFAULT_TIME_BUDGET
 
     parser.add_argument("--baseline-ref", required=True, help="git ref of the baseline (branch, tag or SHA)")
     parser.add_argument(
@@ -44,7 +56,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--model", required=True, help="the model to measure (one)")
     parser.add_argument(
-        "--pairs", type=int, default=DEFAULT_PAIRS, help=f"pairs of measurements, ABBA order (default {DEFAULT_PAIRS})"
+        "--time-budget",
+        type=float,
+        default=DEFAULT_TIME_BUDGET,
+        metavar="SECONDS",
+        help=f"seconds the check may take; worker pairs are added while they fit and some metric is still "
+        f"undecided (default {DEFAULT_TIME_BUDGET:g}: a DQN or PPO check; give Mamba-2 or TFT about 240)",
+    )
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=20,
+        metavar="N",
+        help=f"at most N fresh worker pairs (default 20); an old revision measured process by process uses "
+        f"min(N, {DEFAULT_PAIRS}) ABBA pairs",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="seed of the block order (default: random; the report gives it)"
     )
     parser.add_argument("--suite", default="pipeline", help="registered suite to run (default: pipeline)")
     parser.add_argument(
@@ -55,11 +83,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MODULE",
         help="module each side imports to register its stages (repeatable; from that side's tree)",
     )
-    parser.add_argument("--quick", action="store_true", help="smoke run of each measurement (not for decisions)")
-    parser.add_argument("--rounds", type=int, default=None, help="perfgate bench --rounds for every measurement")
-    parser.add_argument("--repeat", type=int, default=None, help="perfgate bench --repeat for every measurement")
-    parser.add_argument("--device", default=None, help="perfgate bench --device for every measurement")
-    parser.add_argument("--data", type=Path, default=None, help="perfgate bench --data for every measurement")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: 3 short pairs, to see that both sides run (not for decisions)"
+    )
+    parser.add_argument("--rounds", type=int, default=None, help="process-level fallback only: perfgate bench --rounds")
+    parser.add_argument("--repeat", type=int, default=None, help="process-level fallback only: perfgate bench --repeat")
+    parser.add_argument("--device", default=None, help="cpu or cuda[:N] for both sides (default cpu)")
+    parser.add_argument("--data", type=Path, default=None, help="DBN file both sides load (default: synthetic)")
     parser.add_argument("--threshold", type=float, default=None, help="regression threshold in percent (default 10)")
     parser.add_argument("--alpha", type=float, default=None, help="family-wise significance level (default 0.01)")
     parser.add_argument("--output", type=Path, help="write the Markdown report here")
@@ -110,46 +140,104 @@ def _json(result: CheckResult, ab: dict[str, object]) -> str:
     return json.dumps(data, sort_keys=True, indent=2, allow_nan=False) + "\n"
 
 
+def _resident_options(args: argparse.Namespace, policy: Policy, seed: int) -> ResidentOptions:
+    from perfgate.bench.interleave import ResidentOptions
+
+    if args.time_budget <= 0:
+        raise InputError(f"must be positive, got {args.time_budget:g}", field="--time-budget")
+    smoke: dict[str, object] = {}
+    if args.quick:  # a smoke run: every stage runs on both sides, nothing is decided from it
+        smoke = {"max_pairs": 3, "looks": 1, "stage_time": 0.1, "min_blocks": 3, "block_time": 0.005}
+    return ResidentOptions(
+        model=normalize_model(args.model),
+        suite=args.suite,
+        stages_modules=tuple(args.stages_modules),
+        seed=seed,
+        device=args.device or "cpu",
+        params={"quick": True} if args.quick else {},
+        data=args.data.resolve() if args.data is not None else None,
+        time_budget=args.time_budget,
+        max_pairs=max(args.pairs, 3),
+        metric_info=policy.metric_info,
+        **smoke,  # type: ignore[arg-type]
+    )
+
+
 def run(args: argparse.Namespace) -> int:
-    from perfgate.bench.ab import WORKTREE, AbOptions, git_toplevel, is_dirty, run_ab
+    import secrets
+
+    from perfgate.bench.ab import (
+        DEFAULT_PAIRS,
+        WORKTREE,
+        AbOptions,
+        checkout,
+        git_toplevel,
+        is_dirty,
+        measure_interleaved,
+        sides,
+    )
+    from perfgate.bench.interleave import ProtocolMissing, measure_resident
 
     config = config_from(args)
     policy = policy_from(config, args)
-    options = AbOptions(
+    fallback = AbOptions(
         model=args.model,
         suite=args.suite,
-        pairs=args.pairs,
+        pairs=min(args.pairs, DEFAULT_PAIRS) if args.pairs >= 3 else args.pairs,
         stages_modules=tuple(args.stages_modules),
         quick=args.quick,
         bench_args=_bench_args(args),
         metric_info=policy.metric_info,
     )
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    resident = _resident_options(args, policy, seed)
     repo = git_toplevel(args.repo if args.repo is not None else Path.cwd())
     current_ref = args.current_ref or (WORKTREE if is_dirty(repo) else "HEAD")
     console = stderr_console()
 
     def progress(what: str) -> None:
         if not args.quiet:
-            console.print(f"perfgate ab: measured {what}", markup=False)
+            console.print(f"perfgate ab: {what}", markup=False)
 
-    with _sigterm_as_interrupt():
-        ab = run_ab(repo, args.baseline_ref, current_ref, options, progress=progress)
-    result = compare_runs(ab.baseline, ab.current, policy, paired=True, baseline_source=ab.describe())
+    info: dict[str, object] = {"paired": True, "interleaved": True, "seed": seed}
+    with _sigterm_as_interrupt(), checkout(repo, args.baseline_ref, current_ref) as (base_rev, cur_rev):
+        info.update(
+            baseline_ref=base_rev.ref,
+            baseline_commit=base_rev.commit,
+            current_ref=cur_rev.ref,
+            current_commit=cur_rev.commit,
+            current_dirty=cur_rev.dirty,
+        )
+        try:
+            outcome = measure_resident(sides(base_rev, cur_rev), resident, policy, progress=progress)
+        except ProtocolMissing as exc:
+            progress(f"{exc}: measuring process by process (ABBA) instead")
+            ab = measure_interleaved(base_rev, cur_rev, fallback, progress=lambda w: progress(f"measured {w}"))
+            source = f"{ab.describe()}. {exc}, so the older process-level design was used: far less sensitive"
+            result = compare_runs(ab.baseline, ab.current, policy, paired=True, baseline_source=source)
+            info.update(engine="process-level ABBA", pairs=ab.pairs, order="".join(ab.order))
+        else:
+            result = outcome.result
+            info.update(
+                engine="resident workers",
+                pairs=outcome.pairs,
+                looks=list(outcome.looks),
+                planned_looks=list(outcome.schedule),
+                stopped=outcome.stopped,
+                pinned=outcome.pinned,
+                forked=outcome.forked,
+                seconds=round(outcome.seconds, 1),
+                seconds_per_pair=round(outcome.pair_seconds, 1),
+                stages=list(outcome.plan),
+            )
+    if args.quick:
+        result = dataclasses.replace(
+            result, baseline_source=result.baseline_source + ". A smoke run (--quick): not for decisions"
+        )
     markdown = render_markdown(result)
     if args.output is not None:
         write_text_atomic(args.output, markdown)
     if args.json_output is not None:
-        info: dict[str, object] = {
-            "paired": True,
-            "interleaved": True,
-            "pairs": ab.pairs,
-            "order": "".join(ab.order),
-            "baseline_ref": ab.baseline_rev.ref,
-            "baseline_commit": ab.baseline_rev.commit,
-            "current_ref": ab.current_rev.ref,
-            "current_commit": ab.current_rev.commit,
-            "current_dirty": ab.current_rev.dirty,
-        }
         write_text_atomic(args.json_output, _json(result, info))
     if args.html_output is not None:
         from perfgate.report.html import render_check_html

@@ -14,7 +14,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from perfgate.cli._common import add_config_argument, config_from, model_key, stderr_console
+from perfgate.cli._common import add_config_argument, config_from, console_for, model_key, stderr_console
 from perfgate.core.baseline import flat_baseline, pool_runs
 from perfgate.core.codec import format_timestamp
 from perfgate.core.schema import Run
@@ -71,7 +71,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _print_table(base: Run, title: str, footer: str) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")
@@ -80,7 +79,7 @@ def _print_table(base: Run, title: str, footer: str) -> None:
     for name, metric in base.metrics.items():
         s = summarize(metric.samples)
         table.add_row(name, metric.unit, str(s.n), *(fmt_value(v) for v in (s.median, s.p95, s.p99, s.min, s.max)))
-    console = Console(highlight=False)
+    console = console_for()
     console.print(table)
     console.print(footer, soft_wrap=True)
 

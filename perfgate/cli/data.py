@@ -156,7 +156,6 @@ def _print_table(summary: dict[str, Any]) -> None:
         for key, value in rows:
             print(f"{key:<{width}}  {value}")
         return
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
@@ -165,4 +164,6 @@ def _print_table(summary: dict[str, Any]) -> None:
     table.add_column()
     for key, value in rows:
         table.add_row(key, Text(value, style="green" if key == "validation" else ""))  # Text: no markup parsing
-    Console(highlight=False).print(table)
+    from perfgate.cli._common import console_for
+
+    console_for().print(table)

@@ -14,7 +14,7 @@ import json
 import math
 from typing import Any
 
-from perfgate.cli._common import add_config_argument, config_from, stderr_console
+from perfgate.cli._common import add_config_argument, config_from, console_for, stderr_console
 from perfgate.core.changepoints import METHODS, ChangePoint, detect
 from perfgate.core.metrics import Direction
 from perfgate.errors import InputError
@@ -105,10 +105,9 @@ def _metric_report(store: Any, args: argparse.Namespace, machine: str | None, na
 
 
 def _print(reports: list[dict[str, Any]], head: dict[str, Any], args: argparse.Namespace) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(highlight=False)
+    console = console_for()
     where = head["branch"] or "all branches"
     console.print(
         f"[bold]{head['model']}[/] on machine {head['machine'] or 'unknown'}, {where}, "

@@ -190,6 +190,8 @@ def _section(
 def _decide_text(c: Comparison) -> str:
     if c.required_n is None:
         return "more samples will not settle it: the change sits at the threshold" if c.reason else "—"
+    if c.required_unit == "pairs":  # perfgate ab: more worker pairs, that is a longer time budget
+        return f"about {c.required_n:,} worker pairs: a larger `--time-budget`"
     return f"{c.required_n:,} {c.required_unit} per side (or `perfgate ab`)"
 
 

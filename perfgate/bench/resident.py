@@ -1,0 +1,215 @@
+"""A resident benchmark worker: set the stages up once, then serve timed calls over a pipe.
+
+``perfgate ab`` starts one such worker per revision and pair (``python -m
+perfgate.bench.resident`` in that revision's tree, so it imports that revision's code) and
+asks both workers of a pair, alternately, for short blocks of timed calls
+(:mod:`perfgate.bench.interleave`). The worker does nothing on its own.
+
+The protocol (version :data:`PROTOCOL_VERSION`) is one JSON object per line. The worker
+speaks first and answers every request with one line:
+
+* ``{"protocol": "perfgate-resident", "version": 1, "pid": …}`` — the greeting;
+* ``{"op": "setup", "suite": …, "model": …, "stages_modules": […], "seed": 0, "device":
+  "cpu", "data": null, "params": {…}, "warmup_time": 0.05}`` → ``{"ok": true, "stages":
+  [{"name", "metric", "unit", "typical_s", "throughput_metric", "items_per_call",
+  "memory_metric"}, …], "memory": {metric: MB}}``: imports the stage modules, runs every
+  stage's set-up and warm-up in registration order (:func:`perfgate.bench.runner.prepare`),
+  times a few more calls for ``typical_s`` and measures memory once (one value per process
+  is enough: memory is not noisy);
+* ``{"op": "load", "suite": …, "stages_modules": […]}`` → ``{"ok": true}``: imports only;
+* ``{"op": "fork", "socket": PATH, "stderr": PATH}`` → ``{"ok": true, "pid": N}`` (a
+  template only, where the OS can fork): a fresh worker, forked from this one, that serves
+  the same protocol over the Unix socket ``PATH`` — what the template imported, it has;
+  nothing is set up yet;
+* ``{"op": "time", "stage": NAME, "calls": K}`` → ``{"ok": true, "seconds": [K floats]}``:
+  K timed calls of one stage, each timed on its own as the runner times them;
+* ``{"op": "exit"}`` → ``{"ok": true}``, and the worker ends.
+
+An expected failure is answered ``{"ok": false, "error": "one line"}``; the worker then
+waits for ``exit``. Anything the stages print goes to stderr: the protocol owns stdout.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import socket
+import sys
+import traceback
+from typing import IO, Any
+
+__all__ = ["PROTOCOL", "PROTOCOL_VERSION", "Worker", "main"]
+
+PROTOCOL = "perfgate-resident"
+# History: 1 — load / fork / setup / time / exit.
+PROTOCOL_VERSION = 1
+_TYPICAL_TIME = 0.05  # seconds of extra calls after the warm-up that give a stage's typical call time
+_MAX_CALLS = 1_000_000
+
+
+class Worker:
+    """The stages of one suite and model, set up in this process."""
+
+    def __init__(self) -> None:
+        self.prepared: dict[str, Any] = {}
+
+    def load(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Import the suite's stage modules (a template does this once, before it forks workers)."""
+        for name in req.get("stages_modules", []):
+            try:
+                importlib.import_module(name)
+            except ImportError as exc:
+                return _error(f"cannot import {name!r}: {exc}; is it in this revision's tree?")
+        if req.get("suite") == "pipeline":
+            importlib.import_module("perfgate.pipeline.stages")  # registers the reference pipeline
+        return {"ok": True}
+
+    def setup(self, req: dict[str, Any]) -> dict[str, Any]:
+        from pathlib import Path
+
+        from perfgate.bench.registry import StageContext, stages_for
+        from perfgate.bench.runner import BenchOptions, memory_round, prepare, timed_for
+
+        loaded = self.load(req)
+        if not loaded["ok"]:
+            return loaded
+        suite, model = str(req["suite"]), str(req["model"])
+        stages = stages_for(suite, model)
+        if not stages:
+            return _error(f"no stages registered for model {model!r} in suite {suite!r}")
+        data = req.get("data")
+        options = BenchOptions(
+            model=model,
+            suite=suite,
+            data_path=Path(data) if data else None,
+            seed=int(req.get("seed", 0)),
+            device=str(req.get("device", "cpu")),
+            warmup_time=float(req.get("warmup_time", 0.05)),
+            params=dict(req.get("params", {})),
+        )
+        ctx = StageContext(
+            model=model,
+            suite=suite,
+            data_path=options.data_path,
+            seed=options.seed,
+            device=options.device,
+            params=dict(options.params),
+        )
+        described = []
+        for st in stages:
+            p = prepare(st, ctx, options)
+            spent = sorted(timed_for(p.call, p.sync, _TYPICAL_TIME, 10_000))
+            self.prepared[st.name] = p
+            described.append(
+                {
+                    "name": st.name,
+                    "metric": st.metric,
+                    "unit": st.unit,
+                    "typical_s": spent[len(spent) // 2],
+                    "throughput_metric": st.throughput_metric,
+                    "items_per_call": st.items_per_call,
+                    "memory_metric": st.memory_metric,
+                }
+            )
+        memory = memory_round(list(self.prepared.values()))
+        return {"ok": True, "stages": described, "memory": memory}
+
+    def time(self, req: dict[str, Any]) -> dict[str, Any]:
+        from perfgate.bench.runner import time_call
+
+        p = self.prepared.get(str(req.get("stage")))
+        if p is None:
+            return _error(f"no stage {req.get('stage')!r} is set up in this worker")
+        calls = int(req.get("calls", 1))
+        if not 1 <= calls <= _MAX_CALLS:
+            return _error(f"calls must be between 1 and {_MAX_CALLS}, got {calls}")
+        call, sync = p.call, p.sync
+        return {"ok": True, "seconds": [time_call(call, sync) for _ in range(calls)]}
+
+
+def _error(message: str) -> dict[str, Any]:
+    return {"ok": False, "error": message.replace("\n", " ")}
+
+
+def _fork(req: dict[str, Any], replies: IO[str]) -> dict[str, Any]:
+    """Fork a fresh worker that serves the protocol over the Unix socket ``req["socket"]``.
+
+    The child gets what this process imported, and nothing it set up (a template sets
+    nothing up); its stderr goes to ``req["stderr"]``. It never returns here.
+    """
+    if not hasattr(os, "fork"):
+        return _error("this platform cannot fork")
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return {"ok": True, "pid": pid}
+    code = 1
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        replies.close()
+        err = os.open(str(req["stderr"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(err, 2)
+        os.dup2(err, 1)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(str(req["socket"]))
+        code = serve(conn.makefile("r", encoding="utf-8"), conn.makefile("w", encoding="utf-8"), template=False)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def serve(requests: IO[str], replies: IO[str], *, template: bool = True) -> int:
+    """Answer requests until ``exit`` or end of input; returns the exit status.
+
+    A template (the process ``perfgate ab`` starts per revision) can also ``fork`` workers.
+    """
+
+    def send(obj: dict[str, Any]) -> None:
+        replies.write(json.dumps(obj, allow_nan=False) + "\n")
+        replies.flush()
+
+    can_fork = template and hasattr(os, "fork")
+    if can_fork:
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # forked workers are reaped as they end
+    send({"protocol": PROTOCOL, "version": PROTOCOL_VERSION, "pid": os.getpid(), "fork": can_fork})
+    worker = Worker()
+    for line in requests:
+        try:
+            req = json.loads(line)
+            op = req.get("op") if isinstance(req, dict) else None
+        except json.JSONDecodeError:
+            send(_error("a request must be one JSON object per line"))
+            continue
+        if op == "exit":
+            send({"ok": True})
+            return 0
+        if op == "fork" and can_fork:
+            send(_fork(req, replies))
+            continue
+        handler = {"load": worker.load, "setup": worker.setup, "time": worker.time}.get(str(op))
+        if handler is None:
+            send(_error(f"unknown op {op!r} (protocol version {PROTOCOL_VERSION})"))
+            continue
+        try:
+            send(handler(req))
+        except Exception as exc:  # a stage's own error: said in one line, the traceback on stderr
+            traceback.print_exc()
+            send(_error(f"{type(exc).__name__}: {exc}"))
+    return 0
+
+
+def main() -> int:
+    # the protocol keeps the real stdout; whatever the stages print goes to stderr
+    replies = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
+    os.dup2(2, 1)
+    return serve(sys.stdin, replies)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,250 @@
+"""The coordinator's side of a resident worker: start it, talk to it with deadlines, end it.
+
+A revision gets one **template** process (``python -m perfgate.bench.resident`` in its own
+tree, so it imports that revision's code once); each worker pair is then forked from the
+two templates, which gives every pair fresh processes — their own memory placement, so
+their own per-process offset — without paying the imports again. Where ``fork`` is not
+available, each worker is a template process of its own.
+
+Every exchange has a deadline. A worker that ends early, answers nonsense or misses its
+deadline raises :class:`WorkerFailed` with the last line of its stderr, and every worker
+is killed however the coordinator leaves (error, Ctrl-C, time-out): :class:`Workers` is a
+context manager that owns them all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from perfgate.errors import PerfgateError
+
+__all__ = ["Channel", "WorkerFailed", "Workers", "last_line", "pin"]
+
+
+class WorkerFailed(PerfgateError):
+    """A resident worker crashed, hung or answered an error; the message is one line."""
+
+
+def last_line(text: str) -> str:
+    """The line of a process's stderr that says what went wrong: a traceback's exception, else the last."""
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "no output"
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
+    if starts:  # the exception line is the first unindented line after the last "Traceback"
+        raised = [line for line in lines[starts[-1] + 1 :] if not line[0].isspace()]
+        if raised:
+            return raised[0].strip()
+    return lines[-1].strip()
+
+
+def pin(pid: int, cpu: int) -> bool:
+    """Pin every thread of process ``pid`` to ``cpu``; False where the OS does not allow it."""
+    setaffinity = getattr(os, "sched_setaffinity", None)
+    if setaffinity is None:
+        return False
+    try:
+        tids = [int(t.name) for t in Path(f"/proc/{pid}/task").iterdir()]
+    except OSError:
+        tids = [pid]
+    try:
+        for tid in tids:
+            with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
+                setaffinity(tid, {cpu})
+    except OSError:
+        return False
+    return True
+
+
+class Channel:
+    """One resident worker: JSON lines both ways over a pipe pair or a Unix socket."""
+
+    def __init__(
+        self,
+        *,
+        label: str,
+        pid: int,
+        read_fd: int,
+        write_fd: int,
+        stderr: Path,
+        proc: subprocess.Popen[bytes] | None = None,
+        sock: socket.socket | None = None,
+    ) -> None:
+        self.label = label
+        self.pid = pid
+        self._read_fd = read_fd
+        self._write_fd = write_fd
+        self._stderr = stderr
+        self._proc = proc
+        self._sock = sock
+        self._buf = b""
+        self.closed = False
+        self.hello: dict[str, Any] = {}  # a template's greeting
+
+    def stderr_tail(self) -> str:
+        try:
+            with self._stderr.open("rb") as f:
+                f.seek(max(0, self._stderr.stat().st_size - 65536))
+                return last_line(f.read().decode("utf-8", "replace"))
+        except OSError:
+            return "no output"
+
+    def _fail(self, what: str) -> WorkerFailed:
+        self.kill()
+        return WorkerFailed(f"the {self.label} {what}: {self.stderr_tail()}")
+
+    def send(self, obj: dict[str, Any]) -> None:
+        data = (json.dumps(obj) + "\n").encode()
+        try:
+            while data:
+                data = data[os.write(self._write_fd, data) :]
+        except OSError:
+            raise self._fail("ended before it was asked to " + str(obj.get("op"))) from None
+
+    def receive(self, timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self._fail(f"did not answer within {timeout:.0f} s (hung?)")
+            ready, _, _ = select.select([self._read_fd], [], [], min(left, 1.0))
+            if not ready:
+                continue
+            try:
+                chunk = os.read(self._read_fd, 1 << 20)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                raise self._fail("ended unexpectedly")
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        try:
+            reply = json.loads(line)
+        except json.JSONDecodeError:
+            raise self._fail("answered something that is not the worker protocol") from None
+        if not isinstance(reply, dict):
+            raise self._fail("answered something that is not the worker protocol")
+        return reply
+
+    def request(self, obj: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send one request and wait for its reply; an error reply raises :class:`WorkerFailed`."""
+        self.send(obj)
+        reply = self.receive(timeout)
+        if reply.get("ok") is not True:
+            self.kill()
+            raise WorkerFailed(f"the {self.label}: {reply.get('error', 'failed without a message')}")
+        return reply
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Ask the worker to exit; kill it when it does not."""
+        if self.closed:
+            return
+        try:
+            self.send({"op": "exit"})
+            self.receive(timeout)
+        except WorkerFailed:
+            pass
+        self.kill()
+
+    def kill(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+        if self._proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=5)
+            for f in (self._proc.stdin, self._proc.stdout):
+                if f is not None:
+                    with contextlib.suppress(OSError):
+                        f.close()
+        if self._sock is not None:
+            self._sock.close()
+
+
+class Workers:
+    """All resident workers of one check; every one is killed on exit, however it is left."""
+
+    def __init__(self, python: str = sys.executable) -> None:
+        self.python = python
+        self._tmp = Path(tempfile.mkdtemp(prefix="perfgate-workers-"))
+        self._all: list[Channel] = []
+        self._count = 0
+
+    def __enter__(self) -> Workers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for ch in self._all:
+            ch.kill()
+        for path in self._tmp.iterdir():
+            with contextlib.suppress(OSError):
+                path.unlink()
+        with contextlib.suppress(OSError):
+            self._tmp.rmdir()
+
+    def _stderr_path(self, label: str) -> Path:
+        self._count += 1
+        return self._tmp / f"{self._count:03d}-{label.split()[0]}.stderr"
+
+    def spawn(self, label: str, cwd: Path, env: dict[str, str]) -> Channel:
+        """A template worker in ``cwd`` (its revision's tree)."""
+        stderr = self._stderr_path(label)
+        with stderr.open("wb") as err:
+            proc = subprocess.Popen(
+                [self.python, "-m", "perfgate.bench.resident"],
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+            )
+        assert proc.stdin is not None and proc.stdout is not None
+        ch = Channel(
+            label=label,
+            pid=proc.pid,
+            read_fd=proc.stdout.fileno(),
+            write_fd=proc.stdin.fileno(),
+            stderr=stderr,
+            proc=proc,
+        )
+        self._all.append(ch)
+        return ch
+
+    def fork(self, template: Channel, label: str, timeout: float) -> Channel:
+        """A fresh worker forked from ``template``, connected over its own Unix socket."""
+        stderr = self._stderr_path(label)
+        path = self._tmp / f"{self._count:03d}.sock"
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            server.bind(str(path))
+            server.listen(1)
+            reply = template.request({"op": "fork", "socket": str(path), "stderr": str(stderr)}, timeout)
+            pid = int(reply["pid"])
+            server.settimeout(timeout)
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                raise WorkerFailed(f"the {label} did not connect within {timeout:.0f} s") from None
+        finally:
+            server.close()
+            with contextlib.suppress(OSError):
+                path.unlink()
+        conn.setblocking(True)
+        ch = Channel(label=label, pid=pid, read_fd=conn.fileno(), write_fd=conn.fileno(), stderr=stderr, sock=conn)
+        self._all.append(ch)
+        return ch

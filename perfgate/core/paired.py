@@ -1,0 +1,253 @@
+"""The paired decision of ``perfgate ab``: block ratios within a pair, a t test across pairs.
+
+Both revisions run in resident worker processes, a fresh pair of them at a time, and
+alternate short blocks of calls of each stage on one CPU. That leaves two levels of noise
+(research note ``noise.md`` §2):
+
+* **within a pair**, block to block: the machine's phase, mostly cancelled because both
+  sides of a block ran a few milliseconds apart. A pair's estimate of a stage's median is
+  the median over its blocks of ``log(median(B) / median(A))`` (:func:`block_log_ratio`);
+  a tail (p95, p99) needs many calls, so it is the log ratio of the quantiles of all the
+  pair's calls pooled per side (:func:`pooled_log_ratio`); memory is one value per process;
+* **between pairs**: each fresh process has its own offset (memory placement, cache
+  conflicts), about 1 % on a stage and up to 5–7 % on a 3 µs call. Only more pairs average
+  it out, so the test runs across pairs: a one-sample t test of the pairs' log ratios on
+  ``pairs - 1`` degrees of freedom (:func:`decide_look`). An offset is part of the spread
+  the test sees, so a single pair far off raises the standard error as much as the mean
+  and cannot make a regression on its own (``tests/core/test_paired.py``).
+
+A derived metric (throughput, items per second of a stage's own calls) is not a second
+test: it takes the adjusted p-value of the metric it is derived from and counts once in
+Holm's family.
+
+**Stopping.** The check looks at its data a fixed number of times (``looks``, at pair
+counts fixed from the time budget before any data is seen, :func:`look_schedule`), and
+spends the family-wise α over them with a quadratic spending function: look k of K is
+tested at ``α (2k - 1) / K²`` (:func:`look_alphas`; the shares sum to α). A metric's
+verdict is the first decided one (regressed, improved or unchanged); one never decided
+keeps the last look's. A false alarm at any look needs a false rejection at that look's
+share, so by the union bound the family-wise rate over all looks stays ≤ α, whatever the
+dependence between looks; this was chosen over a Pocock/O'Brien–Fleming boundary because
+their exact boundaries assume normal increments, which a t test on 3–20 pairs is not.
+Stopping early for "unchanged" only removes chances to reject, so it costs no α.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy import stats as sps
+
+from perfgate.core.compare import (
+    CheckResult,
+    Comparison,
+    Verdict,
+    _decide,
+    _informational,
+    _Pending,
+    _statistics_of,
+    _unpaired,
+    check_budgets,
+)
+from perfgate.core.metrics import Direction
+from perfgate.core.policy import Policy
+from perfgate.core.schema import Run
+from perfgate.core.significance import holm
+from perfgate.core.stats import QUANTILES
+
+__all__ = [
+    "DECIDED",
+    "MIN_PAIRS",
+    "block_log_ratio",
+    "decide_look",
+    "look_alphas",
+    "look_schedule",
+    "merge_looks",
+    "pairs_to_decide",
+    "pooled_log_ratio",
+    "settled",
+]
+
+MIN_PAIRS = 3  # a t test across pairs needs at least 2 degrees of freedom
+DECIDED = frozenset({Verdict.REGRESSED, Verdict.IMPROVED, Verdict.UNCHANGED})
+_GATED_OUT = frozenset({Verdict.INFORMATIONAL, Verdict.MISSING, Verdict.NEW})
+
+
+def block_log_ratio(a_blocks: Sequence[Sequence[float]], b_blocks: Sequence[Sequence[float]]) -> float:
+    """Median over blocks of ``log(median(b_i) / median(a_i))``: one pair's estimate of a median's ratio.
+
+    Block i of both sides ran next to each other, so their ratio cancels the machine's phase
+    at that moment; the median over blocks keeps one disturbed block from moving it.
+    """
+    if len(a_blocks) != len(b_blocks) or not a_blocks:
+        raise ValueError(f"need the same number (>= 1) of blocks per side, got {len(a_blocks)} and {len(b_blocks)}")
+    ratios = [
+        math.log(float(np.median(b)) / float(np.median(a)))
+        for a, b in zip(a_blocks, b_blocks, strict=True)
+        if len(a) and len(b) and np.median(a) > 0 and np.median(b) > 0
+    ]
+    if not ratios:
+        raise ValueError("no block has a positive median on both sides")
+    return float(np.median(ratios))
+
+
+def pooled_log_ratio(a_blocks: Sequence[Sequence[float]], b_blocks: Sequence[Sequence[float]], q: float) -> float:
+    """``log(Q_b / Q_a)`` of the q-quantile of all calls of each side pooled: a tail needs many calls."""
+    qa = float(np.quantile(np.concatenate([np.asarray(a, dtype=float) for a in a_blocks]), q))
+    qb = float(np.quantile(np.concatenate([np.asarray(b, dtype=float) for b in b_blocks]), q))
+    if qa <= 0 or qb <= 0:
+        raise ValueError(f"the {q:g}-quantile is not positive on both sides ({qa:g}, {qb:g})")
+    return math.log(qb / qa)
+
+
+def look_alphas(alpha: float, looks: int) -> tuple[float, ...]:
+    """The family-wise level each look is tested at: quadratic spending, ``α (2k - 1) / K²``."""
+    if looks < 1:
+        raise ValueError(f"looks must be >= 1, got {looks}")
+    return tuple(alpha * (2 * k - 1) / looks**2 for k in range(1, looks + 1))
+
+
+def look_schedule(max_pairs: int, looks: int, min_pairs: int = MIN_PAIRS) -> tuple[int, ...]:
+    """Pair counts at which the check looks: ``looks`` evenly spaced up to ``max_pairs``, none below ``min_pairs``.
+
+    Fixed from the time budget before the data is seen; a look that coincides with an
+    earlier one is dropped (its α share goes with it: the schedule may be shorter than ``looks``).
+    """
+    top = max(max_pairs, min_pairs)
+    counts = sorted({max(min_pairs, math.ceil(top * k / looks)) for k in range(1, looks + 1)})
+    return tuple(counts)
+
+
+@dataclass(frozen=True, slots=True)
+class _Across:
+    log_worse: float
+    se: float
+    sd: float
+    df: int
+
+
+def _across(log_ratios: Sequence[float], direction: Direction) -> _Across | None:
+    d = np.asarray(log_ratios, dtype=float)
+    d = d[np.isfinite(d)]
+    if len(d) < 2:
+        return None
+    if direction is Direction.HIGHER:
+        d = -d
+    sd = float(d.std(ddof=1))
+    return _Across(log_worse=float(d.mean()), se=sd / math.sqrt(len(d)), sd=sd, df=len(d) - 1)
+
+
+def decide_look(
+    baseline: Run,
+    current: Run,
+    log_ratios: Mapping[tuple[str, str], Sequence[float]],
+    policy: Policy,
+    *,
+    alpha: float,
+    derived: Mapping[str, str] | None = None,
+    baseline_source: str = "",
+) -> CheckResult:
+    """One look: every metric of ``current`` tested across pairs at family-wise level ``alpha``.
+
+    ``log_ratios[(metric, statistic)]`` holds one ``log(current / baseline)`` per pair (not
+    direction-adjusted). ``derived`` maps a derived metric to the metric it comes from; it
+    shares that metric's adjusted p-value. ``baseline`` and ``current`` carry the pooled
+    samples the report summarises.
+    """
+    derived = dict(derived or {})
+    look_policy = replace(policy, alpha=alpha)
+    pending: list[_Pending] = []
+    fixed: list[Comparison] = []
+    for name, cur in current.metrics.items():
+        base = baseline.metrics.get(name)
+        if base is None:
+            fixed.append(_unpaired(cur, "current", policy))
+            continue
+        if cur.direction is Direction.INFO:
+            fixed.append(_informational(base, cur, policy))
+            continue
+        for stat in _statistics_of(cur, policy, single=False):
+            q = QUANTILES.get(stat, 0.5)
+            p = _Pending(
+                base=base,
+                cur=cur,
+                statistic=stat,
+                threshold=policy.threshold_for(name),
+                base_value=float(np.quantile(base.samples, q)),
+                cur_value=float(np.quantile(cur.samples, q)),
+                log_worse=None,
+                se=None,
+                p_value=None,
+                threshold_only=False,
+            )
+            across = _across(log_ratios.get((name, stat), ()), cur.direction)
+            if across is None:
+                p.fixed = Verdict.INCONCLUSIVE
+                p.reason = "fewer than 2 worker pairs measured it"
+                p.required_n = MIN_PAIRS
+            else:
+                p.log_worse, p.se, p.df = across.log_worse, across.se, across.df
+                p.sigma_run = across.sd / math.sqrt(2.0)  # _decide's pairs-to-decide: 2 (zσ/m)² = (z sd/m)²
+                p.groups = (across.df + 1, across.df + 1)
+                if across.se > 0:
+                    p.p_value = float(sps.t(across.df).sf(across.log_worse / across.se))
+                else:
+                    p.p_value = 0.0 if across.log_worse > 0 else 1.0
+                p.noise = f"paired over {across.df + 1} worker pairs (SD of the pairs' log ratios {across.sd:.1%})"
+            pending.append(p)
+    fixed.extend(
+        _unpaired(m, "baseline", policy) for name, m in baseline.metrics.items() if name not in current.metrics
+    )
+    own = [p for p in pending if p.p_value is not None and p.fixed is None and p.cur.name not in derived]
+    adjusted = dict(zip((id(p) for p in own), holm([p.p_value for p in own if p.p_value is not None]), strict=True))
+    by_key = {(p.cur.name, p.statistic): adjusted[id(p)] for p in own}
+    for p in pending:  # a derived metric is decided on its source's test: one member of the family
+        source = derived.get(p.cur.name)
+        if source is not None and p.fixed is None:
+            src = by_key.get((source, p.statistic)) or by_key.get((source, "median"))
+            if src is not None:
+                adjusted[id(p)] = src
+                p.noise = f"derived from {source}: tested with it, counted once"
+    decided = [
+        replace(c, required_unit="pairs") if c.required_n is not None else c
+        for c in (_decide(p, adjusted.get(id(p)), look_policy, len(own)) for p in pending)
+    ]
+    return CheckResult(
+        current=current,
+        baseline=baseline,
+        comparisons=tuple(decided + fixed),
+        budgets=check_budgets(current, policy.budgets_for(current.model_key)),
+        policy=policy,
+        baseline_source=baseline_source,
+    )
+
+
+def _key(c: Comparison) -> tuple[str, str]:
+    return (c.metric, c.statistic)
+
+
+def settled(result: CheckResult) -> bool:
+    """Whether every gated comparison of a look is decided (regressed, improved or unchanged)."""
+    return all(c.verdict in DECIDED for c in result.comparisons if c.verdict not in _GATED_OUT)
+
+
+def merge_looks(looks: Sequence[CheckResult]) -> CheckResult:
+    """The check's result over its looks: each comparison's first decided verdict, else the last look's."""
+    if not looks:
+        raise ValueError("no look to merge")
+    first: dict[tuple[str, str], Comparison] = {}
+    for result in looks:
+        for c in result.comparisons:
+            if c.verdict in DECIDED and _key(c) not in first:
+                first[_key(c)] = c
+    last = looks[-1]
+    merged = tuple(first.get(_key(c), c) for c in last.comparisons)
+    return replace(last, comparisons=merged)
+
+
+def pairs_to_decide(c: Comparison) -> int | None:
+    """Worker pairs at which an inconclusive comparison would be decided (None: more will not settle it)."""
+    return c.required_n if c.verdict is Verdict.INCONCLUSIVE else None
