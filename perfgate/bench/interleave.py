@@ -162,6 +162,8 @@ class ResidentOutcome:
     seconds: float
     pair_seconds: float
     plan: tuple[dict[str, Any], ...]
+    setup_seconds: tuple[float, ...]  # per pair: fork and set-up of both workers
+    measure_seconds: tuple[float, ...]  # per pair: the blocks
     orders: tuple[tuple[str, ...], ...]  # per pair, the side that went first in each block, in order
 
     def describe(self) -> str:
@@ -381,6 +383,8 @@ def measure_resident(
     stopped = "maximum pairs"
     pair_seconds = 0.0
     config: dict[str, Any] = {}
+    setup_seconds: list[float] = []
+    measure_seconds: list[float] = []
     with Workers() as workers:
         templates = _start_templates(workers, sides, options)
         forked = all(t.hello.get("fork") is True for t in templates)
@@ -413,10 +417,13 @@ def measure_resident(
                         for p in plans
                     }
                 }
+            t_measure = time.monotonic()
+            setup_seconds.append(t_measure - t_pair)
             cpu = cpus[pair % len(cpus)]
             pinned = all([pin(ch.pid, cpu) for ch in chans.values()]) and pinned
             _measure_pair(pair, chans, plans, options, data)
             _add_memory(replies["A"].get("memory", {}), replies["B"].get("memory", {}), data)
+            measure_seconds.append(time.monotonic() - t_measure)
             for ch in chans.values():
                 ch.close()
             n = pair + 1
@@ -470,6 +477,8 @@ def measure_resident(
         seconds=seconds,
         pair_seconds=pair_seconds,
         plan=tuple(dataclasses.asdict(p) for p in plans),
+        setup_seconds=tuple(setup_seconds),
+        measure_seconds=tuple(measure_seconds),
         orders=tuple(data.orders),
     )
     return dataclasses.replace(

@@ -229,6 +229,8 @@ def run(args: argparse.Namespace) -> int:
                 seconds=round(outcome.seconds, 1),
                 seconds_per_pair=round(outcome.pair_seconds, 1),
                 stages=list(outcome.plan),
+                setup_seconds=[round(x, 2) for x in outcome.setup_seconds],
+                measure_seconds=[round(x, 2) for x in outcome.measure_seconds],
             )
     if args.quick:
         result = dataclasses.replace(
