@@ -99,6 +99,7 @@ class ResidentOptions:
         min_blocks, max_blocks: bounds on blocks per stage and pair.
         max_pairs: at most this many worker pairs.
         looks: looks at the data (α is spent over them).
+        overlap: with two CPUs or more, the next pair sets up on another CPU while a pair measures.
         setup_timeout, block_timeout: deadlines before a worker counts as hung.
     """
 
@@ -117,6 +118,7 @@ class ResidentOptions:
     max_blocks: int = 40
     max_pairs: int = 20
     looks: int = 3
+    overlap: bool = True
     setup_timeout: float = 300.0
     block_timeout: float = 60.0
     metric_info: Mapping[str, MetricInfo] = field(default_factory=dict)
@@ -388,8 +390,11 @@ def measure_resident(
     with Workers() as workers:
         templates = _start_templates(workers, sides, options)
         forked = all(t.hello.get("fork") is True for t in templates)
-        for pair in range(options.max_pairs):
-            t_pair = time.monotonic()
+        overlap = options.overlap and len(cpus) > 1
+        request = _setup_request(options)
+
+        def start_pair(pair: int, cpu: int | None) -> dict[str, Channel]:
+            """Fork (or spawn) both workers of a pair and send them their set-up; do not wait for it."""
             chans = {}
             for name, side, template in zip("AB", sides, templates, strict=True):
                 label = f"{side.label} worker (pair {pair + 1})"
@@ -398,15 +403,27 @@ def measure_resident(
                 else:
                     chans[name] = workers.spawn(label, side.path, dict(side.env))
                 chans[name].receive(options.setup_timeout)  # its greeting
-            request = _setup_request(options)
+                if cpu is not None:
+                    pin(chans[name].pid, cpu)
             for ch in chans.values():
                 ch.send(request)
+            return chans
+
+        def finish_setup(chans: dict[str, Channel]) -> dict[str, dict[str, Any]]:
             replies = {}
             for name, ch in chans.items():
                 reply = ch.receive(options.setup_timeout)
                 if reply.get("ok") is not True:
                     raise PerfgateError(f"the {ch.label} failed to set up: {reply.get('error')}")
                 replies[name] = reply
+            return replies
+
+        t_last = time.monotonic()
+        upcoming = start_pair(0, None)  # the first pair sets up on every CPU
+        for pair in range(options.max_pairs):
+            t_pair = time.monotonic()
+            chans, upcoming = upcoming, None
+            replies = finish_setup(chans)
             if not plans:
                 plans = _plan(replies["A"]["stages"], replies["B"]["stages"], options)
                 if not plans:
@@ -421,33 +438,30 @@ def measure_resident(
             setup_seconds.append(t_measure - t_pair)
             cpu = cpus[pair % len(cpus)]
             pinned = all([pin(ch.pid, cpu) for ch in chans.values()]) and pinned
+            elapsed = t_measure - started
+            if overlap and pair + 1 < options.max_pairs and elapsed + 2 * pair_seconds <= options.time_budget:
+                # the next pair sets up on the other CPU while this one measures
+                upcoming = start_pair(pair + 1, cpus[(pair + 1) % len(cpus)])
             _measure_pair(pair, chans, plans, options, data)
             _add_memory(replies["A"].get("memory", {}), replies["B"].get("memory", {}), data)
             measure_seconds.append(time.monotonic() - t_measure)
             for ch in chans.values():
                 ch.close()
             n = pair + 1
-            took = time.monotonic() - t_pair
-            pair_seconds = took if n == 1 else 0.5 * (pair_seconds + took)
-            elapsed = time.monotonic() - started
-            if n == 1:  # the looks are fixed here, from the budget and the first pair's time only
-                fit = 1 + int(max(0.0, options.time_budget - elapsed) // max(pair_seconds, 1e-3))
+            now = time.monotonic()
+            took, t_last = now - t_last, now
+            pair_seconds = took if n <= 2 else 0.5 * (pair_seconds + took)
+            elapsed = now - started
+            if n == 2:  # the looks are fixed here, from the budget and the pairs' time only
+                fit = n + int(max(0.0, options.time_budget - elapsed) // max(pair_seconds, 1e-3))
                 schedule = look_schedule(min(options.max_pairs, max(MIN_PAIRS, fit)), options.looks)
                 alphas = look_alphas(policy.alpha, len(schedule))
             out_of_time = n >= MIN_PAIRS and elapsed + pair_seconds > options.time_budget
-            if n in schedule or out_of_time:
+            if n >= MIN_PAIRS and (n in schedule or out_of_time):
                 k = len(looked)
                 baseline, current = _runs(data, sides, options, config)
-                looks.append(
-                    decide_look(
-                        baseline,
-                        current,
-                        data.ratios,
-                        policy,
-                        alpha=alphas[min(k, len(alphas) - 1)],
-                        derived=data.derived,
-                    )
-                )
+                alpha = alphas[min(k, len(alphas) - 1)]
+                looks.append(decide_look(baseline, current, data.ratios, policy, alpha=alpha, derived=data.derived))
                 looked.append(n)
                 if progress:
                     progress(f"pair {n}: look {k + 1} of {len(schedule)} ({elapsed:.0f} s)")
@@ -459,6 +473,8 @@ def measure_resident(
                     break
             elif progress:
                 progress(f"pair {n} measured ({elapsed:.0f} s)")
+            if upcoming is None and pair + 1 < options.max_pairs:
+                upcoming = start_pair(pair + 1, None)
     baseline, current = _runs(data, sides, options, config)
     merged = merge_looks(looks)
     seconds = time.monotonic() - started
