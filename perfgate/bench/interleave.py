@@ -21,6 +21,7 @@ Block sizes and counts are fixed from the first pair's set-up and kept for the w
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import time
@@ -39,13 +40,10 @@ from perfgate.core.compare import CheckResult
 from perfgate.core.metrics import BUILTIN_METRICS, Direction, MetricInfo
 from perfgate.core.paired import (
     MIN_PAIRS,
+    SequentialLooks,
     block_log_ratio,
     decide_look,
-    look_alphas,
-    look_schedule,
-    merge_looks,
     pooled_log_ratio,
-    settled,
 )
 from perfgate.core.policy import Policy
 from perfgate.core.schema import GitInfo, Machine, Metric, Run
@@ -360,6 +358,18 @@ def _runs(data: _Data, sides: tuple[Side, Side], options: ResidentOptions, confi
     return runs[0], runs[1]
 
 
+def _decide_now(
+    data: _Data,
+    sides: tuple[Side, Side],
+    options: ResidentOptions,
+    config: dict[str, Any],
+    policy: Policy,
+    alpha: float,
+) -> CheckResult:
+    baseline, current = _runs(data, sides, options, config)
+    return decide_look(baseline, current, data.ratios, policy, alpha=alpha, derived=data.derived)
+
+
 def measure_resident(
     sides: tuple[Side, Side],
     options: ResidentOptions,
@@ -377,10 +387,7 @@ def measure_resident(
     cpus = tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else (0,)
     data = _Data()
     plans: list[_Plan] = []
-    looks: list[CheckResult] = []
-    looked: list[int] = []
-    schedule: tuple[int, ...] = ()
-    alphas: tuple[float, ...] = ()
+    rule: SequentialLooks | None = None
     pinned = True
     stopped = "maximum pairs"
     pair_seconds = 0.0
@@ -454,37 +461,32 @@ def measure_resident(
             elapsed = now - started
             if n == 2:  # the looks are fixed here, from the budget and the pairs' time only
                 fit = n + int(max(0.0, options.time_budget - elapsed) // max(pair_seconds, 1e-3))
-                schedule = look_schedule(min(options.max_pairs, max(MIN_PAIRS, fit)), options.looks)
-                alphas = look_alphas(policy.alpha, len(schedule))
+                rule = SequentialLooks(policy.alpha, min(options.max_pairs, max(MIN_PAIRS, fit)), options.looks)
             out_of_time = n >= MIN_PAIRS and elapsed + pair_seconds > options.time_budget
-            if n >= MIN_PAIRS and (n in schedule or out_of_time):
-                k = len(looked)
-                baseline, current = _runs(data, sides, options, config)
-                alpha = alphas[min(k, len(alphas) - 1)]
-                looks.append(decide_look(baseline, current, data.ratios, policy, alpha=alpha, derived=data.derived))
-                looked.append(n)
-                if progress:
-                    progress(f"pair {n}: look {k + 1} of {len(schedule)} ({elapsed:.0f} s)")
-                if settled(merge_looks(looks)):
-                    stopped = "decided"
-                    break
-                if out_of_time or n >= schedule[-1] or k + 1 >= len(alphas):
-                    stopped = "time budget"
-                    break
-            elif progress:
+            looked = len(rule.looked) if rule else 0
+            result_of = functools.partial(_decide_now, data, sides, options, config, policy)
+            stop = rule.look(n, result_of, out_of_time) if rule else None
+            if rule and len(rule.looked) > looked and progress:
+                progress(f"pair {n}: look {len(rule.looked)} of {len(rule.schedule)} ({elapsed:.0f} s)")
+            if stop:
+                stopped = "maximum pairs" if stop == "time budget" and n == options.max_pairs else stop
+                break
+            if not (rule and len(rule.looked) > looked) and progress:
                 progress(f"pair {n} measured ({elapsed:.0f} s)")
             if upcoming is None and pair + 1 < options.max_pairs:
                 upcoming = start_pair(pair + 1, None)
     baseline, current = _runs(data, sides, options, config)
-    merged = merge_looks(looks)
+    if rule is None or not rule.results:
+        raise PerfgateError("the check ended before its first look")  # max_pairs >= MIN_PAIRS makes this unreachable
+    merged = rule.merged()
     seconds = time.monotonic() - started
     outcome = ResidentOutcome(
         result=merged,
         baseline=baseline,
         current=current,
         pairs=len(data.orders),
-        looks=tuple(looked),
-        schedule=schedule,
+        looks=tuple(rule.looked),
+        schedule=rule.schedule,
         stopped=stopped,
         pinned=pinned,
         cpus=cpus,

@@ -35,7 +35,7 @@ Stopping early for "unchanged" only removes chances to reject, so it costs no α
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -61,6 +61,7 @@ from perfgate.core.stats import QUANTILES
 __all__ = [
     "DECIDED",
     "MIN_PAIRS",
+    "SequentialLooks",
     "block_log_ratio",
     "decide_look",
     "look_alphas",
@@ -84,11 +85,10 @@ def block_log_ratio(a_blocks: Sequence[Sequence[float]], b_blocks: Sequence[Sequ
     """
     if len(a_blocks) != len(b_blocks) or not a_blocks:
         raise ValueError(f"need the same number (>= 1) of blocks per side, got {len(a_blocks)} and {len(b_blocks)}")
-    ratios = [
-        math.log(float(np.median(b)) / float(np.median(a)))
-        for a, b in zip(a_blocks, b_blocks, strict=True)
-        if len(a) and len(b) and np.median(a) > 0 and np.median(b) > 0
+    medians = [
+        (float(np.median(a)), float(np.median(b))) for a, b in zip(a_blocks, b_blocks, strict=True) if len(a) and len(b)
     ]
+    ratios = [math.log(mb / ma) for ma, mb in medians if ma > 0 and mb > 0]
     if not ratios:
         raise ValueError("no block has a positive median on both sides")
     return float(np.median(ratios))
@@ -246,6 +246,39 @@ def merge_looks(looks: Sequence[CheckResult]) -> CheckResult:
     last = looks[-1]
     merged = tuple(first.get(_key(c), c) for c in last.comparisons)
     return replace(last, comparisons=merged)
+
+
+class SequentialLooks:
+    """The stopping rule of one check: looks fixed in advance, α spent over them, verdicts merged.
+
+    Made once the pair count that fits the budget is known (before any look at the data).
+    ``look(n, result_of, out_of_time)`` is called after every pair; it looks when ``n`` is
+    on the schedule, or early (with the next look's share) when the budget ends first, and
+    returns why the check stops, or None to go on.
+    """
+
+    def __init__(self, alpha: float, max_pairs: int, looks: int, min_pairs: int = MIN_PAIRS) -> None:
+        self.schedule = look_schedule(max_pairs, looks, min_pairs)
+        self.alphas = look_alphas(alpha, len(self.schedule))
+        self.min_pairs = min_pairs
+        self.results: list[CheckResult] = []
+        self.looked: list[int] = []
+
+    def look(self, n: int, result_of: Callable[[float], CheckResult], out_of_time: bool = False) -> str | None:
+        """After pair ``n``: look if one is due; "decided" or "time budget" to stop, else None."""
+        if n < self.min_pairs or not (n in self.schedule or out_of_time):
+            return None
+        k = len(self.results)
+        self.results.append(result_of(self.alphas[min(k, len(self.alphas) - 1)]))
+        self.looked.append(n)
+        if settled(self.merged()):
+            return "decided"
+        if out_of_time or n >= self.schedule[-1] or k + 1 >= len(self.alphas):
+            return "time budget"
+        return None
+
+    def merged(self) -> CheckResult:
+        return merge_looks(self.results)
 
 
 def pairs_to_decide(c: Comparison) -> int | None:

@@ -207,7 +207,8 @@ def _conditions(result: CheckResult, cap: int | None) -> list[str]:
     """
     env = result.current.config.get("environment")
     unstable = []
-    for c in result.comparisons:
+    # an interleaved A/B run tests block and pair ratios, not the spread of its pooled samples
+    for c in [] if "ab" in result.current.config else result.comparisons:
         if c.statistic != "median" or c.baseline is None or c.current is None:
             continue
         cv = max(c.baseline.cv, c.current.cv)

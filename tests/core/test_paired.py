@@ -1,0 +1,217 @@
+"""The paired decision of ``perfgate ab`` (perfgate.core.paired): hand values, seeded simulations, edge cases.
+
+The simulations draw what the resident engine measures on this machine kind (noise.md §2):
+per pair a process offset (heavy-tailed: Student t with 3 degrees of freedom) and, per
+block, the machine's phase shared by both sides plus a little independent noise.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from perfgate.core.compare import Verdict
+from perfgate.core.metrics import Direction
+from perfgate.core.paired import (
+    SequentialLooks,
+    block_log_ratio,
+    decide_look,
+    look_alphas,
+    look_schedule,
+    merge_looks,
+    pooled_log_ratio,
+    settled,
+)
+from perfgate.core.policy import Policy
+from perfgate.core.schema import Metric, Run
+
+
+def _run(metrics: dict[str, tuple[str, Direction]], pairs: int) -> Run:
+    return Run(
+        model="dqn",
+        metrics={
+            name: Metric(name=name, unit=unit, direction=d, samples=tuple(1.0 for _ in range(pairs)))
+            for name, (unit, d) in metrics.items()
+        },
+    )
+
+
+TIME = {"work_time_ms": ("ms", Direction.LOWER)}
+
+
+def _decide(ratios: list[float], *, threshold: float = 3.0, alpha: float = 0.01, **kw: object):
+    runs = _run(TIME, len(ratios))
+    policy = Policy(threshold_pct=threshold, alpha=alpha)
+    result = decide_look(runs, runs, {("work_time_ms", "median"): ratios}, policy, alpha=alpha, **kw)  # type: ignore[arg-type]
+    return result.comparisons[0]
+
+
+# --- hand values -------------------------------------------------------------------------
+
+
+def test_block_log_ratio_is_the_median_of_block_ratios():
+    a = [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0], [1.0, 1.0, 1.0]]
+    b = [[1.1, 1.1, 1.1], [2.0, 2.4, 2.4], [1.0, 50.0, 0.9]]  # ratios 1.1, 1.2, 1.0 (median of the block)
+    assert block_log_ratio(a, b) == pytest.approx(math.log(1.1))
+
+
+def test_pooled_log_ratio_of_a_tail():
+    a = [[float(i) for i in range(1, 101)]]
+    b = [[2.0 * i for i in range(1, 51)], [2.0 * i for i in range(51, 101)]]
+    assert pooled_log_ratio(a, b, 0.99) == pytest.approx(math.log(2.0))
+
+
+def test_block_log_ratio_needs_matching_blocks():
+    with pytest.raises(ValueError, match="same number"):
+        block_log_ratio([[1.0]], [[1.0], [2.0]])
+
+
+def test_look_alphas_are_quadratic_shares_that_sum_to_alpha():
+    assert look_alphas(0.09, 3) == pytest.approx((0.01, 0.03, 0.05))
+    assert sum(look_alphas(0.01, 7)) == pytest.approx(0.01)
+    assert look_alphas(0.05, 1) == (0.05,)
+
+
+def test_look_schedule():
+    assert look_schedule(12, 3) == (4, 8, 12)
+    assert look_schedule(6, 3) == (3, 4, 6)
+    assert look_schedule(3, 3) == (3,)  # looks that coincide are dropped
+    assert look_schedule(2, 3) == (3,)  # never fewer than 3 pairs
+
+
+def test_t_test_across_pairs_hand_computed():
+    d = [0.10, 0.12, 0.08]  # mean 0.10, sd 0.02, se 0.02 / sqrt(3), t = 8.660 on 2 df
+    c = _decide(d, alpha=0.05)
+    t = 0.10 / (0.02 / math.sqrt(3))
+    assert t == pytest.approx(8.660254)
+    assert c.p_value == pytest.approx(float(sps.t(2).sf(t)))
+    assert c.p_value == pytest.approx(sps.ttest_1samp(d, 0.0, alternative="greater").pvalue)
+    assert c.worse == pytest.approx(math.expm1(0.10))
+    half = float(sps.t(2).ppf(0.975)) * 0.02 / math.sqrt(3)
+    assert c.ci == pytest.approx((math.expm1(0.10 - half), math.expm1(0.10 + half)))
+    assert c.verdict is Verdict.REGRESSED
+
+
+def test_throughput_is_flipped_and_derived_metrics_count_once():
+    metrics = {
+        "training_step_time_ms": ("ms", Direction.LOWER),
+        "throughput_samples_per_sec": ("samples/s", Direction.HIGHER),
+    }
+    runs = _run(metrics, 5)
+    d = [0.06, 0.05, 0.055, 0.065, 0.05]
+    ratios = {("training_step_time_ms", "median"): d, ("throughput_samples_per_sec", "median"): [-x for x in d]}
+    policy = Policy(threshold_pct=3.0)
+    result = decide_look(
+        runs, runs, ratios, policy, alpha=0.01, derived={"throughput_samples_per_sec": "training_step_time_ms"}
+    )
+    step, rate = result.comparisons
+    mean = float(np.mean(d))
+    assert step.worse == pytest.approx(math.expm1(mean))
+    assert rate.worse == pytest.approx(-math.expm1(-mean))  # a 5.8 % longer step is 5.5 % less throughput
+    assert step.p_adjusted == rate.p_adjusted == step.p_value  # one test in the family, not two
+    assert step.verdict is rate.verdict is Verdict.REGRESSED
+    assert "counted once" in rate.noise
+
+
+def test_unchanged_needs_the_interval_inside_the_threshold():
+    assert _decide([0.001, -0.002, 0.0, 0.001, -0.001, 0.0]).verdict is Verdict.UNCHANGED
+    wide = _decide([0.05, -0.05, 0.02, -0.03])
+    assert wide.verdict is Verdict.INCONCLUSIVE
+    assert wide.required_unit == "pairs" and wide.required_n is not None and wide.required_n > 4
+
+
+def test_a_single_offset_pair_cannot_make_a_regression():
+    rng = np.random.default_rng(5)
+    for pairs in (3, 5, 8, 12, 20):
+        d = [*rng.normal(0.0, 0.002, pairs - 1), 0.10]  # one pair 10 % off, the rest unchanged
+        c = _decide(d, threshold=3.0, alpha=0.05)
+        assert c.verdict is not Verdict.REGRESSED, (pairs, c)
+
+
+def test_fewer_than_two_pairs_is_inconclusive():
+    assert _decide([0.2]).verdict is Verdict.INCONCLUSIVE
+
+
+def test_merge_keeps_the_first_decided_verdict():
+    first = decide_look(
+        _run(TIME, 3), _run(TIME, 3), {("work_time_ms", "median"): [0.3, 0.31, 0.29]}, Policy(), alpha=0.01
+    )
+    later = decide_look(
+        _run(TIME, 4), _run(TIME, 4), {("work_time_ms", "median"): [0.3, 0.31, 0.29, -0.6]}, Policy(), alpha=0.01
+    )
+    assert first.comparisons[0].verdict is Verdict.REGRESSED
+    assert later.comparisons[0].verdict is not Verdict.REGRESSED
+    assert merge_looks([first, later]).comparisons[0].verdict is Verdict.REGRESSED
+    assert settled(first)
+
+
+# --- seeded simulations ------------------------------------------------------------------
+
+
+def _pair_ratio(rng: np.random.Generator, effect: float, offset_sd: float, blocks: int = 10) -> float:
+    phase = rng.normal(0.0, 0.3, blocks)  # the machine's phase: up to 2x between blocks, shared by both sides
+    a = [np.exp(p + rng.normal(0.0, 0.02, 5)) for p in phase]
+    offset = offset_sd * rng.standard_t(3) / math.sqrt(3.0)  # heavy-tailed per-process offset, SD offset_sd
+    b = [np.exp(p + effect + offset + rng.normal(0.0, 0.02, 5)) for p in phase]
+    return block_log_ratio(a, b)
+
+
+def _check(
+    rng: np.random.Generator,
+    effects: list[float],
+    *,
+    alpha: float,
+    threshold: float,
+    max_pairs: int,
+    looks: int,
+    offset_sd: float = 0.01,
+) -> bool:
+    """One simulated sequential check over len(effects) metrics; True when any metric regressed."""
+    names = {f"m{i}_ms": ("ms", Direction.LOWER) for i in range(len(effects))}
+    ratios: dict[tuple[str, str], list[float]] = {(n, "median"): [] for n in names}
+    rule = SequentialLooks(alpha, max_pairs, looks)
+    policy = Policy(threshold_pct=threshold, alpha=alpha)
+    for n in range(1, max_pairs + 1):
+        for (name, _), eff in zip(ratios, effects, strict=True):
+            ratios[(name, "median")].append(_pair_ratio(rng, eff, offset_sd))
+        runs = _run(names, n)
+
+        def result_of(a: float, runs: Run = runs) -> object:
+            return decide_look(runs, runs, ratios, policy, alpha=a)
+
+        if rule.look(n, result_of) is not None:  # type: ignore[arg-type]
+            break
+    return bool(rule.merged().regressions)
+
+
+def test_aa_false_alarms_stay_below_alpha_with_offsets_and_looks():
+    rng = np.random.default_rng(2026)
+    trials, alpha = 300, 0.05
+    alarms = sum(_check(rng, [0.0, 0.0, 0.0], alpha=alpha, threshold=0.0, max_pairs=10, looks=3) for _ in range(trials))
+    assert alarms / trials <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / trials), alarms
+
+
+def test_spending_keeps_alpha_where_testing_every_look_at_full_alpha_does_not():
+    """Regression for optional stopping: a t test repeated at full α after every pair inflates the rate."""
+    rng = np.random.default_rng(11)
+    trials, alpha, looks = 600, 0.10, 10
+    naive = ours = 0
+    for _ in range(trials):
+        d = rng.standard_normal(12)
+        tests = [sps.ttest_1samp(d[:n], 0.0, alternative="greater").pvalue for n in range(3, 13)]
+        naive += any(p < alpha for p in tests)
+        shares = look_alphas(alpha, looks)
+        ours += any(p < a for p, a in zip(tests, shares, strict=True))
+    tol = 3 * math.sqrt(alpha * (1 - alpha) / trials)
+    assert ours / trials <= alpha + tol
+    assert naive / trials > alpha + tol  # the check above could fail: without spending it does
+
+
+def test_power_for_a_clear_slowdown():
+    rng = np.random.default_rng(3)
+    trials = 40
+    found = sum(_check(rng, [0.08, 0.0], alpha=0.01, threshold=3.0, max_pairs=10, looks=3) for _ in range(trials))
+    assert found >= 0.9 * trials, found
