@@ -174,7 +174,8 @@ def serve(requests: IO[str], replies: IO[str], *, template: bool = True) -> int:
         replies.write(json.dumps(obj, allow_nan=False) + "\n")
         replies.flush()
 
-    can_fork = template and hasattr(os, "fork")
+    # PERFGATE_RESIDENT_NO_FORK=1: every worker a fresh interpreter (slower; for libraries that do not survive fork)
+    can_fork = template and hasattr(os, "fork") and os.environ.get("PERFGATE_RESIDENT_NO_FORK", "") in ("", "0")
     if can_fork:
         signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # forked workers are reaped as they end
     send({"protocol": PROTOCOL, "version": PROTOCOL_VERSION, "pid": os.getpid(), "fork": can_fork})

@@ -174,6 +174,29 @@ class Channel:
             self._sock.close()
 
 
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            return False
+        return False
+    return state in ("Z", "X")  # a zombie has ended; its parent reaps it
+
+
+def _wait_gone(pids: list[int], timeout: float = 5.0) -> None:
+    """Wait (briefly) until killed workers have really ended, so nothing outlives the check."""
+    deadline = time.monotonic() + timeout
+    left = [p for p in pids if not _gone(p)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.01)
+        left = [p for p in left if not _gone(p)]
+
+
 class Workers:
     """All resident workers of one check; every one is killed on exit, however it is left."""
 
@@ -189,6 +212,7 @@ class Workers:
     def __exit__(self, *exc: object) -> None:
         for ch in self._all:
             ch.kill()
+        _wait_gone([ch.pid for ch in self._all])
         for path in self._tmp.iterdir():
             with contextlib.suppress(OSError):
                 path.unlink()

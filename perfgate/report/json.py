@@ -34,7 +34,9 @@ def _comparison(c: Comparison) -> dict[str, Any]:
         "threshold": c.threshold,
         "threshold_only": c.threshold_only,
         "required_n": c.required_n,
+        "required_unit": c.required_unit,
         "reason": c.reason,
+        "noise": c.noise,
     }
 
 

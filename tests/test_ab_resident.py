@@ -1,0 +1,238 @@
+"""The resident-worker engine of ``perfgate ab`` (perfgate.bench.interleave, .resident, .workerproc).
+
+Two plain folders stand for the two revisions' trees, each with its own stage module; the
+engine runs with tiny blocks and budgets. Asserted: the block order (random, reproducible
+from its seed), both workers of a pair on one CPU, every worker ended on every exit path,
+and a crashed, hung or unimportable side reported in one line naming it. No time is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfgate.bench.interleave import ProtocolMissing, ResidentOptions, Side, block_orders, measure_resident
+from perfgate.bench.resident import PROTOCOL_VERSION
+from perfgate.core.policy import Policy
+from perfgate.errors import PerfgateError
+
+STAGES = """\
+import json, os, sys, time
+
+import numpy as np
+
+from perfgate.bench import stage
+
+MODE = {mode!r}
+LOG = os.environ.get("AB_TEST_LOG")
+calls = [0]
+
+
+@stage("work", metric="work_time_ms", unit="ms", suite="abtest")
+def work(ctx):
+    x = np.linspace(0.0, 1.0, 2_000)
+    y = np.empty_like(x)
+
+    def once():
+        calls[0] += 1
+        if LOG and calls[0] % 25 == 0:
+            with open(LOG, "a") as f:
+                f.write(json.dumps({{"pid": os.getpid(), "cpus": sorted(os.sched_getaffinity(0))}}) + "\\n")
+        if MODE == "crash" and calls[0] > 40:
+            print("stage work: the simulated crash", file=sys.stderr, flush=True)
+            os._exit(3)
+        if MODE == "hang" and calls[0] > 40:
+            time.sleep(3600)
+        y[:] = x
+        for _ in range(5):
+            np.sin(y, out=y)
+        return y
+
+    return once
+"""
+
+FAST = {"stage_time": 0.05, "min_blocks": 3, "max_blocks": 6, "block_time": 0.001, "max_pairs": 3, "looks": 1}
+
+
+def tree(root: Path, name: str, mode: str = "ok", text: str | None = None) -> Path:
+    path = root / name
+    path.mkdir()
+    (path / "mystages.py").write_text(text if text is not None else STAGES.format(mode=mode))
+    return path
+
+
+def sides(base: Path, cur: Path, log: Path | None = None) -> tuple[Side, Side]:
+    out = []
+    for role, path in (("baseline", base), ("current", cur)):
+        env = {**os.environ, "PYTHONPATH": str(path), "PYTHONHASHSEED": "0"}
+        if log is not None:
+            env["AB_TEST_LOG"] = str(log)
+        out.append(Side(role=role, label=f"{role} `{path.name}`", path=path, env=env))
+    return out[0], out[1]
+
+
+def options(**kw: object) -> ResidentOptions:
+    return ResidentOptions(model="any", suite="abtest", stages_modules=("mystages",), **{**FAST, **kw})  # type: ignore[arg-type]
+
+
+def resident_processes(under: Path) -> list[int]:
+    """Live processes running the resident worker in a folder below ``under``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes()
+            cwd = (entry / "cwd").readlink()
+        except OSError:
+            continue
+        if b"perfgate.bench.resident" in cmd and (cwd == under or under in cwd.parents):
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def test_block_order_is_random_and_reproducible_from_its_seed():
+    first = block_orders(7, 0, 200)
+    assert first == block_orders(7, 0, 200)
+    assert first != block_orders(8, 0, 200) and first != block_orders(7, 1, 200)
+    assert 60 < first.count("A") < 140  # both sides go first, neither always
+    assert set(first) == {"A", "B"}
+
+
+def test_engine_alternates_blocks_in_the_seeded_order_pins_a_pair_to_one_cpu_and_ends_its_workers(tmp_path):
+    base, cur = tree(tmp_path, "base"), tree(tmp_path, "cur")
+    log = tmp_path / "calls.log"
+    outcome = measure_resident(sides(base, cur, log), options(seed=42), Policy(threshold_pct=50))
+    assert outcome.pairs == 3 and outcome.seed == 42
+    blocks = outcome.plan[0]["blocks"]
+    for pair, order in enumerate(outcome.orders):
+        assert order == block_orders(42, pair, blocks)
+    # every pair's timings: as many blocks per side, the calls of each block on both sides
+    work = outcome.current.metrics["work_time_ms"]
+    assert work.groups is not None and len(work.groups) == 3
+    assert len(outcome.baseline.metrics["work_time_ms"].samples) == len(work.samples)
+    # the last calls each worker logged ran pinned; both workers of a pair on the same single CPU
+    last: dict[int, list[int]] = {}
+    for line in log.read_text().splitlines():
+        entry = json.loads(line)
+        last[entry["pid"]] = entry["cpus"]
+    pinned = [cpus for cpus in last.values() if len(cpus) == 1]
+    assert outcome.pinned
+    assert len(pinned) == 6  # 3 pairs x 2 workers
+    assert resident_processes(tmp_path) == []
+    assert "pinned to one CPU" in outcome.result.baseline_source
+
+
+def test_workers_are_ended_on_an_interrupt(tmp_path):
+    base, cur = tree(tmp_path, "base"), tree(tmp_path, "cur")
+
+    def interrupt(what: str) -> None:
+        assert resident_processes(tmp_path)  # they are running now
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        measure_resident(sides(base, cur), options(), Policy(), progress=interrupt)
+    assert resident_processes(tmp_path) == []
+
+
+def test_a_crashing_side_is_one_line_naming_it_with_its_last_stderr_line(tmp_path):
+    base, cur = tree(tmp_path, "base"), tree(tmp_path, "cur", mode="crash")
+    with pytest.raises(PerfgateError) as err:
+        measure_resident(sides(base, cur), options(), Policy())
+    message = str(err.value)
+    assert "\n" not in message
+    assert "current `cur`" in message and "ended unexpectedly" in message
+    assert "stage work: the simulated crash" in message
+    assert resident_processes(tmp_path) == []
+
+
+def test_a_hung_side_times_out_and_is_killed(tmp_path):
+    base, cur = tree(tmp_path, "base"), tree(tmp_path, "cur", mode="hang")
+    with pytest.raises(PerfgateError) as err:
+        measure_resident(sides(base, cur), options(setup_timeout=3, block_timeout=3), Policy())
+    assert "current `cur`" in str(err.value) and "did not answer within 3 s" in str(err.value)
+    assert resident_processes(tmp_path) == []
+
+
+def test_an_unimportable_revision_names_it(tmp_path):
+    base = tree(tmp_path, "base")
+    cur = tree(tmp_path, "cur", text="def broken(:\n")
+    with pytest.raises(PerfgateError) as err:
+        measure_resident(sides(base, cur), options(), Policy())
+    assert "current `cur`" in str(err.value) and "cannot be imported" in str(err.value)
+    assert "SyntaxError" in str(err.value)
+    assert resident_processes(tmp_path) == []
+
+
+def test_a_perfgate_without_the_resident_worker_asks_for_the_fallback(tmp_path):
+    base = tree(tmp_path, "base")
+    old = tree(tmp_path, "old")
+    (old / "perfgate").mkdir()  # an older perfgate in the revision's own tree: no resident worker
+    (old / "perfgate" / "__init__.py").write_text("")
+    (old / "perfgate" / "bench").mkdir()
+    (old / "perfgate" / "bench" / "__init__.py").write_text("")
+    with pytest.raises(ProtocolMissing):
+        measure_resident(sides(base, old), options(), Policy())
+    assert resident_processes(tmp_path) == []
+
+
+def test_without_fork_every_worker_is_a_fresh_interpreter(tmp_path, monkeypatch):
+    from perfgate.bench import interleave
+
+    base, cur = tree(tmp_path, "base"), tree(tmp_path, "cur")
+    spawned: list[str] = []
+    real = interleave.Workers.spawn
+
+    def spawn(self, label, cwd, env):  # type: ignore[no-untyped-def]
+        ch = real(self, label, cwd, env)
+        spawned.append(label)
+        return ch
+
+    def no_fork(self, template, label, timeout):  # type: ignore[no-untyped-def]
+        raise AssertionError("forked although the templates said they cannot")
+
+    monkeypatch.setattr(interleave.Workers, "spawn", spawn)
+    monkeypatch.setattr(interleave.Workers, "fork", no_fork)
+    monkeypatch.setenv("PERFGATE_RESIDENT_NO_FORK", "1")
+    outcome = measure_resident(sides(base, cur), options(), Policy(threshold_pct=50))
+    assert not outcome.forked
+    assert len([s for s in spawned if "worker (pair" in s]) == 6
+    assert resident_processes(tmp_path) == []
+
+
+def test_protocol_serves_requests_and_reports_errors_in_one_line(tmp_path):
+    import subprocess
+
+    path = tree(tmp_path, "t")
+    env = {**os.environ, "PYTHONPATH": str(path)}
+    requests = [
+        {"op": "nonsense"},
+        {"op": "setup", "suite": "abtest", "model": "any", "stages_modules": ["mystages"]},
+        {"op": "time", "stage": "work", "calls": 4},
+        {"op": "time", "stage": "nope", "calls": 1},
+        {"op": "exit"},
+    ]
+    out = subprocess.run(
+        [sys.executable, "-m", "perfgate.bench.resident"],
+        input="".join(json.dumps(r) + "\n" for r in requests),
+        capture_output=True,
+        text=True,
+        cwd=path,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    hello, *replies = [json.loads(line) for line in out.stdout.splitlines()]
+    assert hello["protocol"] == "perfgate-resident" and hello["version"] == PROTOCOL_VERSION
+    assert replies[0]["ok"] is False and "unknown op" in replies[0]["error"]
+    assert replies[1]["ok"] is True and [s["name"] for s in replies[1]["stages"]] == ["work"]
+    assert "memory_usage_mb" in replies[1]["memory"]
+    assert replies[2]["ok"] is True and len(replies[2]["seconds"]) == 4
+    assert replies[3]["ok"] is False and "no stage 'nope'" in replies[3]["error"]
+    assert replies[4] == {"ok": True}
