@@ -1,36 +1,35 @@
-"""False alarms and power of ``perfgate ab`` against checking a stored baseline, on this machine.
+"""False alarms, power and time per check of ``perfgate ab`` on this machine, from real runs.
 
-A temporary git repository holds a stages module with one stage, a numpy training step
-(a two-layer MLP, forward, backward and an SGD update, ``STEPS`` steps per timed call, one
-BLAS thread). Its baseline commit does 40 steps per call; one child commit per injected
-slowdown X does X % more (41, 42, 43, 44 steps for 2.5, 5, 7.5, 10 %; X = 0 is an empty
-commit). Three ways of checking each current commit against the baseline:
+Two cases, each in a temporary git repository whose commits differ only in a stages module
+(the product is never touched):
 
-* **ab, paired** — ``perfgate ab``'s measurement (:func:`perfgate.bench.ab.measure_interleaved`,
-  K pairs in ABBA order, fresh processes in git worktrees) and its paired test;
-* **ab, unpaired** — the same measurements tested without the pairing (groups as
-  independent repetitions): what the interleaving gains without the per-pair ratios;
-* **stored baseline** — a baseline of K processes of the baseline commit recorded at the
-  start of the script, the way a CI job keeps one, and the later runs checked against it
-  with ``perfgate check``'s logic (unpaired): each single-process current run (one check per
-  B process of an ab trial: the same processes, minutes after the baseline was recorded)
-  and the K B processes of a trial combined (a ``--processes K`` run).
+* **dqn** — the reference pipeline's DQN stages, re-registered by ``inject.py`` as suite
+  ``injected``; a slowdown of X % is extra work of each stage's own kind after every call:
+  a memory copy for the DBN load, a numpy kernel for the features, small torch matmuls for
+  the training step, a pure-Python loop for the fast inference path. Its size is calibrated
+  once at the start (X % of the stage's median, and of its p99 for inference), so what was
+  really injected is printed beside it (the mean estimated change over the checks).
+* **suite** — a user-style suite (``mystages.py``): a numpy stage and a pure-Python stage;
+  a slowdown of X % is X % more loop iterations in both.
 
-An alarm is a ``regressed`` verdict on the stage's metric (``step_time_ms``); at X = 0 it is
-a false alarm, above 0 it is power (a true slowdown equal to the threshold is found about
-half the time at best). The trials of the X values are interleaved round by round, so a
-slow phase of the machine falls on all of them alike; rounds continue until ``--budget``
-seconds are spent.
+Every check is a real ``perfgate ab`` process (``--threshold 3``, default time budget) of the
+baseline commit against the current one: the same commit for A/A (two worktrees), a slowed
+commit otherwise; checks of all slowdowns are interleaved so the machine's phases hit them
+alike. Threshold 5 % is replayed on each check's recorded pair ratios at the same looks
+(the rule is deterministic given the pairs; a check stopped early at 3 % could only have
+stopped earlier at 5 %). ``--legacy N`` also runs N checks per row with the older
+process-level design (a fresh ``perfgate bench`` per measurement, ABBA pairs), side by side.
 
-    python benchmarks/ab.py [--pairs 6] [--budget 420] [--baseline-processes 6]
+    python benchmarks/ab.py --case suite --aa 20 --checks 10
+    python benchmarks/ab.py --case dqn --aa 10 --checks 5 --legacy 1
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import json
+import math
 import os
-import random
 import subprocess
 import sys
 import tempfile
@@ -39,181 +38,404 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from perfgate.bench.ab import AbOptions, Revision, checkout, measure_interleaved, revision_bench  # noqa: E402
-from perfgate.core.compare import Verdict, compare_runs  # noqa: E402
-from perfgate.core.noise import combine_repetitions  # noqa: E402
+from perfgate.core.metrics import Direction  # noqa: E402
+from perfgate.core.paired import SequentialLooks, decide_look  # noqa: E402
 from perfgate.core.policy import Policy  # noqa: E402
-from perfgate.core.schema import Run  # noqa: E402
+from perfgate.core.schema import Metric, Run  # noqa: E402
 
-SLOWDOWNS = (0.0, 2.5, 5.0, 7.5, 10.0)
-THRESHOLDS = (3.0, 5.0, 10.0)
-BASE_STEPS = 40
-METRIC = "step_time_ms"
-MODES = ("ab, paired", "ab, unpaired", "stored, 1 process", "stored, K processes")
-
-KERNEL = textwrap.dedent(
-    '''\
-    """A numpy training step (two-layer MLP, forward + backward + SGD), STEPS per timed call."""
-
+SUITE = textwrap.dedent(
+    """\
     import numpy as np
 
     from perfgate.bench import stage
 
-    STEPS = {steps}
+    NUMERIC = {numeric}  # loop iterations: the baseline does 100
+    PYTHON = {python}  # the baseline does 4000
 
 
-    @stage("train_step", metric="step_time_ms", unit="ms", suite="abbench", repeat=20, warmup=3)
-    def train_step(ctx):
-        rng = np.random.default_rng(0)
-        x = rng.standard_normal((64, 96)).astype(np.float32)
-        y = rng.standard_normal((64, 8)).astype(np.float32)
-        w1 = (rng.standard_normal((96, 96)) * 0.05).astype(np.float32)
-        w2 = (rng.standard_normal((96, 8)) * 0.05).astype(np.float32)
+    @stage("numeric", metric="numeric_time_ms", unit="ms", suite="mine")
+    def numeric(ctx):
+        a = np.random.default_rng(ctx.seed).standard_normal((48, 48)) / 48
 
         def once():
-            for _ in range(STEPS):
-                h = np.tanh(x @ w1)
-                g = (h @ w2 - y) / len(x)
-                gh = (g @ w2.T) * (1.0 - h * h)
-                np.subtract(w2, 1e-3 * (h.T @ g), out=w2)
-                np.subtract(w1, 1e-3 * (x.T @ gh), out=w1)
+            x = a
+            for _ in range(NUMERIC):
+                x = np.tanh(a @ x)
+            return x
 
         return once
-    '''
+
+
+    @stage("python", metric="python_time_ms", unit="ms", suite="mine")
+    def python(ctx):
+        def once():
+            s = 0
+            for i in range(PYTHON):
+                s += i * i % 7
+            return s
+
+        return once
+    """
 )
+
+INJECT = textwrap.dedent(
+    """\
+    import dataclasses
+
+    import numpy as np
+    import torch
+
+    import perfgate.pipeline.stages  # noqa: F401 - registers the reference pipeline
+    from perfgate.bench import registry
+
+    EXTRA = {extra!r}  # units of extra work per call, per stage
+
+    _SRC = np.ones(1 << 24, dtype=np.uint8)
+    _DST = np.empty_like(_SRC)
+    _ARR = np.linspace(0.0, 1.0, 1 << 21)
+    _OUT = np.empty_like(_ARR)
+    _M = torch.ones(24, 24)
+
+
+    def _copy(n):  # bytes: the kind of a load
+        np.copyto(_DST[:n], _SRC[:n])
+
+
+    def _compute(n):  # elements: the kind of a vectorised kernel
+        np.tanh(_ARR[:n], out=_OUT[:n])
+
+
+    def _torch(n):  # small torch ops: the kind of an eager training step
+        for _ in range(n):
+            torch.mm(_M, _M)
+
+
+    def _python(n):  # interpreter loop: the kind of a microsecond call
+        s = 0
+        for i in range(n):
+            s += i
+
+
+    KINDS = {{"dbn_load": _copy, "features": _compute, "training_step_dqn": _torch, "inference": _python}}
+
+    for st in registry.stages_for("pipeline", "dqn"):
+        kind = KINDS.get(st.name, _python)
+        extra = EXTRA.get(st.name, 0)
+
+        def setup(ctx, st=st, kind=kind, extra=extra):
+            call = st.setup(ctx)
+
+            def once():
+                out = call()
+                kind(extra)  # the same wrapper on both sides; zero units do nothing
+                return out
+
+            return once
+
+        registry.register(dataclasses.replace(st, suite="injected", setup=setup))
+    """
+)
+
+CALIBRATE = textwrap.dedent(
+    """\
+    import json, sys, time
+    import numpy as np
+    import inject
+    from perfgate.bench.registry import StageContext, stages_for
+    from perfgate.bench.runner import BenchOptions, prepare, timed_for
+
+    ctx = StageContext(model="dqn", suite="injected")
+    out = {}
+    for st in stages_for("injected", "dqn"):
+        p = prepare(st, ctx, BenchOptions(model="dqn", suite="injected"))
+        t = np.array(timed_for(p.call, p.sync, 1.0, 200000))
+        out[st.name] = {"median": float(np.median(t)), "p99": float(np.quantile(t, 0.99))}
+    for name, fn, n in (("dbn_load", inject._copy, 1 << 22), ("features", inject._compute, 1 << 20),
+                        ("training_step_dqn", inject._torch, 100), ("inference", inject._python, 1000)):
+        t = timed_for(lambda: fn(n), None, 0.5, 100000)
+        out[name]["unit"] = float(np.median(t)) / n
+    json.dump(out, sys.stdout)
+    """
+)
+
+CASES = {
+    "suite": {"suite": "mine", "module": "mystages", "model": "mine"},
+    "dqn": {"suite": "injected", "module": "inject", "model": "dqn"},
+}
+GATED = {
+    "suite": [("numeric_time_ms", "median"), ("python_time_ms", "median")],
+    "dqn": [
+        ("dbn_load_time_ms", "median"),
+        ("feature_extraction_time_ms", "median"),
+        ("training_step_time_ms", "median"),
+        ("inference_latency_us", "p50"),
+        ("inference_latency_us", "p99"),
+    ],
+}
 
 
 def git(repo: Path, *args: str) -> str:
-    cmd = ["git", "-C", str(repo), "-c", "user.name=perfgate", "-c", "user.email=perfgate@example.invalid"]
-    out = subprocess.run([*cmd, "-c", "commit.gpgsign=false", *args], capture_output=True, text=True, check=True)
-    return out.stdout.strip()
+    cmd = ["git", "-C", str(repo), "-c", "user.name=bench", "-c", "user.email=bench@example.invalid", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
 
 
-def make_repo(path: Path) -> tuple[str, dict[float, str]]:
-    """The baseline commit and, per slowdown, a child commit doing that much more work."""
-    git(path, "init", "-q", "-b", "main")
-    (path / "abkernel.py").write_text(KERNEL.format(steps=BASE_STEPS))
-    git(path, "add", "abkernel.py")
-    git(path, "commit", "-q", "-m", "baseline")
-    base = git(path, "rev-parse", "HEAD")
-    commits = {}
-    for x in SLOWDOWNS:
-        git(path, "checkout", "-q", "--detach", base)
-        steps = BASE_STEPS + round(BASE_STEPS * x / 100)
-        (path / "abkernel.py").write_text(KERNEL.format(steps=steps))
-        git(path, "commit", "-q", "--allow-empty", "-am", f"+{x:g} % work ({steps} steps)")
-        commits[x] = git(path, "rev-parse", "HEAD")
-    git(path, "checkout", "-q", "main")
-    return base, commits
+def env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def verdict(baseline: Run, current: Run, threshold: float, paired: bool) -> tuple[Verdict, float | None]:
-    """The stage metric's verdict and estimated change (direction-adjusted, + is slower)."""
-    result = compare_runs(baseline, current, Policy(threshold_pct=threshold), paired=paired)
-    c = next(c for c in result.comparisons if c.metric == METRIC)
-    return c.verdict, c.worse
-
-
-def record_baseline(rev: Revision, options: AbOptions, processes: int, workdir: Path) -> Run:
-    bench = revision_bench(rev, options, "baseline")
-    runs = [bench.measure(workdir / f"stored-{i}.json", what=f"stored baseline {i + 1}") for i in range(processes)]
-    return combine_repetitions(runs, run_id="stored-baseline")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--pairs", type=int, default=6, help="pairs per ab trial (default 6, perfgate ab's)")
-    parser.add_argument("--baseline-processes", type=int, default=6, help="processes of the stored baseline")
-    parser.add_argument("--budget", type=float, default=420.0, help="seconds of trials after the baseline")
-    parser.add_argument("--max-rounds", type=int, default=1000, help="stop after this many rounds")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the per-round order of the slowdowns")
-    parser.add_argument("--python", default=sys.executable, help="interpreter of the measuring processes")
-    args = parser.parse_args(argv)
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = "1"  # one BLAS thread, as in the research note; the processes inherit it
-    options = AbOptions(
-        model="dqn", suite="abbench", pairs=args.pairs, stages_modules=("abkernel",), python=args.python
+def calibrate(repo: Path) -> dict[str, dict[str, float]]:
+    (repo / "inject.py").write_text(INJECT.format(extra={}))
+    out = subprocess.run(
+        [sys.executable, "-c", CALIBRATE],
+        cwd=repo,
+        env={**env(), "PYTHONPATH": str(repo)},
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    rng = random.Random(args.seed)
-    # tally[threshold][mode][x] = [alarms, inconclusive, checks]; estimates[mode][x] = estimated changes
-    tally: dict[float, dict[str, dict[float, list[int]]]] = {
-        t: {m: defaultdict(lambda: [0, 0, 0]) for m in MODES} for t in THRESHOLDS
+    return json.loads(out.stdout)
+
+
+def dqn_extra(cal: dict[str, dict[str, float]], pct: float) -> dict[str, int]:
+    x = pct / 100
+    return {
+        "dbn_load": round(x * cal["dbn_load"]["median"] / cal["dbn_load"]["unit"]),
+        "features": round(x * cal["features"]["median"] / cal["features"]["unit"]),
+        "training_step_dqn": max(1, round(x * cal["training_step_dqn"]["median"] / cal["training_step_dqn"]["unit"])),
+        "inference": round(x * cal["inference"]["p99"] / cal["inference"]["unit"]),  # X % of the p99
     }
-    estimates: dict[str, dict[float, list[float]]] = {m: defaultdict(list) for m in MODES}
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="perfgate-abbench-") as tmp, contextlib.ExitStack() as stack:
-        repo = Path(tmp) / "repo"
-        repo.mkdir()
-        base, commits = make_repo(repo)
-        sides = {x: stack.enter_context(checkout(repo, base, commits[x])) for x in SLOWDOWNS}
-        t_stored = time.perf_counter()
-        stored = record_baseline(sides[0.0][0], options, args.baseline_processes, Path(tmp))
-        print(f"stored baseline: {args.baseline_processes} processes in {time.perf_counter() - t_stored:.0f} s")
-        trials_started = time.perf_counter()
-        rounds = 0
-        gaps: list[float] = []
-        while rounds < args.max_rounds and (rounds == 0 or time.perf_counter() - trials_started < args.budget):
-            order = list(SLOWDOWNS)
-            rng.shuffle(order)
-            for x in order:
-                ab = measure_interleaved(*sides[x], options, run_id=f"r{rounds}-x{x:g}")
-                gaps.append((time.perf_counter() - t_stored) / 60.0)
-                combined = combine_repetitions(ab.current_runs)
-                checks = {
-                    "ab, paired": [(ab.baseline, ab.current, True)],
-                    "ab, unpaired": [(ab.baseline, ab.current, False)],
-                    "stored, 1 process": [(stored, r, False) for r in ab.current_runs],
-                    "stored, K processes": [(stored, combined, False)],
-                }
-                for mode, pairs in checks.items():
-                    for t in THRESHOLDS:
-                        for base_run, cur_run, paired in pairs:
-                            v, worse = verdict(base_run, cur_run, t, paired)
-                            cell = tally[t][mode][x]
-                            cell[0] += v is Verdict.REGRESSED
-                            cell[1] += v is Verdict.INCONCLUSIVE
-                            cell[2] += 1
-                            if t == THRESHOLDS[0] and worse is not None:
-                                estimates[mode][x].append(worse)
-            rounds += 1
-            print(f"round {rounds} done at {time.perf_counter() - started:.0f} s", flush=True)
-    elapsed = time.perf_counter() - started
+
+
+def make_repo(root: Path, case: str, slowdowns: list[float]) -> tuple[Path, str, dict[float, str], dict]:
+    repo = root / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    cal: dict = {}
+    if case == "dqn":
+        cal = calibrate(repo)
+        write = lambda pct: (repo / "inject.py").write_text(  # noqa: E731
+            INJECT.format(extra=dqn_extra(cal, pct) if pct else {})
+        )
+    else:
+        write = lambda pct: (repo / "mystages.py").write_text(  # noqa: E731
+            SUITE.format(numeric=round(100 * (1 + pct / 100)), python=round(4000 * (1 + pct / 100)))
+        )
+    write(0.0)
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "baseline")
+    base = git(repo, "rev-parse", "HEAD")
+    commits = {0.0: base}
+    for pct in slowdowns:
+        git(repo, "checkout", "-q", "--detach", base)
+        write(pct)
+        git(repo, "commit", "-q", "-am", f"+{pct:g} %")
+        commits[pct] = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "main")
+    return repo, base, commits, cal
+
+
+def run_check(repo: Path, case: str, base: str, cur: str, out: Path, seed: int, threshold: float) -> tuple[dict, float]:
+    c = CASES[case]
+    argv = [sys.executable, "-m", "perfgate", "ab", "--repo", str(repo), "--baseline-ref", base, "--current-ref", cur]
+    argv += ["--suite", c["suite"], "--stages-module", c["module"], "--model", c["model"], "--quiet"]
+    argv += ["--threshold", str(threshold), "--seed", str(seed), "--json", str(out)]
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env(), cwd=repo.parent, check=False)
+    took = time.monotonic() - t0
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"perfgate ab failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+    return json.loads(out.read_text()), took
+
+
+def legacy_check(repo: Path, case: str, base: str, cur: str) -> tuple[dict[float, dict], float]:
+    """The older process-level design: a fresh ``perfgate bench`` per measurement, ABBA, paired t test."""
+    from perfgate.bench.ab import AbOptions, checkout, measure_interleaved
+    from perfgate.core.compare import compare_runs
+
+    c = CASES[case]
+    t0 = time.monotonic()
+    with checkout(repo, base, cur) as (b, k):
+        ab = measure_interleaved(b, k, AbOptions(model=c["model"], suite=c["suite"], stages_modules=(c["module"],)))
+    took = time.monotonic() - t0
+    out = {}
+    for threshold in (3.0, 5.0):
+        result = compare_runs(ab.baseline, ab.current, Policy(threshold_pct=threshold), paired=True)
+        out[threshold] = {
+            "comparisons": [
+                {"metric": x.metric, "statistic": x.statistic, "verdict": x.verdict.value, "worse": x.worse}
+                for x in result.comparisons
+            ]
+        }
+    return out, took
+
+
+def verdicts(data: dict) -> dict[tuple[str, str], str]:
+    return {(c["metric"], c["statistic"]): c["verdict"] for c in data["comparisons"]}
+
+
+def replay(data: dict, threshold: float) -> dict[tuple[str, str], str]:
+    """The check's decision at another threshold, on its recorded pairs and at its looks."""
+    info = data["ab"]
+    ratios = {tuple(k.rsplit(" ", 1)): v for k, v in info["pair_log_ratios"].items()}
+    metrics = {}
+    for c in data["comparisons"]:
+        metrics[c["metric"]] = Metric(
+            name=c["metric"], unit=c["unit"], direction=Direction(c["direction"]), samples=(1.0,)
+        )
+    runs = Run(model="x", metrics=metrics)
+    policy = Policy(threshold_pct=threshold)
+    rule = SequentialLooks(policy.alpha, info["planned_looks"][-1], 3)
+    for n in info["looks"]:
+        cut = {k: v[:n] for k, v in ratios.items()}
+
+        def result_of(alpha: float, cut: dict = cut) -> object:
+            return decide_look(runs, runs, cut, policy, alpha=alpha, derived=info.get("derived", {}))
+
+        if rule.look(n, result_of, out_of_time=n == info["looks"][-1]) is not None:  # type: ignore[arg-type]
+            break
+    return {(c.metric, c.statistic): c.verdict.value for c in rule.merged().comparisons}
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def fmt(k: int, n: int) -> str:
+    lo, hi = wilson(k, n)
+    return f"{k}/{n} = {k / n:.0%} [{lo:.0%}, {hi:.0%}]" if n else "–"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--case", choices=sorted(CASES), default="suite")
+    parser.add_argument("--aa", type=int, default=20, help="A/A checks")
+    parser.add_argument("--checks", type=int, default=10, help="checks per slowdown")
+    parser.add_argument("--slowdowns", default="3,5,10", help="percent, comma-separated")
+    parser.add_argument("--legacy", type=int, default=0, help="checks per row with the process-level design")
+    parser.add_argument("--out", type=Path, default=None, help="also write every check's figures here (JSON)")
+    args = parser.parse_args()
+    slowdowns = [float(x) for x in args.slowdowns.split(",") if x]
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="perfgate-bench-ab-") as tmp:
+        repo, base, commits, cal = make_repo(Path(tmp), args.case, slowdowns)
+        if cal:
+            print("calibration (s per call):", json.dumps({k: round(v["median"], 7) for k, v in cal.items()}))
+        order: list[float] = []  # round by round, so a slow phase of the machine hits every row alike
+        rounds = max(args.aa, args.checks)
+        for r in range(rounds):
+            if r < args.aa:
+                order.append(0.0)
+            if r < args.checks:
+                order += slowdowns
+        records = []
+        for i, pct in enumerate(order):
+            data, took = run_check(repo, args.case, base, commits[pct], Path(tmp) / f"check{i}.json", 1000 + i, 3.0)
+            rec = {
+                "engine": "resident",
+                "pct": pct,
+                "seconds": took,
+                "pairs": data["ab"]["pairs"],
+                "v3": verdicts(data),
+                "v5": replay(data, 5.0),
+                "worse": {(c["metric"], c["statistic"]): c["worse"] for c in data["comparisons"]},
+            }
+            records.append(rec)
+            print(
+                f"[{time.monotonic() - started:6.0f} s] check {i + 1}/{len(order)} +{pct:g} %: "
+                f"{took:.0f} s, {rec['pairs']} pairs, regressed at 3 %: "
+                f"{sorted(m for m, v in rec['v3'].items() if v == 'regressed')}",
+                flush=True,
+            )
+        for pct in [0.0, *slowdowns] if args.legacy else []:
+            for _ in range(args.legacy):
+                both, took = legacy_check(repo, args.case, base, commits[pct])
+                v = verdicts(both[3.0])
+                records.append(
+                    {
+                        "engine": "process-level",
+                        "pct": pct,
+                        "seconds": took,
+                        "pairs": 6,
+                        "v3": v,
+                        "v5": verdicts(both[5.0]),
+                        "worse": {(c["metric"], c["statistic"]): c["worse"] for c in both[3.0]["comparisons"]},
+                    }
+                )
+                print(
+                    f"[{time.monotonic() - started:6.0f} s] process-level +{pct:g} %: {took:.0f} s, "
+                    f"regressed: {sorted(m for m, x in v.items() if x == 'regressed')}",
+                    flush=True,
+                )
+    report(records, args.case, slowdowns)
+    if args.out:
+        args.out.write_text(
+            json.dumps(
+                [
+                    {
+                        **r,
+                        "v3": {" ".join(k): v for k, v in r["v3"].items()},
+                        "v5": {" ".join(k): v for k, v in (r["v5"] or {}).items()},
+                        "worse": {" ".join(k): v for k, v in r["worse"].items()},
+                    }
+                    for r in records
+                ],
+                indent=1,
+            )
+        )
+
+
+def report(records: list[dict], case: str, slowdowns: list[float]) -> None:
+    gated = GATED[case]
     print()
-    print(
-        f"{rounds} round(s) in {elapsed:.0f} s: per slowdown {rounds} ab trial(s) of {args.pairs} pairs "
-        f"({2 * args.pairs * rounds} processes); stored baseline of {args.baseline_processes} processes, "
-        f"checked {min(gaps):.1f}–{max(gaps):.1f} min after it was recorded; K = {args.pairs}"
-    )
-    print(f"alarm = '{METRIC}' regressed; +0 % is the false-alarm rate, the rest is power")
-    header = f"{'mode':<22}" + "".join(f"{f'+{x:g} %':>16}" for x in SLOWDOWNS)
-    for t in THRESHOLDS:
-        print()
-        print(f"threshold {t:g} %: alarm rate (alarms/checks), then the share inconclusive")
-        print(header)
-        for mode in MODES:
-            alarm, unsure = [], []
-            for x in SLOWDOWNS:
-                hit, inconclusive, n = tally[t][mode][x]
-                alarm.append(f"{hit / n:.0%} ({hit}/{n})")
-                unsure.append(f"{inconclusive / n:.0%}")
-            print(f"{mode:<22}" + "".join(f"{c:>16}" for c in alarm))
-            print(f"{'  inconclusive':<22}" + "".join(f"{c:>16}" for c in unsure))
+    print(f"## perfgate ab on this machine — case {case}")
     print()
-    print("estimated slowdown: median [10th–90th percentile] over the checks")
-    print(header)
-    for mode in MODES:
-        cells = []
-        for x in SLOWDOWNS:
-            e = np.array(estimates[mode][x]) * 100
-            cells.append(f"{np.median(e):+.1f} [{np.percentile(e, 10):+.0f},{np.percentile(e, 90):+.0f}]")
-        print(f"{mode:<22}" + "".join(f"{c:>16}" for c in cells))
-    return 0
+    header = [
+        "engine",
+        "threshold",
+        "injected",
+        "checks",
+        "checks with any alarm",
+        *[f"{m} {s}" for m, s in gated],
+        "mean est. change",
+        "s per check (median, max)",
+    ]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for engine in ("resident", "process-level"):
+        for thr, key in ((3, "v3"), (5, "v5")):
+            for pct in [0.0, *slowdowns]:
+                rows = [r for r in records if r["engine"] == engine and r["pct"] == pct and r[key] is not None]
+                if not rows:
+                    continue
+                n = len(rows)
+                anyalarm = sum(any(v == "regressed" for v in r[key].values()) for r in rows)
+                cells = [fmt(sum(r[key].get(g) == "regressed" for r in rows), n) for g in gated]
+                est = []
+                for g in gated:
+                    vals = [r["worse"].get(g) for r in rows if r["worse"].get(g) is not None]
+                    est.append(f"{sum(vals) / len(vals):+.1%}" if vals else "–")
+                secs = sorted(r["seconds"] for r in rows)
+                print(
+                    f"| {engine} | {thr} % | +{pct:g} % | {n} | {fmt(anyalarm, n)} | "
+                    + " | ".join(cells)
+                    + f" | {', '.join(est)} | {secs[len(secs) // 2]:.0f}, {secs[-1]:.0f} |"
+                )
+    print()
+    print("A/A rows: 'checks with any alarm' is the false-alarm rate; other rows: a metric's column is its power.")
+    by = defaultdict(list)
+    for r in records:
+        by[r["engine"]].append(r["pairs"])
+    for engine, pairs in by.items():
+        print(f"{engine}: pairs per check {min(pairs)}–{max(pairs)}")
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -165,6 +165,8 @@ class ResidentOutcome:
     setup_seconds: tuple[float, ...]  # per pair: fork and set-up of both workers
     measure_seconds: tuple[float, ...]  # per pair: the blocks
     orders: tuple[tuple[str, ...], ...]  # per pair, the side that went first in each block, in order
+    log_ratios: Mapping[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)  # per pair
+    derived: Mapping[str, str] = field(default_factory=dict)  # derived metric -> the metric it comes from
 
     def describe(self) -> str:
         pin_text = (
@@ -498,6 +500,8 @@ def measure_resident(
         setup_seconds=tuple(setup_seconds),
         measure_seconds=tuple(measure_seconds),
         orders=tuple(data.orders),
+        log_ratios={k: tuple(v) for k, v in data.ratios.items()},
+        derived=dict(data.derived),
     )
     return dataclasses.replace(
         outcome,

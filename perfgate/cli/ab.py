@@ -229,6 +229,8 @@ def run(args: argparse.Namespace) -> int:
                 seconds=round(outcome.seconds, 1),
                 seconds_per_pair=round(outcome.pair_seconds, 1),
                 stages=list(outcome.plan),
+                pair_log_ratios={f"{m} {st}": [round(x, 6) for x in v] for (m, st), v in outcome.log_ratios.items()},
+                derived=dict(outcome.derived),
                 setup_seconds=[round(x, 2) for x in outcome.setup_seconds],
                 measure_seconds=[round(x, 2) for x in outcome.measure_seconds],
             )
