@@ -9,6 +9,7 @@ and a crashed, hung or unimportable side reported in one line naming it. No time
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -236,3 +237,21 @@ def test_protocol_serves_requests_and_reports_errors_in_one_line(tmp_path):
     assert replies[2]["ok"] is True and len(replies[2]["seconds"]) == 4
     assert replies[3]["ok"] is False and "no stage 'nope'" in replies[3]["error"]
     assert replies[4] == {"ok": True}
+
+
+def test_an_inconclusive_metric_says_what_time_budget_would_decide_it():
+    from perfgate.bench.interleave import _with_budgets
+    from perfgate.core.metrics import Direction
+    from perfgate.core.paired import decide_look
+    from perfgate.core.schema import Metric, Run
+    from perfgate.report.markdown import render_markdown
+
+    run = Run(
+        model="any", metrics={"w_ms": Metric(name="w_ms", unit="ms", direction=Direction.LOWER, samples=(1.0,) * 4)}
+    )
+    look = decide_look(run, run, {("w_ms", "median"): [0.05, -0.05, 0.02, -0.03]}, Policy(threshold_pct=3), alpha=0.01)
+    (c,) = look.comparisons
+    assert c.verdict.value == "inconclusive" and c.required_unit == "pairs"
+    budgeted = _with_budgets(look, seconds=50.0, pairs=4, pair_seconds=10.0)  # 10 s to start, 10 s a pair
+    assert budgeted.comparisons[0].required_seconds == pytest.approx(10.0 + 10.0 * c.required_n)
+    assert f"`--time-budget {math.ceil(10.0 + 10.0 * c.required_n):,}`" in render_markdown(budgeted)

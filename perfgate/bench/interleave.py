@@ -360,6 +360,18 @@ def _runs(data: _Data, sides: tuple[Side, Side], options: ResidentOptions, confi
     return runs[0], runs[1]
 
 
+def _with_budgets(result: CheckResult, seconds: float, pairs: int, pair_seconds: float) -> CheckResult:
+    """Say, for each comparison more pairs would decide, the time budget those pairs would take."""
+    fixed = max(0.0, seconds - pairs * pair_seconds)  # starting the templates, the first set-up
+    comparisons = tuple(
+        dataclasses.replace(c, required_seconds=fixed + c.required_n * pair_seconds)
+        if c.required_unit == "pairs" and c.required_n is not None
+        else c
+        for c in result.comparisons
+    )
+    return dataclasses.replace(result, comparisons=comparisons)
+
+
 def _decide_now(
     data: _Data,
     sides: tuple[Side, Side],
@@ -480,8 +492,8 @@ def measure_resident(
     baseline, current = _runs(data, sides, options, config)
     if rule is None or not rule.results:
         raise PerfgateError("the check ended before its first look")  # max_pairs >= MIN_PAIRS makes this unreachable
-    merged = rule.merged()
     seconds = time.monotonic() - started
+    merged = _with_budgets(rule.merged(), seconds, len(data.orders), pair_seconds)
     outcome = ResidentOutcome(
         result=merged,
         baseline=baseline,

@@ -80,7 +80,8 @@ class Comparison:
     verdict: Verdict
     reason: str = ""
     required_n: int | None = None
-    required_unit: str = "samples"  # or "processes": what more of would decide it
+    required_unit: str = "samples"  # or "processes", or "pairs" (perfgate ab): what more of would decide it
+    required_seconds: float | None = None  # perfgate ab: the time budget those pairs would take
     threshold_only: bool = False
     noise: str = ""  # the run-to-run noise folded into the test, when there was any
 

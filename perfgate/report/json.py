@@ -35,6 +35,7 @@ def _comparison(c: Comparison) -> dict[str, Any]:
         "threshold_only": c.threshold_only,
         "required_n": c.required_n,
         "required_unit": c.required_unit,
+        "required_seconds": c.required_seconds,
         "reason": c.reason,
         "noise": c.noise,
     }

@@ -9,6 +9,7 @@ each long section is summarised in one line.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from perfgate.core.compare import BudgetCheck, CheckResult, Comparison, Verdict
@@ -191,6 +192,8 @@ def _decide_text(c: Comparison) -> str:
     if c.required_n is None:
         return "more samples will not settle it: the change sits at the threshold" if c.reason else "—"
     if c.required_unit == "pairs":  # perfgate ab: more worker pairs, that is a longer time budget
+        if c.required_seconds is not None:
+            return f"about {c.required_n:,} worker pairs: `--time-budget {math.ceil(c.required_seconds):,}`"
         return f"about {c.required_n:,} worker pairs: a larger `--time-budget`"
     return f"{c.required_n:,} {c.required_unit} per side (or `perfgate ab`)"
 
