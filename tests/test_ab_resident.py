@@ -46,7 +46,7 @@ def work(ctx):
         if MODE == "crash" and calls[0] > 40:
             print("stage work: the simulated crash", file=sys.stderr, flush=True)
             os._exit(3)
-        if MODE == "hang" and calls[0] > 40:
+        if MODE == "hang" and len(os.sched_getaffinity(0)) == 1:  # hangs once pinned: while measuring
             time.sleep(3600)
         y[:] = x
         for _ in range(5):
@@ -156,8 +156,8 @@ def test_a_crashing_side_is_one_line_naming_it_with_its_last_stderr_line(tmp_pat
 def test_a_hung_side_times_out_and_is_killed(tmp_path):
     base, cur = tree(tmp_path, "base"), tree(tmp_path, "cur", mode="hang")
     with pytest.raises(PerfgateError) as err:
-        measure_resident(sides(base, cur), options(setup_timeout=3, block_timeout=3), Policy())
-    assert "current `cur`" in str(err.value) and "did not answer within 3 s" in str(err.value)
+        measure_resident(sides(base, cur), options(setup_timeout=60, block_timeout=3), Policy())
+    assert "current `cur`" in str(err.value) and "did not answer within" in str(err.value)
     assert resident_processes(tmp_path) == []
 
 

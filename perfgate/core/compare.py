@@ -13,6 +13,7 @@ current run alone and hold without any baseline.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -499,6 +500,26 @@ def _informational(base: Metric, cur: Metric, policy: Policy) -> Comparison:
     )
 
 
+def _split(
+    baseline: Run, current: Run, policy: Policy, prepare: Callable[[Metric, Metric], list[_Pending]]
+) -> tuple[list[_Pending], list[Comparison]]:
+    """The metrics both runs have, prepared for testing; the others (new, missing, informational) decided."""
+    pending: list[_Pending] = []
+    fixed: list[Comparison] = []
+    for cur in current.metrics.values():
+        base = baseline.metrics.get(cur.name)
+        if base is None:
+            fixed.append(_unpaired(cur, "current", policy))
+        elif cur.direction is Direction.INFO:
+            fixed.append(_informational(base, cur, policy))
+        else:
+            pending.extend(prepare(base, cur))
+    fixed.extend(
+        _unpaired(m, "baseline", policy) for name, m in baseline.metrics.items() if name not in current.metrics
+    )
+    return pending, fixed
+
+
 def compare_runs(
     baseline: Run,
     current: Run,
@@ -536,22 +557,12 @@ def compare_runs(
                 f"metric {name!r} is {base.unit}/{base.direction.value} in the baseline and "
                 f"{cur.unit}/{cur.direction.value} now; re-record the baseline"
             )
-    pending: list[_Pending] = []
-    fixed: list[Comparison] = []
-    for name, cur in current.metrics.items():
-        base = baseline.metrics.get(name)
-        if base is None:
-            fixed.append(_unpaired(cur, "current", policy))
-        elif cur.direction is Direction.INFO:
-            fixed.append(_informational(base, cur, policy))
-        else:
-            single = min(len(base.samples), len(cur.samples)) == 1
-            pending.extend(
-                _prepare(base, cur, stat, policy, paired) for stat in _statistics_of(cur, policy, single)
-            )
-    fixed.extend(
-        _unpaired(m, "baseline", policy) for name, m in baseline.metrics.items() if name not in current.metrics
-    )
+
+    def prepare(base: Metric, cur: Metric) -> list[_Pending]:
+        single = min(len(base.samples), len(cur.samples)) == 1
+        return [_prepare(base, cur, stat, policy, paired) for stat in _statistics_of(cur, policy, single)]
+
+    pending, fixed = _split(baseline, current, policy, prepare)
     tested = [p for p in pending if p.p_value is not None and p.fixed is None]
     adjusted = dict(
         zip((id(p) for p in tested), holm([p.p_value for p in tested if p.p_value is not None]), strict=True)

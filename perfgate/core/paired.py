@@ -46,15 +46,14 @@ from perfgate.core.compare import (
     Comparison,
     Verdict,
     _decide,
-    _informational,
     _Pending,
+    _split,
     _statistics_of,
-    _unpaired,
     check_budgets,
 )
 from perfgate.core.metrics import Direction
 from perfgate.core.policy import Policy
-from perfgate.core.schema import Run
+from perfgate.core.schema import Metric, Run
 from perfgate.core.significance import holm
 from perfgate.core.stats import QUANTILES
 
@@ -140,6 +139,24 @@ def _across(log_ratios: Sequence[float], direction: Direction) -> _Across | None
     return _Across(log_worse=float(d.mean()), se=sd / math.sqrt(len(d)), sd=sd, df=len(d) - 1)
 
 
+def _test_across(p: _Pending, log_ratios: Sequence[float]) -> None:
+    """Fill in a pending comparison's estimate and one-sided t test from the pairs' log ratios."""
+    across = _across(log_ratios, p.cur.direction)
+    if across is None:
+        p.fixed = Verdict.INCONCLUSIVE
+        p.reason = "fewer than 2 worker pairs measured it"
+        p.required_n = MIN_PAIRS
+        return
+    p.log_worse, p.se, p.df = across.log_worse, across.se, across.df
+    p.sigma_run = across.sd / math.sqrt(2.0)  # _decide's pairs-to-decide: 2 (zσ/m)² = (z sd/m)²
+    p.groups = (across.df + 1, across.df + 1)
+    if across.se > 0:
+        p.p_value = float(sps.t(across.df).sf(across.log_worse / across.se))
+    else:
+        p.p_value = 0.0 if across.log_worse > 0 else 1.0
+    p.noise = f"paired over {across.df + 1} worker pairs (SD of the pairs' log ratios {across.sd:.1%})"
+
+
 def decide_look(
     baseline: Run,
     current: Run,
@@ -159,23 +176,16 @@ def decide_look(
     """
     derived = dict(derived or {})
     look_policy = replace(policy, alpha=alpha)
-    pending: list[_Pending] = []
-    fixed: list[Comparison] = []
-    for name, cur in current.metrics.items():
-        base = baseline.metrics.get(name)
-        if base is None:
-            fixed.append(_unpaired(cur, "current", policy))
-            continue
-        if cur.direction is Direction.INFO:
-            fixed.append(_informational(base, cur, policy))
-            continue
+
+    def prepare(base: Metric, cur: Metric) -> list[_Pending]:
+        out = []
         for stat in _statistics_of(cur, policy, single=False):
             q = QUANTILES.get(stat, 0.5)
             p = _Pending(
                 base=base,
                 cur=cur,
                 statistic=stat,
-                threshold=policy.threshold_for(name),
+                threshold=policy.threshold_for(cur.name),
                 base_value=float(np.quantile(base.samples, q)),
                 cur_value=float(np.quantile(cur.samples, q)),
                 log_worse=None,
@@ -183,24 +193,11 @@ def decide_look(
                 p_value=None,
                 threshold_only=False,
             )
-            across = _across(log_ratios.get((name, stat), ()), cur.direction)
-            if across is None:
-                p.fixed = Verdict.INCONCLUSIVE
-                p.reason = "fewer than 2 worker pairs measured it"
-                p.required_n = MIN_PAIRS
-            else:
-                p.log_worse, p.se, p.df = across.log_worse, across.se, across.df
-                p.sigma_run = across.sd / math.sqrt(2.0)  # _decide's pairs-to-decide: 2 (zσ/m)² = (z sd/m)²
-                p.groups = (across.df + 1, across.df + 1)
-                if across.se > 0:
-                    p.p_value = float(sps.t(across.df).sf(across.log_worse / across.se))
-                else:
-                    p.p_value = 0.0 if across.log_worse > 0 else 1.0
-                p.noise = f"paired over {across.df + 1} worker pairs (SD of the pairs' log ratios {across.sd:.1%})"
-            pending.append(p)
-    fixed.extend(
-        _unpaired(m, "baseline", policy) for name, m in baseline.metrics.items() if name not in current.metrics
-    )
+            _test_across(p, log_ratios.get((cur.name, stat), ()))
+            out.append(p)
+        return out
+
+    pending, fixed = _split(baseline, current, policy, prepare)
     own = [p for p in pending if p.p_value is not None and p.fixed is None and p.cur.name not in derived]
     adjusted = dict(zip((id(p) for p in own), holm([p.p_value for p in own if p.p_value is not None]), strict=True))
     by_key = {(p.cur.name, p.statistic): adjusted[id(p)] for p in own}

@@ -65,6 +65,7 @@ class TempPostgres:
         self.password = secrets.token_hex(12)
         self.port = 0
         self.dir: Path | None = None
+        self._sockets = Path("/nonexistent")
         self._admin = None
 
     def _as_postgres(self, *argv: str) -> list[str]:
@@ -77,10 +78,14 @@ class TempPostgres:
     def start(self) -> str:
         self.dir = Path(tempfile.mkdtemp(prefix="perfgate-pg-"))
         self.dir.chmod(0o755)
+        # the Unix socket's path must stay under 108 bytes, whatever TMPDIR is: keep it in /tmp
+        self._sockets = Path(tempfile.mkdtemp(prefix="pg-", dir="/tmp" if Path("/tmp").is_dir() else None))
+        self._sockets.chmod(0o755)
         pwfile = self.dir / "pw"
         pwfile.write_text(self.password + "\n")
         if os.geteuid() == 0:
             shutil.chown(self.dir, "postgres", "postgres")
+            shutil.chown(self._sockets, "postgres", "postgres")
             shutil.chown(pwfile, "postgres", "postgres")
         data = self.dir / "data"
         subprocess.run(
@@ -106,7 +111,7 @@ class TempPostgres:
         for _attempt in range(3):  # another process may take the free port first
             self.port = _free_port()
             options = (
-                f"-k {self.dir} -p {self.port} -c listen_addresses=127.0.0.1 -c fsync=off "
+                f"-k {self._sockets} -p {self.port} -c listen_addresses=127.0.0.1 -c fsync=off "
                 "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
             )
             result = subprocess.run(
@@ -165,4 +170,5 @@ class TempPostgres:
                 timeout=120,
             )
         shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self._sockets, ignore_errors=True)
         self.dir = None
