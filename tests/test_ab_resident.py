@@ -12,6 +12,7 @@ import json
 import math
 import os
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -255,3 +256,20 @@ def test_an_inconclusive_metric_says_what_time_budget_would_decide_it():
     budgeted = _with_budgets(look, seconds=50.0, pairs=4, pair_seconds=10.0)  # 10 s to start, 10 s a pair
     assert budgeted.comparisons[0].required_seconds == pytest.approx(10.0 + 10.0 * c.required_n)
     assert f"`--time-budget {math.ceil(10.0 + 10.0 * c.required_n):,}`" in render_markdown(budgeted)
+
+
+def test_a_stage_added_by_the_change_is_new_and_the_others_still_compared(tmp_path):
+    extra = STAGES.format(mode="ok") + textwrap.dedent(
+        """
+
+        @stage("added", metric="added_time_ms", unit="ms", suite="abtest")
+        def added(ctx):
+            return lambda: sum(range(1000))
+        """
+    )
+    base, cur = tree(tmp_path, "base"), tree(tmp_path, "cur", text=extra)
+    outcome = measure_resident(sides(base, cur), options(), Policy(threshold_pct=50))
+    verdicts = {c.metric: c.verdict.value for c in outcome.result.comparisons}
+    assert verdicts["added_time_ms"] == "new"
+    assert verdicts["work_time_ms"] in ("unchanged", "inconclusive", "improved")
+    assert [p["name"] for p in outcome.plan] == ["work"]

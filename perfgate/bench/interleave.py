@@ -224,6 +224,22 @@ def _setup_request(options: ResidentOptions) -> dict[str, Any]:
     }
 
 
+def _one_side(stages: list[dict[str, Any]], other: list[dict[str, Any]]) -> dict[str, Metric]:
+    from perfgate.bench.registry import _TIME_UNITS
+
+    there = {(s["name"], s["metric"]) for s in other}
+    return {
+        s["metric"]: Metric(
+            name=s["metric"],
+            unit=s["unit"],
+            direction=Direction.LOWER,
+            samples=(float(s["typical_s"]) * _TIME_UNITS[s["unit"]],),
+        )
+        for s in stages
+        if (s["name"], s["metric"]) not in there
+    }
+
+
 def _plan(stages_a: list[dict[str, Any]], stages_b: list[dict[str, Any]], options: ResidentOptions) -> list[_Plan]:
     from perfgate.bench.registry import _TIME_UNITS
 
@@ -232,7 +248,7 @@ def _plan(stages_a: list[dict[str, Any]], stages_b: list[dict[str, Any]], option
     for s in stages_a:
         other = b_by_name.get(s["name"])
         if other is None or other["metric"] != s["metric"]:
-            continue  # measured on one side only: reported as missing/new from the set-up reply
+            continue  # on one side only: reported new or missing (_one_side)
         typical = max(1e-9, math.sqrt(float(s["typical_s"]) * float(other["typical_s"])))
         calls = max(1, min(200_000, round(options.block_time / typical)))
         blocks = round(options.stage_time / (2 * calls * typical))
@@ -260,6 +276,9 @@ class _Data:
     units: dict[str, tuple[str, Direction]] = field(default_factory=dict)
     derived: dict[str, str] = field(default_factory=dict)
     orders: list[tuple[str, ...]] = field(default_factory=list)
+    # stages only one side has (added or removed by the change): their typical time, to report new/missing
+    one_side: tuple[dict[str, Metric], dict[str, Metric]] = field(default_factory=lambda: ({}, {}))
+    machine: dict[str, Any] = field(default_factory=dict)
 
     def add(self, metric: str, unit: str, direction: Direction, a: list[float], b: list[float]) -> None:
         self.units.setdefault(metric, (unit, direction))
@@ -303,15 +322,15 @@ def _measure_pair(
         a, b = timings[p.name]["A"], timings[p.name]["B"]
         flat_a, flat_b = [x for blk in a for x in blk], [x for blk in b for x in blk]
         data.add(p.metric, p.unit, Direction.LOWER, flat_a, flat_b)
+        middle = block_log_ratio(a, b)
         for stat in _statistics(p.metric, options):
             q = QUANTILES.get(stat, 0.5)
-            value = block_log_ratio(a, b) if q == 0.5 else pooled_log_ratio(a, b, q)
-            data.ratio(p.metric, stat, value)
+            data.ratio(p.metric, stat, middle if q == 0.5 else pooled_log_ratio(a, b, q))
         if p.throughput_metric and p.items_per_call:
             rate_a = [p.items_per_call * p.scale / x for x in flat_a if x > 0]
             rate_b = [p.items_per_call * p.scale / x for x in flat_b if x > 0]
             data.add(p.throughput_metric, "samples/s", Direction.HIGHER, rate_a, rate_b)
-            data.ratio(p.throughput_metric, "median", -data.ratios[(p.metric, "median")][-1])
+            data.ratio(p.throughput_metric, "median", -middle)  # items / time: the same ratio, inverted
             data.derived[p.throughput_metric] = p.metric
 
 
@@ -324,9 +343,7 @@ def _add_memory(memory_a: Mapping[str, float], memory_b: Mapping[str, float], da
 
 
 def _runs(data: _Data, sides: tuple[Side, Side], options: ResidentOptions, config: dict[str, Any]) -> tuple[Run, Run]:
-    from perfgate.bench.machine import collect_machine
-
-    machine = collect_machine()
+    machine = data.machine
     created = format_timestamp(datetime.now(UTC))
     runs = []
     for k, side in enumerate(sides):
@@ -342,6 +359,7 @@ def _runs(data: _Data, sides: tuple[Side, Side], options: ResidentOptions, confi
                 samples=tuple(x for part in parts for x in part),
                 groups=tuple(len(part) for part in parts),
             )
+        metrics.update(data.one_side[k])
         runs.append(
             Run(
                 run_id=uuid.uuid4().hex,
@@ -399,7 +417,9 @@ def measure_resident(
     """
     started = time.monotonic()
     cpus = tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else (0,)
-    data = _Data()
+    from perfgate.bench.machine import collect_machine
+
+    data = _Data(machine=collect_machine())
     plans: list[_Plan] = []
     rule: SequentialLooks | None = None
     pinned = True
@@ -447,6 +467,10 @@ def measure_resident(
             replies = finish_setup(chans)
             if not plans:
                 plans = _plan(replies["A"]["stages"], replies["B"]["stages"], options)
+                data.one_side = (
+                    _one_side(replies["A"]["stages"], replies["B"]["stages"]),
+                    _one_side(replies["B"]["stages"], replies["A"]["stages"]),
+                )
                 if not plans:
                     raise PerfgateError("the two revisions have no stage in common to compare")
                 config = {
