@@ -43,7 +43,7 @@ def work(ctx):
         calls[0] += 1
         if LOG and calls[0] % 25 == 0:
             with open(LOG, "a") as f:
-                f.write(json.dumps({{"pid": os.getpid(), "cpus": sorted(os.sched_getaffinity(0))}}) + "\\n")
+                f.write(json.dumps({{"pid": os.getpid(), "ppid": os.getppid(), "cpus": sorted(os.sched_getaffinity(0))}}) + "\\n")
         if MODE == "crash" and calls[0] > 40:
             print("stage work: the simulated crash", file=sys.stderr, flush=True)
             os._exit(3)
@@ -184,28 +184,14 @@ def test_a_perfgate_without_the_resident_worker_asks_for_the_fallback(tmp_path):
     assert resident_processes(tmp_path) == []
 
 
-def test_without_fork_every_worker_is_a_fresh_interpreter(tmp_path, monkeypatch):
-    from perfgate.bench import interleave
-
+def test_every_worker_is_a_fresh_interpreter(tmp_path):
+    """Regression for workers forked from one template per revision: every pair shared its layout offset."""
     base, cur = tree(tmp_path, "base"), tree(tmp_path, "cur")
-    spawned: list[str] = []
-    real = interleave.Workers.spawn
-
-    def spawn(self, label, cwd, env):  # type: ignore[no-untyped-def]
-        ch = real(self, label, cwd, env)
-        spawned.append(label)
-        return ch
-
-    def no_fork(self, template, label, timeout):  # type: ignore[no-untyped-def]
-        raise AssertionError("forked although the templates said they cannot")
-
-    monkeypatch.setattr(interleave.Workers, "spawn", spawn)
-    monkeypatch.setattr(interleave.Workers, "fork", no_fork)
-    monkeypatch.setenv("PERFGATE_RESIDENT_NO_FORK", "1")
-    outcome = measure_resident(sides(base, cur), options(), Policy(threshold_pct=50))
-    assert not outcome.forked
-    assert len([s for s in spawned if "worker (pair" in s]) == 6
-    assert resident_processes(tmp_path) == []
+    log = tmp_path / "calls.log"
+    measure_resident(sides(base, cur, log), options(), Policy(threshold_pct=50))
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len({e["pid"] for e in entries}) == 6  # 3 pairs x 2 workers, each its own process
+    assert {e["ppid"] for e in entries} == {os.getpid()}  # started by the check itself, not forked from a template
 
 
 def test_protocol_serves_requests_and_reports_errors_in_one_line(tmp_path):

@@ -1,11 +1,11 @@
 """The resident-worker engine of ``perfgate ab``: both revisions interleaved in short blocks, pair by pair.
 
-For each revision a template process imports that revision's code (:mod:`perfgate.bench.resident`,
-started in its own tree). Then, pair after pair, until every gated metric is decided or the
-time budget is spent:
+Pair after pair, until every gated metric is decided or the time budget is spent:
 
-1. a fresh worker is forked from each template and runs every stage's set-up, with the same
-   seed on both sides (both free to use both CPUs while they set up);
+1. a fresh worker process is started for each revision (``python -m perfgate.bench.resident``
+   in that revision's own tree, so it imports that revision's code) and runs every stage's
+   set-up, with the same seed on both sides; while one pair measures, the next one starts
+   and sets up on another CPU;
 2. both workers are pinned to one CPU (``os.sched_setaffinity``; the CPU changes from pair to
    pair) and alternate **blocks**: ``k`` timed calls of one stage, about
    :attr:`ResidentOptions.block_time` of work, on one side and then on the other, the side
@@ -15,6 +15,10 @@ time budget is spent:
 3. the pair's log ratio of every metric is estimated from its blocks, the workers end, and at
    the looks fixed by the budget the check decides (:mod:`perfgate.core.paired`).
 
+Every worker is a fresh interpreter. Workers forked from one template process per revision
+start faster, but they inherit the template's memory layout, so every pair of a check shares
+one layout offset between the sides, which the test across pairs cannot see: measured on a
+pure-Python stage, that design raised false alarms in A/A checks (``benchmarks/ab.py``).
 Block sizes and counts are fixed from the first pair's set-up and kept for the whole check.
 """
 
@@ -157,12 +161,11 @@ class ResidentOutcome:
     stopped: str  # "decided", "time budget", "maximum pairs"
     pinned: bool
     cpus: tuple[int, ...]
-    forked: bool
     seed: int
     seconds: float
     pair_seconds: float
     plan: tuple[dict[str, Any], ...]
-    setup_seconds: tuple[float, ...]  # per pair: fork and set-up of both workers
+    setup_seconds: tuple[float, ...]  # per pair: waiting for both workers' start and set-up
     measure_seconds: tuple[float, ...]  # per pair: the blocks
     orders: tuple[tuple[str, ...], ...]  # per pair, the side that went first in each block, in order
     log_ratios: Mapping[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)  # per pair
@@ -187,28 +190,19 @@ def block_orders(seed: int, pair: int, n: int) -> tuple[str, ...]:
     return tuple("A" if x else "B" for x in rng.random(n) < 0.5)
 
 
-def _start_templates(workers: Workers, sides: tuple[Side, Side], options: ResidentOptions) -> list[Channel]:
+def _greet(ch: Channel, side: Side, timeout: float) -> None:
+    """Read a fresh worker's greeting; ProtocolMissing when its perfgate has no resident worker."""
     from perfgate.bench.resident import PROTOCOL, PROTOCOL_VERSION
 
-    templates = [workers.spawn(f"{s.label} template worker", s.path, dict(s.env)) for s in sides]
-    for side, ch in zip(sides, templates, strict=True):
-        try:
-            hello = ch.receive(options.setup_timeout)
-        except PerfgateError as exc:
-            if "No module named perfgate.bench.resident" in str(exc) or "No module named 'perfgate.bench" in str(exc):
-                raise ProtocolMissing(f"the {side.label} has no resident worker") from None
-            raise PerfgateError(f"the {side.label} does not start: {ch.stderr_tail()}") from None
-        ch.hello = hello
-        if hello.get("protocol") != PROTOCOL or hello.get("version") != PROTOCOL_VERSION:
-            raise ProtocolMissing(f"the {side.label} speaks worker protocol {hello.get('version')!r}")
-    load = {"op": "load", "suite": options.suite, "stages_modules": list(options.stages_modules)}
-    for ch in templates:
-        ch.send(load)
-    for side, ch in zip(sides, templates, strict=True):
-        reply = ch.receive(options.setup_timeout)
-        if reply.get("ok") is not True:
-            raise PerfgateError(f"the {side.label} cannot be imported: {reply.get('error')}")
-    return templates
+    try:
+        hello = ch.receive(timeout)
+    except PerfgateError as exc:
+        if "No module named perfgate.bench.resident" in str(exc) or "No module named 'perfgate.bench" in str(exc):
+            raise ProtocolMissing(f"the {side.label} has no resident worker") from None
+        raise PerfgateError(f"the {side.label} does not start: {ch.stderr_tail()}") from None
+    if hello.get("protocol") != PROTOCOL or hello.get("version") != PROTOCOL_VERSION:
+        ch.kill()
+        raise ProtocolMissing(f"the {side.label} speaks worker protocol {hello.get('version')!r}")
 
 
 def _setup_request(options: ResidentOptions) -> dict[str, Any]:
@@ -380,7 +374,7 @@ def _runs(data: _Data, sides: tuple[Side, Side], options: ResidentOptions, confi
 
 def _with_budgets(result: CheckResult, seconds: float, pairs: int, pair_seconds: float) -> CheckResult:
     """Say, for each comparison more pairs would decide, the time budget those pairs would take."""
-    fixed = max(0.0, seconds - pairs * pair_seconds)  # starting the templates, the first set-up
+    fixed = max(0.0, seconds - pairs * pair_seconds)  # the first pair's start, not overlapped
     comparisons = tuple(
         dataclasses.replace(c, required_seconds=fixed + c.required_n * pair_seconds)
         if c.required_unit == "pairs" and c.required_n is not None
@@ -429,25 +423,19 @@ def measure_resident(
     setup_seconds: list[float] = []
     measure_seconds: list[float] = []
     with Workers() as workers:
-        templates = _start_templates(workers, sides, options)
-        forked = all(t.hello.get("fork") is True for t in templates)
         overlap = options.overlap and len(cpus) > 1
         request = _setup_request(options)
 
         def start_pair(pair: int, cpu: int | None) -> dict[str, Channel]:
-            """Fork (or spawn) both workers of a pair and send them their set-up; do not wait for it."""
+            """Start both workers of a pair (pinned to ``cpu`` if given) and send them their set-up; do not wait."""
             chans = {}
-            for name, side, template in zip("AB", sides, templates, strict=True):
-                label = f"{side.label} worker (pair {pair + 1})"
-                if forked:
-                    chans[name] = workers.fork(template, label, options.setup_timeout)
-                else:
-                    chans[name] = workers.spawn(label, side.path, dict(side.env))
-                chans[name].receive(options.setup_timeout)  # its greeting
+            for name, side in zip("AB", sides, strict=True):
+                chans[name] = workers.spawn(f"{side.label} worker (pair {pair + 1})", side.path, dict(side.env))
                 if cpu is not None:
                     pin(chans[name].pid, cpu)
-            for ch in chans.values():
-                ch.send(request)
+            for name, side in zip("AB", sides, strict=True):
+                _greet(chans[name], side, options.setup_timeout)
+                chans[name].send(request)
             return chans
 
         def finish_setup(chans: dict[str, Channel]) -> dict[str, dict[str, Any]]:
@@ -455,7 +443,8 @@ def measure_resident(
             for name, ch in chans.items():
                 reply = ch.receive(options.setup_timeout)
                 if reply.get("ok") is not True:
-                    raise PerfgateError(f"the {ch.label} failed to set up: {reply.get('error')}")
+                    ch.kill()
+                    raise PerfgateError(f"the {ch.label} cannot be imported or set up: {reply.get('error')}")
                 replies[name] = reply
             return replies
 
@@ -528,7 +517,6 @@ def measure_resident(
         stopped=stopped,
         pinned=pinned,
         cpus=cpus,
-        forked=forked,
         seed=options.seed,
         seconds=seconds,
         pair_seconds=pair_seconds,

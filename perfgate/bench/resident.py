@@ -16,11 +16,6 @@ speaks first and answers every request with one line:
   stage's set-up and warm-up in registration order (:func:`perfgate.bench.runner.prepare`),
   times a few more calls for ``typical_s`` and measures memory once (one value per process
   is enough: memory is not noisy);
-* ``{"op": "load", "suite": …, "stages_modules": […]}`` → ``{"ok": true}``: imports only;
-* ``{"op": "fork", "socket": PATH, "stderr": PATH}`` → ``{"ok": true, "pid": N}`` (a
-  template only, where the OS can fork): a fresh worker, forked from this one, that serves
-  the same protocol over the Unix socket ``PATH`` — what the template imported, it has;
-  nothing is set up yet;
 * ``{"op": "time", "stage": NAME, "calls": K}`` → ``{"ok": true, "seconds": [K floats]}``:
   K timed calls of one stage, each timed on its own as the runner times them;
 * ``{"op": "exit"}`` → ``{"ok": true}``, and the worker ends.
@@ -34,8 +29,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import signal
-import socket
 import sys
 import traceback
 from typing import IO, Any
@@ -43,7 +36,7 @@ from typing import IO, Any
 __all__ = ["PROTOCOL", "PROTOCOL_VERSION", "Worker", "main"]
 
 PROTOCOL = "perfgate-resident"
-# History: 1 — load / fork / setup / time / exit.
+# History: 1 — setup / time / exit.
 PROTOCOL_VERSION = 1
 _TYPICAL_TIME = 0.05  # seconds of extra calls after the warm-up that give a stage's typical call time
 _MAX_CALLS = 1_000_000
@@ -56,7 +49,7 @@ class Worker:
         self.prepared: dict[str, Any] = {}
 
     def load(self, req: dict[str, Any]) -> dict[str, Any]:
-        """Import the suite's stage modules (a template does this once, before it forks workers)."""
+        """Import the suite's stage modules."""
         for name in req.get("stages_modules", []):
             try:
                 importlib.import_module(name)
@@ -133,52 +126,14 @@ def _error(message: str) -> dict[str, Any]:
     return {"ok": False, "error": message.replace("\n", " ")}
 
 
-def _fork(req: dict[str, Any], replies: IO[str]) -> dict[str, Any]:
-    """Fork a fresh worker that serves the protocol over the Unix socket ``req["socket"]``.
-
-    The child gets what this process imported, and nothing it set up (a template sets
-    nothing up); its stderr goes to ``req["stderr"]``. It never returns here.
-    """
-    if not hasattr(os, "fork"):
-        return _error("this platform cannot fork")
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid:
-        return {"ok": True, "pid": pid}
-    code = 1
-    try:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        replies.close()
-        err = os.open(str(req["stderr"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(err, 2)
-        os.dup2(err, 1)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        conn.connect(str(req["socket"]))
-        code = serve(conn.makefile("r", encoding="utf-8"), conn.makefile("w", encoding="utf-8"), template=False)
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        sys.stderr.flush()
-        os._exit(code)
-
-
-def serve(requests: IO[str], replies: IO[str], *, template: bool = True) -> int:
-    """Answer requests until ``exit`` or end of input; returns the exit status.
-
-    A template (the process ``perfgate ab`` starts per revision) can also ``fork`` workers.
-    """
+def serve(requests: IO[str], replies: IO[str]) -> int:
+    """Answer requests until ``exit`` or end of input; returns the exit status."""
 
     def send(obj: dict[str, Any]) -> None:
         replies.write(json.dumps(obj, allow_nan=False) + "\n")
         replies.flush()
 
-    # PERFGATE_RESIDENT_NO_FORK=1: every worker a fresh interpreter (slower; for libraries that do not survive fork)
-    can_fork = template and hasattr(os, "fork") and os.environ.get("PERFGATE_RESIDENT_NO_FORK", "") in ("", "0")
-    if can_fork:
-        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # forked workers are reaped as they end
-    send({"protocol": PROTOCOL, "version": PROTOCOL_VERSION, "pid": os.getpid(), "fork": can_fork})
+    send({"protocol": PROTOCOL, "version": PROTOCOL_VERSION, "pid": os.getpid()})
     worker = Worker()
     for line in requests:
         try:
@@ -190,10 +145,7 @@ def serve(requests: IO[str], replies: IO[str], *, template: bool = True) -> int:
         if op == "exit":
             send({"ok": True})
             return 0
-        if op == "fork" and can_fork:
-            send(_fork(req, replies))
-            continue
-        handler = {"load": worker.load, "setup": worker.setup, "time": worker.time}.get(str(op))
+        handler = {"setup": worker.setup, "time": worker.time}.get(str(op))
         if handler is None:
             send(_error(f"unknown op {op!r} (protocol version {PROTOCOL_VERSION})"))
             continue

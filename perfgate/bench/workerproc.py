@@ -1,10 +1,8 @@
 """The coordinator's side of a resident worker: start it, talk to it with deadlines, end it.
 
-A revision gets one **template** process (``python -m perfgate.bench.resident`` in its own
-tree, so it imports that revision's code once); each worker pair is then forked from the
-two templates, which gives every pair fresh processes — their own memory placement, so
-their own per-process offset — without paying the imports again. Where ``fork`` is not
-available, each worker is a template process of its own.
+Each worker is a fresh interpreter (``python -m perfgate.bench.resident``) started in its
+revision's own tree, so it imports that revision's code, with its own memory layout and so
+its own per-process offset, independent of every other worker's.
 
 Every exchange has a deadline. A worker that ends early, answers nonsense or misses its
 deadline raises :class:`WorkerFailed` with the last line of its stderr, and every worker
@@ -19,7 +17,6 @@ import json
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -68,7 +65,7 @@ def pin(pid: int, cpu: int) -> bool:
 
 
 class Channel:
-    """One resident worker: JSON lines both ways over a pipe pair or a Unix socket."""
+    """One resident worker: JSON lines both ways over its stdin and stdout."""
 
     def __init__(
         self,
@@ -79,7 +76,6 @@ class Channel:
         write_fd: int,
         stderr: Path,
         proc: subprocess.Popen[bytes] | None = None,
-        sock: socket.socket | None = None,
     ) -> None:
         self.label = label
         self.pid = pid
@@ -87,10 +83,8 @@ class Channel:
         self._write_fd = write_fd
         self._stderr = stderr
         self._proc = proc
-        self._sock = sock
         self._buf = b""
         self.closed = False
-        self.hello: dict[str, Any] = {}  # a template's greeting
 
     def stderr_tail(self) -> str:
         try:
@@ -170,8 +164,6 @@ class Channel:
                 if f is not None:
                     with contextlib.suppress(OSError):
                         f.close()
-        if self._sock is not None:
-            self._sock.close()
 
 
 def _gone(pid: int) -> bool:
@@ -224,7 +216,7 @@ class Workers:
         return self._tmp / f"{self._count:03d}-{label.split()[0]}.stderr"
 
     def spawn(self, label: str, cwd: Path, env: dict[str, str]) -> Channel:
-        """A template worker in ``cwd`` (its revision's tree)."""
+        """A fresh worker in ``cwd`` (its revision's tree)."""
         stderr = self._stderr_path(label)
         with stderr.open("wb") as err:
             proc = subprocess.Popen(
@@ -244,31 +236,5 @@ class Workers:
             stderr=stderr,
             proc=proc,
         )
-        self._all.append(ch)
-        return ch
-
-    def fork(self, template: Channel, label: str, timeout: float) -> Channel:
-        """A fresh worker forked from ``template``, connected over its own Unix socket."""
-        stderr = self._stderr_path(label)
-        path = self._tmp / f"{self._count:03d}.sock"
-        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            server.bind(str(path))
-            server.listen(1)
-            reply = template.request({"op": "fork", "socket": str(path), "stderr": str(stderr)}, timeout)
-            pid = int(reply["pid"])
-            server.settimeout(timeout)
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-                raise WorkerFailed(f"the {label} did not connect within {timeout:.0f} s") from None
-        finally:
-            server.close()
-            with contextlib.suppress(OSError):
-                path.unlink()
-        conn.setblocking(True)
-        ch = Channel(label=label, pid=pid, read_fd=conn.fileno(), write_fd=conn.fileno(), stderr=stderr, sock=conn)
         self._all.append(ch)
         return ch

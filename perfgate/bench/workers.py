@@ -34,8 +34,14 @@ from perfgate.errors import PerfgateError
 __all__ = ["child_argv", "location_precision", "measure_in_processes"]
 
 # flags the parent handles itself, with whether they take a value
-_PARENT_FLAGS = {"--output": True, "--store": True, "--processes": True, "--time-budget": True, "--model": True,
-                 "--push-metrics": True}
+_PARENT_FLAGS = {
+    "--output": True,
+    "--store": True,
+    "--processes": True,
+    "--time-budget": True,
+    "--model": True,
+    "--push-metrics": True,
+}
 
 
 def child_argv(argv: Sequence[str], model: str, output: Path) -> list[str]:

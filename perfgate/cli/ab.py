@@ -225,7 +225,6 @@ def run(args: argparse.Namespace) -> int:
                 planned_looks=list(outcome.schedule),
                 stopped=outcome.stopped,
                 pinned=outcome.pinned,
-                forked=outcome.forked,
                 seconds=round(outcome.seconds, 1),
                 seconds_per_pair=round(outcome.pair_seconds, 1),
                 stages=list(outcome.plan),
