@@ -1,6 +1,6 @@
 """A Python API for use inside a training script: record metrics, keep a baseline, check.
 
-The counterpart of the seed's ``PerformanceTracker`` / ``PerformanceMetrics``::
+The counterpart of the original specification's ``PerformanceTracker`` / ``PerformanceMetrics``::
 
     from perfgate.api import PerformanceTracker
 
@@ -45,7 +45,7 @@ _TIME_SCALE = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PerformanceMetrics:
-    """The seed's six numbers for one run; :meth:`to_run` makes a one-sample-per-metric run."""
+    """The original specification's six numbers for one run; :meth:`to_run` makes a one-sample-per-metric run."""
 
     dbn_load_time_ms: float
     feature_extraction_time_ms: float
@@ -99,7 +99,7 @@ class PerformanceTracker:
         self._samples.setdefault(metric, []).append(float(value))
 
     def record_metrics(self, metrics: PerformanceMetrics) -> None:
-        """Add the seed's six numbers as one sample each."""
+        """Add the original specification's six numbers as one sample each."""
         for name, metric in metrics.to_run().metrics.items():
             self.record(name, metric.samples[0])
 

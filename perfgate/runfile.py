@@ -34,7 +34,7 @@ def load_json(path: Path | str) -> object:
 
 
 def load_run(path: Path | str, metric_info: Mapping[str, MetricInfo] | None = None) -> Run:
-    """Read a run file in the versioned or the seed's flat format."""
+    """Read a run file in the versioned or the original specification's flat format."""
     return run_from_dict(load_json(path), source=str(path), metric_info=metric_info)
 
 

@@ -42,8 +42,9 @@ def work(ctx):
     def once():
         calls[0] += 1
         if LOG and calls[0] % 25 == 0:
+            entry = {{"pid": os.getpid(), "ppid": os.getppid(), "cpus": sorted(os.sched_getaffinity(0))}}
             with open(LOG, "a") as f:
-                f.write(json.dumps({{"pid": os.getpid(), "ppid": os.getppid(), "cpus": sorted(os.sched_getaffinity(0))}}) + "\\n")
+                f.write(json.dumps(entry) + "\\n")
         if MODE == "crash" and calls[0] > 40:
             print("stage work: the simulated crash", file=sys.stderr, flush=True)
             os._exit(3)

@@ -91,8 +91,8 @@ class ResidentOptions:
 
     Attributes:
         model, suite, stages_modules: what to run (as ``perfgate bench``).
-        seed: the seed of the block order (recorded in the report; reproducible).
-        setup_seed: the seed every stage's set-up gets, the same on both sides.
+        seed: the random seed of the block order (recorded in the report; reproducible).
+        setup_seed: the random seed every stage's set-up gets, the same on both sides.
         params: stage parameters (``quick``, ``threads``), the same on both sides.
         data: DBN file for the reference pipeline (None: the synthetic default).
         time_budget: seconds for the whole check; pairs are added only while they fit.
@@ -185,7 +185,7 @@ class ResidentOutcome:
 
 
 def block_orders(seed: int, pair: int, n: int) -> tuple[str, ...]:
-    """Which side goes first in each of a pair's ``n`` blocks: ``"A"`` or ``"B"``, reproducible from the seed."""
+    """Which side goes first in each of a pair's ``n`` blocks: ``"A"`` or ``"B"``, reproducible from its seed."""
     rng = np.random.default_rng([seed, pair])
     return tuple("A" if x else "B" for x in rng.random(n) < 0.5)
 

@@ -42,7 +42,7 @@ def config_from(args: argparse.Namespace) -> Config:
 
 
 def content_run_id(run: Run) -> str:
-    """A stable id for a run file that has none (seed-format files): hash of its content."""
+    """A stable id for a run file that has none (flat-format files): hash of its content."""
     return hashlib.sha256(dumps(run).encode()).hexdigest()[:32]
 
 

@@ -1,6 +1,6 @@
 """``perfgate baseline``: per-model baselines, as files or kept in the store.
 
-Files (as the seed): ``save RUN.json`` writes ``<dir>/<model>_baseline.json``; ``show``
+Files (as the original specification): ``save RUN.json`` writes ``<dir>/<model>_baseline.json``; ``show``
 prints them. From the store (what CI runs on a merge to main): ``update`` forms the
 baseline of every model and machine from the last K unflagged runs on main, ``accept
 RUN_ID`` lets a run the gate flagged into baselines, ``show --store`` says which runs a

@@ -1,4 +1,4 @@
-"""``perfgate bench``: run the stages of a model and write a run file (the seed's quick benchmark).
+"""``perfgate bench``: run the stages of a model and write a run file (the original specification's quick benchmark).
 
 For the reference pipeline it also writes the trained model next to the run file
 (``run.json`` -> ``run.model.pt``); ``--quick`` is a smoke run: two rounds, fewer calls.

@@ -10,7 +10,7 @@ same machine (K = 10 for ``perfgate baseline update``). Two ways were considered
   work 5.3-9.7 ms). The pooled median is robust: a run that was lucky (or unlucky)
   contributes 1/K of the samples and moves the median by little, so the baseline is never
   the best-ever run and never one run when more exist. It also works with runs of
-  different sample counts and with seed-format runs (one sample each).
+  different sample counts and with flat-format runs (one sample each).
 * **Median of each sample position** (rejected): sample i of the baseline = median over
   the runs of their sample i. It keeps the within-run order (warm-up at the front), but
   the median over K runs shrinks the spread of each position by about sqrt(K), so the
@@ -69,7 +69,9 @@ def pool_runs(runs: Sequence[Run]) -> Run:
 
 
 def flat_baseline(baseline: Run, *, timestamp: str | None) -> dict[str, object]:
-    """The seed's flat per-model document: each metric's median, ``timestamp``, ``git_commit``, ``model_type``.
+    """The original specification's flat per-model document.
+
+    Each metric's median, ``timestamp``, ``git_commit``, ``model_type``.
 
     ``timestamp`` is when the baseline was formed (None: the newest run's time). Reading
     the document back (:func:`perfgate.core.codec.run_from_dict`) gives one sample per

@@ -4,7 +4,7 @@ Two formats are read:
 
 * the versioned run format (``schema_version`` 1, DESIGN §3), upgraded step by step from
   older versions through :data:`UPGRADES` and refused when newer than this perfgate;
-* the seed's flat format (one number per metric plus ``timestamp``, ``git_commit``,
+* the original specification's flat format (one number per metric plus ``timestamp``, ``git_commit``,
   ``model_type``), read as one sample per metric.
 
 Writing always produces the current version with sorted keys. Errors are
@@ -44,7 +44,7 @@ FLAT_FIELDS = ("timestamp", "git_commit", "model_type")
 def parse_timestamp(value: object, *, source: str | None, field: str) -> str:
     """Normalise an ISO-8601 timestamp to UTC ``YYYY-MM-DDTHH:MM:SS[.ffffff]Z``.
 
-    A timestamp without a zone is taken as UTC (the seed writes UTC).
+    A timestamp without a zone is taken as UTC (the original specification writes UTC).
     """
     if not isinstance(value, str):
         raise InputError(f"expected an ISO-8601 timestamp string, got {value!r}", source=source, field=field)
@@ -74,7 +74,7 @@ def format_timestamp(moment: datetime) -> str:
 
 
 def is_flat_format(data: Mapping[str, Any]) -> bool:
-    """True for the seed's flat single-number files."""
+    """True for the original specification's flat single-number files."""
     return "metrics" not in data and "schema_version" not in data and ("model_type" in data or "model" in data)
 
 
@@ -271,7 +271,7 @@ def _metric_doc(metric: Metric) -> dict[str, Any]:
 
 
 def run_to_dict(run: Run) -> dict[str, Any]:
-    """The current-version document for ``run`` (a seed-format run is written upgraded)."""
+    """The current-version document for ``run`` (a flat-format run is written upgraded)."""
     machine: dict[str, Any] = dict(run.machine.details)
     if run.machine.fingerprint is not None:
         machine["fingerprint"] = run.machine.fingerprint

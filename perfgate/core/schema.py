@@ -107,7 +107,7 @@ class Run:
     """One benchmark run of one model: metrics with raw samples plus provenance.
 
     ``created_at`` is a UTC ISO-8601 string ("2026-11-29T18:00:00Z") or ``None`` when the
-    source did not say; ``single_sample_format`` marks runs read from the seed's flat files.
+    source did not say; ``single_sample_format`` marks runs read from the original specification's flat files.
     """
 
     model: str

@@ -7,7 +7,7 @@ compares, and runs every panel's query against a real Prometheus filled by ``per
 prometheus --push``. Queries only use names :mod:`perfgate.export.prometheus` exports, never
 ``or vector(0)``-style constructs that return data whatever the metrics say.
 
-The panels follow the seed's dashboard: DBN load time with its 10 ms target, inference
+The panels follow the original specification's dashboard: DBN load time with its 10 ms target, inference
 latency per model (p50/p95/p99) with the 50 µs target, training step time compared across
 models, memory by model, the regression count, the change against the baseline, and
 throughput; ``$model`` and ``$machine`` filter every panel.
@@ -28,8 +28,8 @@ __all__ = [
 ]
 
 DASHBOARD_UID = "perfgate-overview"
-DBN_LOAD_TARGET_SECONDS = 0.010  # the seed's "<10ms" DBN load target
-INFERENCE_TARGET_SECONDS = 50e-6  # the seed's "<50μs" inference target (HFT requirement)
+DBN_LOAD_TARGET_SECONDS = 0.010  # the original specification's "<10ms" DBN load target
+INFERENCE_TARGET_SECONDS = 50e-6  # the original specification's "<50μs" inference target (HFT requirement)
 CHANGE_THRESHOLD = 0.10  # perfgate's default regression threshold
 
 _SEL = 'model=~"$model", machine=~"$machine"'
@@ -94,7 +94,7 @@ def build_dashboard() -> Any:
         return panel
 
     def with_target_line(panel: Any, value: float) -> Any:
-        # the seed's target as a dashed red line; the budgets, where configured, come as series
+        # the original specification's target as a dashed red line; the budgets, where configured, come as series
         return panel.thresholds(thresholds((None, "green"), (value, "red"))).thresholds_style(
             common_b.GraphThresholdsStyleConfig().mode(common.GraphThresholdsStyleMode.DASHED)
         )

@@ -8,7 +8,7 @@ __all__ = ["fmt_change", "fmt_ci", "fmt_p", "fmt_time", "fmt_value"]
 
 
 def fmt_value(value: float | None) -> str:
-    """Two decimals as in the seed's report (0.70, 100.00); significant digits for tiny values."""
+    """Two decimals as in the original specification's report (0.70, 100.00); significant digits for tiny values."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
     if value != 0 and abs(value) < 0.1:
@@ -41,7 +41,7 @@ def fmt_p(p: float | None) -> str:
 
 
 def fmt_time(iso: str | None) -> str:
-    """``2025-10-15T10:00:00Z`` -> ``2025-10-15 10:00:00`` (UTC), as in the seed's report."""
+    """``2025-10-15T10:00:00Z`` -> ``2025-10-15 10:00:00`` (UTC), as in the original specification's report."""
     if not iso:
         return "unknown"
     return iso.replace("T", " ").rstrip("Z").split(".")[0]

@@ -1,6 +1,6 @@
-"""The Markdown report of a check, shaped after the seed's example report.
+"""The Markdown report of a check, shaped after the original specification's example report.
 
-Sections, most severe first: regressions (the seed's table and detail sentences), over
+Sections, most severe first: regressions (the original specification's table and detail sentences), over
 budget, inconclusive, improvements, unchanged, new/missing, then the statistics of every
 comparison. However many metrics there are, the report stays under :data:`MAX_CHARS`
 (GitHub's comment limit is 65,536): rows are sorted by size of change and the tail of
