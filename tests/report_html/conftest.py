@@ -7,9 +7,11 @@ Missing Chromium or Playwright skips the browser tests with the reason, except i
 from __future__ import annotations
 
 import base64
+import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,7 +47,9 @@ def browser() -> Iterator[Any]:
     except ImportError:
         _missing("playwright is not installed (pip install -e '.[dev]')")
     with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=executable, headless=True, args=FLAGS)
+        # Chromium's singleton socket lives in TMPDIR and must stay under 108 bytes: a short one
+        env = {**os.environ, "TMPDIR": "/tmp"} if Path("/tmp").is_dir() else None
+        chromium = p.chromium.launch(executable_path=executable, headless=True, args=FLAGS, env=env)
         try:
             yield chromium
         finally:
