@@ -1,8 +1,8 @@
 """Interleaved A/B runs: two revisions measured alternately in one job (``perfgate ab``).
 
 A stored baseline was measured in another process, at another time, often on another
-runner; on a shared machine that alone moves timings by up to 2× (research note
-``noise.md``). Measuring both revisions in the same job, alternately, puts them in the
+runner; on a shared machine that alone moves timings by up to 2× (``docs/noise.md``).
+Measuring both revisions in the same job, alternately, puts them in the
 same phases of the machine, and the ratio within each pair cancels the phase.
 
 The contract:

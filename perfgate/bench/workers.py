@@ -1,7 +1,7 @@
 """Independent repetitions: the same benchmark in several worker processes, one after another.
 
 Samples taken inside one process share its memory layout, its caches and the machine's
-current phase, so they understate the run-to-run spread (research note ``noise.md``).
+current phase, so they understate the run-to-run spread (``docs/noise.md``).
 Running the benchmark in N fresh processes — sequentially, so they never compete for the
 two cores — and keeping each process's samples as a group lets the decision measure that
 spread instead of guessing it (as pyperf does with its worker processes).

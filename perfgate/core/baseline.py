@@ -6,7 +6,7 @@ same machine (K = 10 for ``perfgate baseline update``). Two ways were considered
 * **Pooling** (kept): every sample of every run, one distribution. The run-to-run spread
   (a new process, another memory layout, another phase of a shared machine) lands in the
   baseline's distribution, which one run's samples understate by a wide margin on shared
-  runners (research note ``noise.md``: within-run CoV 18-20 %, run medians for identical
+  runners (``docs/noise.md``: within-run CoV 18-20 %, run medians for identical
   work 5.3-9.7 ms). The pooled median is robust: a run that was lucky (or unlucky)
   contributes 1/K of the samples and moves the median by little, so the baseline is never
   the best-ever run and never one run when more exist. It also works with runs of

@@ -2,7 +2,8 @@
 
 Two formats are read:
 
-* the versioned run format (``schema_version`` 1, DESIGN §3), upgraded step by step from
+* the versioned run format (``schema_version`` 1, documented in
+  ``perfgate/schemas/run.schema.json``), upgraded step by step from
   older versions through :data:`UPGRADES` and refused when newer than this perfgate;
 * the original specification's flat format (one number per metric plus ``timestamp``, ``git_commit``,
   ``model_type``), read as one sample per metric.

@@ -1,4 +1,4 @@
-"""The decision of DESIGN §4: a current run against its baseline, metric by metric.
+"""The regression decision: a current run against its baseline, metric by metric.
 
 A metric **regresses** when its direction-adjusted relative change exceeds its threshold
 *and* the one-sided test that the current run is worse is significant after Holm's

@@ -1,4 +1,4 @@
-"""The built-in metric table: canonical names of the pipeline suite (DESIGN §3).
+"""The built-in metric table: canonical names of the pipeline suite.
 
 A run file may omit ``unit`` and ``direction`` for these names; for any other name both
 must be given (in the file or in the configuration).

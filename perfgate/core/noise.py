@@ -2,7 +2,7 @@
 
 Samples from one process understate the noise that matters on a shared machine: a
 process, its memory layout and the machine's phase shift all its samples together
-(research note ``noise.md``: identical work measured a minute apart differs by up to 2×).
+(``docs/noise.md``: identical work measured a minute apart differs by up to 2×).
 Two estimates of the between-run standard deviation of a metric's log location make that
 noise visible to the decision:
 

@@ -2,7 +2,7 @@
 
 Both revisions run in resident worker processes, a fresh pair of them at a time, and
 alternate short blocks of calls of each stage on one CPU. That leaves two levels of noise
-(research note ``noise.md`` §2):
+(``docs/noise.md`` §2):
 
 * **within a pair**, block to block: the machine's phase, mostly cancelled because both
   sides of a block ran a few milliseconds apart. A pair's estimate of a stage's median is

@@ -45,7 +45,7 @@ class Budget:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Policy:
-    """The decision parameters of one check (DESIGN §4).
+    """The decision parameters of one check.
 
     Attributes:
         threshold_pct: the global threshold, in percent of the baseline.

@@ -1,4 +1,4 @@
-"""The data model: a :class:`Run` of :class:`Metric` samples (DESIGN §3).
+"""The data model: a :class:`Run` of :class:`Metric` samples.
 
 Values are immutable and validated on construction; every summary (median, percentiles,
 confidence intervals) is derived from the raw samples, never read from a file.

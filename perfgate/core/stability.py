@@ -23,7 +23,7 @@ step, say). Two things spoil a summary of them:
   the odd spike) with its distribution-free confidence interval (Sen 1968, as in
   ``scipy.stats.theilslopes``). Runs longer than 600 samples are reduced to 500 batch
   means first, to keep the pairwise slopes in memory. Timings within one run are
-  autocorrelated (research note ``noise.md``: speed moves in phases), so the interval is
+  autocorrelated (``docs/noise.md``: speed moves in phases), so the interval is
   optimistic; ``drifting`` therefore also asks for the drift across the run to exceed
   ``drift_tolerance`` (5 % by default), not only for the interval to exclude zero.
 

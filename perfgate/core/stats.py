@@ -83,7 +83,7 @@ def quantile(samples: Sequence[float], statistic: str) -> float:
 def min_samples_for(statistic: str) -> int:
     """Samples per side before a quantile is compared: enough to put 3 samples beyond it.
 
-    p50 needs 2, p95 60, p99 300 (the figure asked for by G6 in the research notes).
+    p50 needs 2, p95 60, p99 300.
     """
     q = QUANTILES[statistic]
     return max(2, math.ceil(_TAIL_SAMPLES / (1.0 - q) - 1e-9)) if q > 0.5 else 2

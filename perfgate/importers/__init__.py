@@ -1,4 +1,4 @@
-"""Importers: results of other benchmark tools as perfgate runs (DESIGN §1, ``perfgate import``).
+"""Importers: results of other benchmark tools as perfgate runs (``perfgate import``).
 
 One module per format, each with ``FORMAT`` and
 ``parse(data, *, source, options) -> ImportResult`` over the decoded JSON; :func:`import_file`

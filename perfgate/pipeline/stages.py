@@ -1,4 +1,4 @@
-"""The reference pipeline's stages, registered for ``perfgate bench`` (DESIGN §7).
+"""The reference pipeline's stages, registered for ``perfgate bench`` .
 
 load (DBN file -> one instrument's OHLCV bars) -> features (the 16 indicators) ->
 training step of the model -> single-sample inference, served the fast way
@@ -18,8 +18,8 @@ What one timed call is, per model (the training configs are the dataclass defaul
 
 Training uses ``params["threads"]`` torch threads (default: 1) and puts torch back to
 one thread after each step, so torch eager inference always runs single-threaded: with
-two, its p99 jumps to milliseconds as OpenMP workers wake and sleep
-(shared/research/ml-pipeline.md §1.2).
+two, its p99 jumps to milliseconds as OpenMP workers wake and sleep (measured on a
+2-core runner).
 """
 
 from __future__ import annotations

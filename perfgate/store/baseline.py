@@ -1,6 +1,6 @@
 """Baselines kept from the history: formed by ``baseline update``, used by ``check --store``.
 
-The rule (DESIGN §3, research note G10): the baseline of (suite, model, machine
+The rule: the baseline of (suite, model, machine
 fingerprint) is formed from the last K runs of the main branch that the gate did not flag
 (or that a person accepted), with their samples pooled (:func:`perfgate.core.baseline.pool_runs`
 says why). Never the best-ever run, never a single run when more exist. A check records its
