@@ -500,6 +500,12 @@ def _informational(base: Metric, cur: Metric, policy: Policy) -> Comparison:
     )
 
 
+def _holm_by_id(tested: list[_Pending]) -> dict[int, float]:
+    """Holm-adjusted p-values of the tested comparisons, keyed by ``id()`` of each pending one."""
+    p_values = [p.p_value for p in tested if p.p_value is not None]
+    return dict(zip((id(p) for p in tested), holm(p_values), strict=True))
+
+
 def _split(
     baseline: Run, current: Run, policy: Policy, prepare: Callable[[Metric, Metric], list[_Pending]]
 ) -> tuple[list[_Pending], list[Comparison]]:
@@ -564,9 +570,7 @@ def compare_runs(
 
     pending, fixed = _split(baseline, current, policy, prepare)
     tested = [p for p in pending if p.p_value is not None and p.fixed is None]
-    adjusted = dict(
-        zip((id(p) for p in tested), holm([p.p_value for p in tested if p.p_value is not None]), strict=True)
-    )
+    adjusted = _holm_by_id(tested)
     decided = [_decide(p, adjusted.get(id(p)), policy, len(tested)) for p in pending]
     return CheckResult(
         current=current,

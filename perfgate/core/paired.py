@@ -46,6 +46,7 @@ from perfgate.core.compare import (
     Comparison,
     Verdict,
     _decide,
+    _holm_by_id,
     _Pending,
     _split,
     _statistics_of,
@@ -54,7 +55,6 @@ from perfgate.core.compare import (
 from perfgate.core.metrics import Direction
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Metric, Run
-from perfgate.core.significance import holm
 from perfgate.core.stats import QUANTILES
 
 __all__ = [
@@ -199,7 +199,7 @@ def decide_look(
 
     pending, fixed = _split(baseline, current, policy, prepare)
     own = [p for p in pending if p.p_value is not None and p.fixed is None and p.cur.name not in derived]
-    adjusted = dict(zip((id(p) for p in own), holm([p.p_value for p in own if p.p_value is not None]), strict=True))
+    adjusted = _holm_by_id(own)
     by_key = {(p.cur.name, p.statistic): adjusted[id(p)] for p in own}
     for p in pending:  # a derived metric is decided on its source's test: one member of the family
         source = derived.get(p.cur.name)
