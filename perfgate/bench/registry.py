@@ -15,7 +15,11 @@ and returns a zero-argument callable; the runner times each call of that callabl
 Stages run in registration order; a stage may leave values in ``ctx.state`` for the
 stages after it. ``items_per_call`` turns each timing into a throughput sample as well;
 ``memory_metric`` adds the stage's own peak memory per round; ``samples`` asks for at least
-that many timed calls in all (a latency tail needs thousands).
+that many timed calls in all (a latency tail needs thousands). ``kind`` says what the
+stage's time is bound by (``compute``, ``interpreter`` or ``memory``): the runner then times
+the reference kernel of that kind with its calls (:mod:`perfgate.bench.reference`), and a
+check compares the stage's time in units of that reference, which takes out most of a
+shared machine's slow phases. A stage without a kind is compared on raw times.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from perfgate.core.schema import REFERENCE_KINDS
 
 __all__ = ["Stage", "StageContext", "clear", "register", "stage", "stages_for"]
 
@@ -65,6 +71,9 @@ class Stage:
             its calls (see :mod:`perfgate.bench.runner`).
         samples: at least this many timed calls over all rounds when ``repeat`` is
             chosen automatically.
+        kind: what the stage's time is bound by, ``compute``, ``interpreter`` or
+            ``memory``; the reference kernel of that kind is timed with its calls.
+            ``None``: no reference, raw times only.
     """
 
     name: str
@@ -80,6 +89,7 @@ class Stage:
     synchronize: bool = True
     memory_metric: str | None = None
     samples: int | None = None
+    kind: str | None = None
 
     def __post_init__(self) -> None:
         if self.unit not in _TIME_UNITS:
@@ -92,6 +102,10 @@ class Stage:
             raise ValueError(f"stage {self.name!r}: repeat must be >= 1, got {self.repeat}")
         if self.samples is not None and self.samples < 1:
             raise ValueError(f"stage {self.name!r}: samples must be >= 1, got {self.samples}")
+        if self.kind is not None and self.kind not in REFERENCE_KINDS:
+            raise ValueError(
+                f"stage {self.name!r}: kind must be one of {', '.join(REFERENCE_KINDS)} (or None), got {self.kind!r}"
+            )
 
     @property
     def scale(self) -> float:
@@ -125,6 +139,7 @@ def stage(
     synchronize: bool = True,
     memory_metric: str | None = None,
     samples: int | None = None,
+    kind: str | None = None,
 ) -> Callable[[Callable[[StageContext], Callable[[], object]]], Callable[[StageContext], Callable[[], object]]]:
     """Decorator form of :func:`register`; returns the set-up function unchanged."""
 
@@ -146,6 +161,7 @@ def stage(
                 synchronize=synchronize,
                 memory_metric=memory_metric,
                 samples=samples,
+                kind=kind,
             )
         )
         return setup

@@ -23,6 +23,12 @@ Per model the runner does, in order:
 
 Spreading samples over rounds, rather than one block per stage, lets slow phases of a
 shared machine hit every stage alike.
+
+5. the machine-speed index: a stage that declares its ``kind`` has its calls taken in blocks
+   of about :data:`BLOCK_SECONDS`, and the reference kernel of that kind
+   (:mod:`perfgate.bench.reference`) is timed right before each block; each sample keeps
+   the reference time of its block (``Metric.reference``). Each round also starts with one
+   timing of every kernel; the run's ``machine_index`` is each kernel's median time.
 """
 
 from __future__ import annotations
@@ -36,17 +42,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from perfgate.bench.gpu import GpuRound, cuda_torch
 from perfgate.bench.memory import PeakMemory, current_rss_bytes, release_free_memory
+from perfgate.bench.reference import KINDS, ReferenceKernels
 from perfgate.bench.registry import Stage, StageContext, stages_for
 from perfgate.core.metrics import BUILTIN_METRICS, Direction
-from perfgate.core.schema import GitInfo, Machine, Metric, Run
+from perfgate.core.schema import GitInfo, Machine, Metric, Reference, Run
 from perfgate.core.stability import steady_state
 from perfgate.errors import InputError
 
 __all__ = ["BenchOptions", "ProgressFn", "memory_round", "prepare", "run_benchmark", "time_call", "timed_for"]
 
 ProgressFn = Callable[[str, int, int], None]  # (what, done, total)
+
+# calls of a stage per reference timing: a block lasts about this long (at least one call);
+# short against the machine's phases (seconds), long against the kernel (0.3 ms)
+BLOCK_SECONDS = 0.005
 
 _MEMORY_METRIC = "memory_usage_mb"
 _STAGE_MEMORY = (
@@ -113,7 +126,9 @@ class _Prepared:
     sync: Callable[[], None] | None
     repeat: int
     held_bytes: int = 0
+    block: int = 1
     seconds: list[float] = field(default_factory=list)
+    references: list[float] = field(default_factory=list)  # one per sample, when the stage has a kind
     memory_mb: list[float] = field(default_factory=list)
 
 
@@ -134,10 +149,10 @@ def prepare(stage: Stage, ctx: StageContext, options: BenchOptions) -> _Prepared
     sync = _synchronizer(stage, options.device)
     warmup = stage.warmup if stage.warmup is not None else options.warmup
     if warmup is not None:
-        for _ in range(warmup):
-            time_call(call, sync)
+        warm = [time_call(call, sync) for _ in range(warmup)]
     else:
-        timed_for(call, sync, options.warmup_time, options.max_repeat)
+        warm = timed_for(call, sync, options.warmup_time, options.max_repeat)
+    typical = sorted(warm)[len(warm) // 2] if warm else BLOCK_SECONDS
     repeat = stage.repeat if stage.repeat is not None else options.repeat
     if repeat is None:
         # calibrate on calls after the warm-up: a first call that compiles or fills caches
@@ -152,10 +167,25 @@ def prepare(stage: Stage, ctx: StageContext, options: BenchOptions) -> _Prepared
     if stage.memory_metric:
         release_free_memory()
         held = max(0, current_rss_bytes() - before)
-    return _Prepared(stage=stage, call=call, sync=sync, repeat=repeat, held_bytes=held)
+    block = max(1, min(repeat, math.ceil(BLOCK_SECONDS / max(typical, 1e-9))))
+    return _Prepared(stage=stage, call=call, sync=sync, repeat=repeat, held_bytes=held, block=block)
 
 
-def _round(prepared: list[_Prepared]) -> float:
+def _timed_calls(p: _Prepared, kernels: ReferenceKernels | None) -> None:
+    """The round's timed calls of one stage, in blocks led by a reference timing when it has a kind."""
+    if kernels is None or p.stage.kind is None:
+        p.seconds.extend(time_call(p.call, p.sync) for _ in range(p.repeat))
+        return
+    done = 0
+    while done < p.repeat:
+        reference = kernels.time(p.stage.kind)
+        k = min(p.block, p.repeat - done)
+        p.seconds.extend(time_call(p.call, p.sync) for _ in range(k))
+        p.references.extend([reference] * k)
+        done += k
+
+
+def _round(prepared: list[_Prepared], kernels: ReferenceKernels | None = None) -> float:
     """One round over every stage; returns its peak RSS above the RSS at its start, in MB."""
     release_free_memory()  # or the start would hold whatever the round before freed, differently each time
     start = current_rss_bytes()
@@ -166,7 +196,7 @@ def _round(prepared: list[_Prepared]) -> float:
         with PeakMemory() as peak:
             if p.stage.memory_metric:
                 time_call(p.call, p.sync)  # untimed: refaults the released heap (module docstring, 4.)
-            p.seconds.extend(time_call(p.call, p.sync) for _ in range(p.repeat))
+            _timed_calls(p, kernels)
         top = max(top, peak.before + peak.peak_bytes)
         if p.stage.memory_metric:
             p.memory_mb.append((p.held_bytes + peak.peak_bytes) / 2**20)
@@ -196,13 +226,16 @@ def memory_round(prepared: list[_Prepared]) -> dict[str, float]:
     return figures
 
 
-def _metric(name: str, unit: str, direction: Direction, samples: list[float]) -> Metric:
+def _metric(
+    name: str, unit: str, direction: Direction, samples: list[float], reference: Reference | None = None
+) -> Metric:
     info = BUILTIN_METRICS.get(name)
     return Metric(
         name=name,
         unit=info.unit if info else unit,
         direction=info.direction if info else direction,
         samples=tuple(samples),
+        reference=reference,
     )
 
 
@@ -217,6 +250,7 @@ def _drop_warmup(p: _Prepared) -> dict[str, Any]:
         return {}
     state = steady_state(p.seconds)
     p.seconds = p.seconds[state.start :]
+    p.references = p.references[state.start :]
     return {
         "warmup_dropped": state.start,
         "drift_across_run": round(state.relative_drift, 4),
@@ -264,12 +298,16 @@ def run_benchmark(
     gpu_memory: list[float] = []
     gpu_util: list[float] = []
     torch = cuda_torch(options.device)
+    kernels = ReferenceKernels()
+    index: dict[str, list[float]] = {kind: [] for kind in KINDS}
     for r in range(options.rounds):
         if progress:
             progress(f"round {r + 1}/{options.rounds}", len(stages) + r, total)
+        for kind in KINDS:
+            index[kind].append(kernels.time(kind))
         gpu_round = GpuRound(torch, options.device) if torch is not None else nullcontext()
         with gpu_round as gpu:
-            memory.append(_round(prepared))
+            memory.append(_round(prepared, kernels))
         if gpu is not None:
             gpu_memory.append(gpu.peak_mb)
             if gpu.utilization_pct is not None:
@@ -282,10 +320,22 @@ def run_benchmark(
     metrics: dict[str, Metric] = {}
     for p in prepared:
         st = p.stage
-        metrics[st.metric] = _metric(st.metric, st.unit, Direction.LOWER, [s * st.scale for s in p.seconds])
+        reference = None
+        if st.kind is not None and len(p.references) == len(p.seconds):
+            reference = Reference(kernel=st.kind, seconds=tuple(p.references))
+            index[st.kind].extend(p.references)
+        metrics[st.metric] = _metric(
+            st.metric, st.unit, Direction.LOWER, [s * st.scale for s in p.seconds], reference
+        )
         if st.throughput_metric and st.items_per_call:
-            rate = [st.items_per_call / s for s in p.seconds if s > 0]
-            metrics[st.throughput_metric] = _metric(st.throughput_metric, "samples/s", Direction.HIGHER, rate)
+            kept = [i for i, s in enumerate(p.seconds) if s > 0]
+            rate = [st.items_per_call / p.seconds[i] for i in kept]
+            rate_reference = None
+            if reference is not None:
+                rate_reference = Reference(kernel=reference.kernel, seconds=tuple(reference.seconds[i] for i in kept))
+            metrics[st.throughput_metric] = _metric(
+                st.throughput_metric, "samples/s", Direction.HIGHER, rate, rate_reference
+            )
         if st.memory_metric:
             metrics[st.memory_metric] = _metric(st.memory_metric, "MB", Direction.LOWER, p.memory_mb)
     metrics[_MEMORY_METRIC] = _metric(_MEMORY_METRIC, "MB", Direction.LOWER, memory)
@@ -318,4 +368,5 @@ def run_benchmark(
         ),
         config=run_config,
         metrics=metrics,
+        machine_index={kind: float(np.median(values)) for kind, values in index.items() if values},
     )

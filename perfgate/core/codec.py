@@ -2,7 +2,7 @@
 
 Two formats are read:
 
-* the versioned run format (``schema_version`` 1, documented in
+* the versioned run format (``schema_version`` 2, documented in
   ``perfgate/schemas/run.schema.json``), upgraded step by step from
   older versions through :data:`UPGRADES` and refused when newer than this perfgate;
 * the original specification's flat format (one number per metric plus ``timestamp``, ``git_commit``,
@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from perfgate.core.metrics import BUILTIN_METRICS, Direction, MetricInfo
-from perfgate.core.schema import SCHEMA_VERSION, GitInfo, Machine, Metric, Run
+from perfgate.core.schema import REFERENCE_KINDS, SCHEMA_VERSION, GitInfo, Machine, Metric, Reference, Run
 from perfgate.errors import InputError, SchemaVersionError
 
 __all__ = [
@@ -35,9 +35,16 @@ __all__ = [
     "run_to_dict",
 ]
 
-# version N -> function turning a version-N document into version N+1. Empty while the
-# format has only version 1; keep every step once it exists (old files live forever).
-UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+def _upgrade_1_to_2(doc: dict[str, Any]) -> dict[str, Any]:
+    # version 2 only adds optional fields (metrics' ``reference``, the run's
+    # ``machine_index``); a version-1 document is a version-2 document without them
+    return doc
+
+
+# version N -> function turning a version-N document into version N+1; keep every step
+# (old files live forever)
+UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _upgrade_1_to_2}
 
 FLAT_FIELDS = ("timestamp", "git_commit", "model_type")
 
@@ -141,7 +148,57 @@ def _metric(name: str, raw: object, *, source: str | None, extra: Mapping[str, M
                 field=f"{where}.groups",
             )
         groups = tuple(groups)
-    return Metric(name=name, unit=unit, direction=direction, samples=values, groups=groups)
+    reference = None
+    if raw.get("reference") is not None:
+        reference = _reference(raw["reference"], len(values), source=source, where=f"{where}.reference")
+    return Metric(name=name, unit=unit, direction=direction, samples=values, groups=groups, reference=reference)
+
+
+def _reference(raw: object, n: int, *, source: str | None, where: str) -> Reference:
+    """A metric's reference timings, stored run-length encoded: ``seconds[i]`` for ``counts[i]`` samples."""
+    if not isinstance(raw, Mapping):
+        raise InputError("expected an object with 'kernel', 'seconds' and 'counts'", source=source, field=where)
+    kernel = raw.get("kernel")
+    if kernel not in REFERENCE_KINDS:
+        choices = ", ".join(REFERENCE_KINDS)
+        raise InputError(f"kernel must be one of {choices}, got {kernel!r}", source=source, field=f"{where}.kernel")
+    seconds, counts = raw.get("seconds"), raw.get("counts")
+    if not isinstance(seconds, list | tuple) or not seconds:
+        raise InputError("expected a non-empty list of seconds", source=source, field=f"{where}.seconds")
+    if not isinstance(counts, list | tuple) or len(counts) != len(seconds):
+        raise InputError("expected one count per entry of 'seconds'", source=source, field=f"{where}.counts")
+    values = []
+    for i, value in enumerate(seconds):
+        number = _sample(value, source=source, field=f"{where}.seconds[{i}]")
+        if number <= 0:
+            raise InputError("reference timings must be > 0 seconds", source=source, field=f"{where}.seconds[{i}]")
+        values.append(number)
+    if not all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in counts):
+        raise InputError("expected positive sample counts", source=source, field=f"{where}.counts")
+    if sum(counts) != n:
+        raise InputError(
+            f"counts add up to {sum(counts)} samples but the metric has {n}", source=source, field=f"{where}.counts"
+        )
+    per_sample = tuple(v for v, c in zip(values, counts, strict=True) for _ in range(c))
+    return Reference(kernel=kernel, seconds=per_sample)
+
+
+def _machine_index(raw: object, *, source: str | None) -> dict[str, float]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise InputError("expected an object of reference kernel times", source=source, field="machine_index")
+    index = {}
+    for kind, value in raw.items():
+        if kind not in REFERENCE_KINDS:
+            raise InputError(
+                f"unknown kernel {kind!r} (one of {', '.join(REFERENCE_KINDS)})", source=source, field="machine_index"
+            )
+        number = _sample(value, source=source, field=f"machine_index.{kind}")
+        if number <= 0:
+            raise InputError("kernel times must be > 0 seconds", source=source, field=f"machine_index.{kind}")
+        index[str(kind)] = number
+    return index
 
 
 def _flat_to_run(data: Mapping[str, Any], *, source: str | None, extra: Mapping[str, MetricInfo]) -> Run:
@@ -261,6 +318,7 @@ def run_from_dict(
         ),
         config=config,
         metrics=metrics,
+        machine_index=_machine_index(doc.get("machine_index"), source=source),
     )
 
 
@@ -268,6 +326,16 @@ def _metric_doc(metric: Metric) -> dict[str, Any]:
     doc: dict[str, Any] = {"unit": metric.unit, "direction": metric.direction.value, "samples": list(metric.samples)}
     if metric.groups is not None:
         doc["groups"] = list(metric.groups)
+    if metric.reference is not None:
+        seconds: list[float] = []
+        counts: list[int] = []
+        for value in metric.reference.seconds:
+            if seconds and seconds[-1] == value:
+                counts[-1] += 1
+            else:
+                seconds.append(value)
+                counts.append(1)
+        doc["reference"] = {"kernel": metric.reference.kernel, "seconds": seconds, "counts": counts}
     return doc
 
 
@@ -293,6 +361,8 @@ def run_to_dict(run: Run) -> dict[str, Any]:
         doc["run_id"] = run.run_id
     if run.created_at is not None:
         doc["created_at"] = run.created_at
+    if run.machine_index:
+        doc["machine_index"] = dict(run.machine_index)
     return doc
 
 

@@ -14,12 +14,27 @@ from typing import Any
 
 from perfgate.core.metrics import Direction
 
-__all__ = ["SCHEMA_VERSION", "GitInfo", "Machine", "Metric", "Run", "normalize_model"]
+__all__ = [
+    "REFERENCE_KINDS",
+    "SCHEMA_VERSION",
+    "GitInfo",
+    "Machine",
+    "Metric",
+    "Reference",
+    "Run",
+    "normalize_model",
+]
 
 # Run-file format history:
 #   1: first version (schema_version, run_id, suite, model, created_at, git, machine,
-#      config, metrics{name: {unit, direction, samples}}).
-SCHEMA_VERSION = 1
+#      config, metrics{name: {unit, direction, samples, groups}}).
+#   2: the machine-speed index: metrics may carry ``reference`` (the reference kernel timed
+#      with each sample), runs ``machine_index`` (each kernel's median time in the run).
+#      A version-1 file is a valid version-2 file without either.
+SCHEMA_VERSION = 2
+
+# the kinds of reference kernel (perfgate.bench.reference): what a stage's time tracks
+REFERENCE_KINDS = ("compute", "interpreter", "memory")
 
 
 def normalize_model(name: str) -> str:
@@ -29,6 +44,29 @@ def normalize_model(name: str) -> str:
 
 def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(mapping or {}))
+
+
+def _positive_seconds(values: tuple[float, ...], what: str) -> None:
+    for i, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"{what}[{i}] must be a positive number of seconds, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reference:
+    """The reference kernel of one kind, timed right before the block each sample belongs to.
+
+    ``seconds[i]`` goes with the metric's ``samples[i]``: dividing a time by it takes out
+    the machine's speed at that moment (:func:`perfgate.core.noise.normalised`).
+    """
+
+    kernel: str
+    seconds: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if self.kernel not in REFERENCE_KINDS:
+            raise ValueError(f"reference kernel must be one of {', '.join(REFERENCE_KINDS)}, got {self.kernel!r}")
+        _positive_seconds(self.seconds, "reference seconds")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +85,7 @@ class Metric:
     direction: Direction
     samples: tuple[float, ...]
     groups: tuple[int, ...] | None = None
+    reference: Reference | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -70,6 +109,11 @@ class Metric:
                     f"metric {self.name!r}: groups add up to {sum(self.groups)} samples, the metric has "
                     f"{len(self.samples)}"
                 )
+        if self.reference is not None and len(self.reference.seconds) != len(self.samples):
+            raise ValueError(
+                f"metric {self.name!r}: {len(self.reference.seconds)} reference timings for "
+                f"{len(self.samples)} samples"
+            )
 
     def group_samples(self) -> list[tuple[float, ...]]:
         """The samples split by group (one group when ``groups`` is None)."""
@@ -108,6 +152,8 @@ class Run:
 
     ``created_at`` is a UTC ISO-8601 string ("2026-11-29T18:00:00Z") or ``None`` when the
     source did not say; ``single_sample_format`` marks runs read from the original specification's flat files.
+    ``machine_index`` is the median time in seconds of each reference kernel over the run:
+    how fast the machine was while it ran (empty when the run was not measured with them).
     """
 
     model: str
@@ -120,6 +166,7 @@ class Run:
     machine: Machine = field(default_factory=Machine)
     config: Mapping[str, Any] = field(default_factory=dict)
     single_sample_format: bool = False
+    machine_index: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -129,8 +176,13 @@ class Run:
         for key, metric in self.metrics.items():
             if key != metric.name:
                 raise ValueError(f"metrics key {key!r} does not match metric name {metric.name!r}")
+        for kind, seconds in self.machine_index.items():
+            if kind not in REFERENCE_KINDS:
+                raise ValueError(f"machine_index: unknown kernel {kind!r} (one of {', '.join(REFERENCE_KINDS)})")
+            _positive_seconds((seconds,), f"machine_index.{kind}")
         object.__setattr__(self, "metrics", _frozen(self.metrics))
         object.__setattr__(self, "config", _frozen(self.config))
+        object.__setattr__(self, "machine_index", _frozen(self.machine_index))
 
     @property
     def model_key(self) -> str:

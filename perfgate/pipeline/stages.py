@@ -132,7 +132,7 @@ def one_instrument(dbn: Any) -> np.ndarray:
     return rec[rec["instrument_id"] == ids[np.argmax(counts)]]
 
 
-@stage("dbn_load", metric="dbn_load_time_ms", unit="ms")
+@stage("dbn_load", metric="dbn_load_time_ms", unit="ms", kind="memory")
 def _dbn_load(ctx: StageContext) -> Callable[[], object]:
     from perfgate.pipeline.dbn import load_dbn, ohlcv_arrays
 
@@ -147,7 +147,7 @@ def _dbn_load(ctx: StageContext) -> Callable[[], object]:
     return once
 
 
-@stage("features", metric="feature_extraction_time_ms", unit="ms")
+@stage("features", metric="feature_extraction_time_ms", unit="ms", kind="compute")
 def _features(ctx: StageContext) -> Callable[[], object]:
     from perfgate.pipeline.features import compute_features
 
@@ -203,6 +203,10 @@ def _batch(model: str) -> int:
     return int(cfg.minibatch if model == "ppo" else cfg.batch_size)
 
 
+# what each model's training step is bound by: the small DQN and PPO networks by the
+# per-call overhead of torch eager (many small kernels), Mamba-2 and TFT by their matrix work
+_TRAINING_KIND = {"dqn": "interpreter", "ppo": "interpreter", "mamba2": "compute", "tft": "compute"}
+
 for _name in MODELS:
     stage(
         f"training_step_{_name}",
@@ -212,6 +216,7 @@ for _name in MODELS:
         items_per_call=_batch(_name),
         throughput_metric="throughput_samples_per_sec",
         memory_metric="training_memory_mb",
+        kind=_TRAINING_KIND.get(_name),
     )(_training_setup)
 
 
@@ -248,14 +253,16 @@ def _serving(ctx: StageContext, make: Callable[[torch.nn.Module], Any]) -> Calla
     return once
 
 
-@stage("inference", metric="inference_latency_us", unit="us", samples=INFERENCE_SAMPLES)
+@stage("inference", metric="inference_latency_us", unit="us", samples=INFERENCE_SAMPLES, kind="interpreter")
 def _inference(ctx: StageContext) -> Callable[[], object]:
     from perfgate.pipeline.serve import fast_server
 
     return _serving(ctx, fast_server)
 
 
-@stage("inference_torch", metric="inference_latency_torch_us", unit="us", samples=_EAGER_SAMPLES)
+@stage(
+    "inference_torch", metric="inference_latency_torch_us", unit="us", samples=_EAGER_SAMPLES, kind="interpreter"
+)
 def _inference_torch(ctx: StageContext) -> Callable[[], object]:
     from perfgate.pipeline.serve import eager_server
 
