@@ -1,32 +1,43 @@
-"""The gate's own accuracy on real runs of ``perfgate bench`` on this machine.
+"""The unpaired gate's accuracy on real runs of this machine: false alarms, power, time.
 
-A/A: the real benchmark of one model on unchanged code, run many times in separate
-processes spread over time (optionally with a busy loop loading the other core); every
-later run is checked against the first runs as a stored baseline, and we count checks that
-raise any alarm. A/B: the same, with a known slowdown injected into one stage from this
-script — a stages module, imported by ``perfgate bench --stages-module``, that wraps the
-registered stage and adds a calibrated amount of extra compute after each call — at 0.5×,
-1×, 1.5× and 2× the threshold. The product's own code path has no switch for it.
+Two steps, so that one recorded corpus can be checked under every rule:
 
-For each threshold (3, 5, 10 %) the table gives the false-alarm rate (A/A checks with any
-regression) and the power (A/B checks where the slowed metric regressed), for perfgate's
-rule on runs of several worker processes, perfgate's rule on single-process runs, and the
-seed's rule (median over the threshold, no statistics) on the same runs.
+    python benchmarks/accuracy.py record --out corpus/ [--aa 21 --ab 10 --slowdowns 10,20 --processes 4]
+    python benchmarks/accuracy.py evaluate corpus/
 
-    python benchmarks/accuracy.py --model dqn --aa 10 --ab 3 --processes 3 [--background-load]
+``record`` runs, spread over time and interleaved:
+
+* ``perfgate bench`` of DQN in 4 worker processes per run: unchanged code (A) and code whose
+  feature extraction and training step do a known amount of extra work of their own kind
+  (+10 %, +20 %, injected by a stages module this script writes: compute work after each
+  feature call, interpreter work after each training step; the product has no switch);
+* real pyperf runs (8 worker processes x 5 values) and real pytest-benchmark runs of a
+  numeric kernel, with identical work (A) and with 10 % and 20 % more iterations.
+
+``evaluate`` checks, at the default threshold (10 %) and alpha (0.01):
+
+* A/A: each unchanged run against the unchanged run recorded before it; a check with any
+  regression is a false alarm;
+* power: each slowed run against the unchanged run recorded just before it; a hit is the
+  slowed metric flagged as regressed;
+
+for stored comparisons with 4 processes and with 1 process per side (process 1 of each run),
+each with the machine-speed index and without it (the same runs, references removed), for
+the imported pyperf and pytest-benchmark files, and for the original flat-file rule (medians
+over the threshold) on the same single-process runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
-import multiprocessing
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -37,167 +48,337 @@ sys.path.insert(0, str(ROOT))
 from perfgate.core.compare import compare_runs  # noqa: E402
 from perfgate.core.metrics import Direction  # noqa: E402
 from perfgate.core.policy import Policy  # noqa: E402
-from perfgate.core.schema import Metric, Run  # noqa: E402
+from perfgate.core.schema import Metric, Reference, Run  # noqa: E402
+from perfgate.importers import ImportOptions, import_file  # noqa: E402
 from perfgate.runfile import load_run  # noqa: E402
+
+SLOWED = {"feature_extraction_time_ms": "features", "training_step_time_ms": "training_step_dqn"}
 
 INJECT = textwrap.dedent(
     """
-    # Written by benchmarks/accuracy.py: slows one registered stage by a fixed fraction.
+    # Written by benchmarks/accuracy.py: extra work of each stage's own kind after every call.
     import dataclasses, os, time
     import numpy as np
     import perfgate.pipeline.stages  # noqa: F401  (registers the pipeline)
     from perfgate.bench import registry
 
     FACTOR = float(os.environ["PERFGATE_ACCURACY_SLOWDOWN"])
-    STAGE = os.environ["PERFGATE_ACCURACY_STAGE"]
-    original = next(s for (suite, name), s in registry._REGISTRY.items() if name == STAGE)
-    _a = np.random.default_rng(0).standard_normal((48, 48))
+    _a = np.random.default_rng(0).standard_normal((48, 48)) * 0.1
 
-    def _kernel(n):
+    def _compute(n):
         x = _a
         for _ in range(n):
-            x = np.tanh(x @ _a * 0.01)
+            x = np.tanh(x @ _a)
         return x
 
-    def setup(ctx):
-        call = original.setup(ctx)
-        for _ in range(3):
-            call()
+    def _interpreter(n):
+        t = 0
+        for i in range(n * 50):
+            t = (t + i * 7) % 1000003
+        return t
+
+    def _median(fn, k):
         t = []
-        for _ in range(9):
-            t0 = time.perf_counter(); call(); t.append(time.perf_counter() - t0)
-        nominal = sorted(t)[4]
-        t0 = time.perf_counter(); _kernel(200); per_iter = (time.perf_counter() - t0) / 200
-        iters = max(1, round(FACTOR * nominal / per_iter))
+        for _ in range(k):
+            t0 = time.perf_counter(); fn(); t.append(time.perf_counter() - t0)
+        return sorted(t)[k // 2]
 
-        def once():
-            out = call()
-            _kernel(iters)
-            return out
+    def slowed(original, extra):
+        def setup(ctx):
+            call = original.setup(ctx)
+            for _ in range(3):
+                call()
+            nominal = _median(call, 15)
+            per_iter = _median(lambda: extra(20), 15) / 20
+            iters = max(1, round(FACTOR * nominal / per_iter))
 
-        return once
+            def once():
+                out = call()
+                extra(iters)
+                return out
 
-    registry.register(dataclasses.replace(original, setup=setup))
+            return once
+        return dataclasses.replace(original, setup=setup)
+
+    for (suite, name), st in list(registry._REGISTRY.items()):
+        if name == "features":
+            registry.register(slowed(st, _compute))
+        elif name.startswith("training_step_"):
+            registry.register(slowed(st, _interpreter))
     """
 )
 
+KERNEL = textwrap.dedent(
+    """
+    import os
+    import numpy as np
+    ITERS = int(os.environ.get("PERFGATE_ACCURACY_ITERS", "100"))
+    _a = np.random.default_rng(0).standard_normal((96, 96)) * 0.05
 
-def _busy() -> None:  # pragma: no cover - a load generator
-    x = 0
-    while True:
-        x = (x * 1103515245 + 12345) % 2**31
+    def kernel():
+        x = _a
+        for _ in range(ITERS):
+            x = np.tanh(x @ _a)
+        return x
+    """
+)
+
+PYPERF_SCRIPT = "import pyperf\nfrom accuracy_kernel import kernel\npyperf.Runner().bench_func('kernel', kernel)\n"
+PYTEST_SCRIPT = "from accuracy_kernel import kernel\n\ndef test_kernel(benchmark):\n    benchmark(kernel)\n"
 
 
-def bench(model: str, out: Path, processes: int, quick: bool, env: dict[str, str] | None, module: Path | None) -> Run:
-    cmd = [sys.executable, "-m", "perfgate", "bench", "--model", model, "--output", str(out),
-           "--processes", str(processes)]
-    if quick:
-        cmd.append("--quick")
-    if module is not None:
-        cmd += ["--stages-module", module.stem]
-    full_env = {**os.environ, **(env or {}), "PYTHONPATH": f"{module.parent if module else ''}:{ROOT}"}
-    subprocess.run(cmd, check=True, capture_output=True, text=True, env=full_env, cwd=ROOT)
-    return load_run(out)
+# ---------------------------------------------------------------- record
 
 
-def single_process(run: Run, index: int) -> Run:
-    """The first worker process of a multi-process run, as if it had been run alone."""
+def _env(extra: dict[str, str], path: str) -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": path, **extra}
+
+
+def _bench(out: Path, factor: float, processes: int, module_dir: Path) -> None:
+    cmd = [
+        sys.executable,
+        "-m",
+        "perfgate",
+        "bench",
+        "--model",
+        "dqn",
+        "--output",
+        str(out),
+        "--processes",
+        str(processes),
+    ]
+    extra = {}
+    if factor:
+        cmd += ["--stages-module", "perfgate_accuracy_inject"]
+        extra["PERFGATE_ACCURACY_SLOWDOWN"] = str(factor)
+    subprocess.run(
+        cmd, check=True, capture_output=True, text=True, cwd=module_dir, env=_env(extra, f"{module_dir}:{ROOT}")
+    )
+
+
+def _pyperf(out: Path, factor: float, work: Path) -> None:
+    iters = str(round(100 * (1 + factor)))
+    subprocess.run(
+        [
+            sys.executable,
+            str(work / "pyperf_kernel.py"),
+            "--processes",
+            "8",
+            "--values",
+            "5",
+            "--quiet",
+            "--output",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=_env({"PERFGATE_ACCURACY_ITERS": iters}, str(work)),
+    )
+
+
+def _pytest_benchmark(out: Path, factor: float, work: Path) -> None:
+    iters = str(round(100 * (1 + factor)))
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "test_kernel_bench.py",
+            f"--benchmark-json={out}",
+            "--benchmark-min-rounds=200",
+            "--benchmark-max-time=0.5",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env=_env({"PERFGATE_ACCURACY_ITERS": iters}, str(work)),
+    )
+
+
+def record(args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    factors = [float(v) / 100 for v in args.slowdowns.split(",")]
+    manifest: list[dict[str, object]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "perfgate_accuracy_inject.py").write_text(INJECT)
+        (work / "accuracy_kernel.py").write_text(KERNEL)
+        (work / "pyperf_kernel.py").write_text(PYPERF_SCRIPT)
+        (work / "test_kernel_bench.py").write_text(PYTEST_SCRIPT)
+        # rounds: each has one A run, and a B run of each slowdown while B runs remain; A runs first and
+        # between, so every B run has an A run recorded just before it
+        plan: list[tuple[str, float]] = []
+        for i in range(max(args.aa, args.ab)):
+            if i < args.aa:
+                plan.append(("A", 0.0))
+            if i < args.ab:
+                plan.extend(("B", f) for f in factors)
+        started = time.perf_counter()
+        for k, (kind, factor) in enumerate(plan):
+            tag = f"{k:03d}_{kind}{round(factor * 100)}"
+            for tool, fn in (
+                ("bench", lambda p, f: _bench(p, f, args.processes, work)),
+                ("pyperf", lambda p, f: _pyperf(p, f, work)),
+                ("pytest_benchmark", lambda p, f: _pytest_benchmark(p, f, work)),
+            ):
+                if tool not in args.tools.split(","):
+                    continue
+                path = out / f"{tool}_{tag}.json"
+                t0 = time.perf_counter()
+                fn(path, factor)
+                manifest.append(
+                    {
+                        "tool": tool,
+                        "index": k,
+                        "kind": kind,
+                        "factor": factor,
+                        "file": path.name,
+                        "seconds": round(time.perf_counter() - t0, 2),
+                        "at": round(time.time(), 1),
+                    }
+                )
+            (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+            print(f"  {k + 1}/{len(plan)} {kind} {factor:g} ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+
+
+# ---------------------------------------------------------------- evaluate
+
+
+def without_index(run: Run) -> Run:
+    metrics = {n: replace(m, reference=None) for n, m in run.metrics.items()}
+    return replace(run, metrics=metrics, machine_index={})
+
+
+def single_process(run: Run, index: int = 0) -> Run:
+    """Worker process ``index`` of a multi-process run, as if it had been run alone."""
     metrics = {}
     for name, m in run.metrics.items():
-        groups = m.group_samples()
-        g = groups[min(index, len(groups) - 1)]
-        metrics[name] = Metric(name=name, unit=m.unit, direction=m.direction, samples=g)
-    return Run(model=run.model, metrics=metrics, machine=run.machine, run_id=f"{run.run_id}-p{index}")
+        groups = m.groups or (len(m.samples),)
+        start = sum(groups[: min(index, len(groups) - 1)])
+        size = groups[min(index, len(groups) - 1)]
+        ref = None
+        if m.reference is not None:
+            ref = Reference(kernel=m.reference.kernel, seconds=m.reference.seconds[start : start + size])
+        metrics[name] = Metric(
+            name=name, unit=m.unit, direction=m.direction, samples=m.samples[start : start + size], reference=ref
+        )
+    return replace(run, metrics=metrics, run_id=f"{run.run_id}-p{index}", config={**run.config, "processes": 1})
 
 
-def seed_rule(base: Run, cur: Run, threshold: float) -> set[str]:
+def original_rule(base: Run, cur: Run, threshold: float) -> set[str]:
     hits = set()
     for name, c in cur.metrics.items():
         b = base.metrics.get(name)
         if b is None or c.direction is Direction.INFO:
             continue
         mb, mc = float(np.median(b.samples)), float(np.median(c.samples))
-        if mb <= 0:
-            continue
-        worse = mc / mb - 1 if c.direction is Direction.LOWER else 1 - mc / mb
-        if worse > threshold / 100:
+        if mb > 0 and (mc / mb - 1 if c.direction is Direction.LOWER else 1 - mc / mb) > threshold / 100:
             hits.add(name)
     return hits
 
 
 def perfgate_rule(base: Run, cur: Run, threshold: float) -> set[str]:
-    result = compare_runs(base, cur, Policy(threshold_pct=threshold))
+    result = compare_runs(base, cur, Policy(threshold_pct=threshold), allow_machine_mismatch=True)
     return {c.metric for c in result.regressions}
+
+
+def _load(corpus: Path, entry: dict[str, object]) -> Run:
+    path = corpus / str(entry["file"])
+    if entry["tool"] == "bench":
+        return load_run(path)
+    return import_file(str(entry["tool"]).replace("_", "-"), path, ImportOptions(model="kernel")).run
+
+
+def evaluate(args: argparse.Namespace) -> None:
+    corpus = Path(args.corpus)
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    threshold = args.threshold
+    views = {
+        "4 processes, index": lambda r: r,
+        "4 processes, no index": without_index,
+        "1 process, index": single_process,
+        "1 process, no index": lambda r: without_index(single_process(r)),
+    }
+    print(
+        f"threshold {threshold:g} %, alpha 0.01; A/A: each unchanged run against the one before it; "
+        "power: each slowed run against the unchanged run just before it\n"
+    )
+    print(f"{'case':<34} {'rule':<10} {'A/A alarms':>12} {'power +10 %':>16} {'power +20 %':>16} {'s/run':>6}")
+    for tool in ("bench", "pyperf", "pytest_benchmark"):
+        entries = [e for e in manifest if e["tool"] == tool]
+        if not entries:
+            continue
+        runs = {e["file"]: _load(corpus, e) for e in entries}
+        a_seq = [e for e in entries if e["kind"] == "A"]
+        aa = [(runs[a_seq[i - 1]["file"]], runs[a_seq[i]["file"]]) for i in range(1, len(a_seq))]
+        ab: dict[float, list[tuple[Run, Run]]] = {}
+        for e in entries:
+            if e["kind"] != "B":
+                continue
+            before = [a for a in a_seq if a["index"] <= e["index"]]
+            if before:
+                ab.setdefault(float(e["factor"]), []).append((runs[before[-1]["file"]], runs[e["file"]]))
+        seconds = float(np.median([float(e["seconds"]) for e in entries]))
+        targets = set(SLOWED) if tool == "bench" else {"kernel_time_ms", "kernel_ms", "kernel"}
+        cases = views.items() if tool == "bench" else [(f"imported {tool.replace('_', '-')}", lambda r: r)]
+        for label, view in cases:
+            rules = [("perfgate", perfgate_rule)]
+            if label.startswith("1 process, no"):
+                rules.append(("original", original_rule))
+            for rule_name, rule in rules:
+                alarms = [sorted(rule(view(b), view(c), threshold)) for b, c in aa]
+                n_alarm = sum(bool(a) for a in alarms)
+                cells = []
+                for factor in (0.10, 0.20):
+                    pairs = ab.get(factor, [])
+                    per_metric = []
+                    for metric in sorted(targets):
+                        hits = [metric in rule(view(b), view(c), threshold) for b, c in pairs if metric in c.metrics]
+                        if hits:
+                            per_metric.append(f"{sum(hits)}/{len(hits)}")
+                    cells.append(" ".join(per_metric) if per_metric else "—")
+                print(
+                    f"{label:<34} {rule_name:<10} {f'{n_alarm}/{len(aa)}':>12} {cells[0]:>16} {cells[1]:>16} "
+                    f"{seconds:>6.0f}"
+                )
+                if args.verbose and n_alarm:
+                    print("    alarms:", [a for a in alarms if a])
+        if tool == "bench":
+            for metric in sorted(SLOWED):
+                for factor, pairs in sorted(ab.items()):
+                    ratios = [
+                        float(np.median(c.metrics[metric].samples) / np.median(b.metrics[metric].samples))
+                        for b, c in pairs
+                    ]
+                    print(
+                        f"    measured {metric} at nominal +{factor:.0%}: median raw ratio "
+                        f"{np.median(ratios):.3f} (range {min(ratios):.3f}-{max(ratios):.3f})"
+                    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="dqn")
-    parser.add_argument("--aa", type=int, default=8, help="unchanged runs")
-    parser.add_argument("--ab", type=int, default=3, help="runs per injected slowdown")
-    parser.add_argument("--processes", type=int, default=3, help="worker processes per run")
-    parser.add_argument("--stage", default="features", help="stage to slow down")
-    parser.add_argument("--metric", default="feature_extraction_time_ms", help="the stage's metric")
-    parser.add_argument("--baselines", type=int, default=2, help="first A runs used as stored baselines")
-    parser.add_argument("--quick", action="store_true", help="bench --quick (smoke test of this script)")
-    parser.add_argument("--slowdowns", default="2.5,5,7.5,10,15,20",
-                        help="injected slowdowns in percent of the stage time (0.5x-2x of the 5 and 10 %% thresholds)")
-    parser.add_argument("--background-load", action="store_true", help="keep one core busy throughout")
+    sub = parser.add_subparsers(dest="command", required=True)
+    rec = sub.add_parser("record", help="record the corpus of real runs")
+    rec.add_argument("--out", required=True)
+    rec.add_argument("--aa", type=int, default=21, help="unchanged runs per tool")
+    rec.add_argument("--ab", type=int, default=10, help="slowed runs per slowdown and tool")
+    rec.add_argument("--slowdowns", default="10,20", help="injected slowdowns in percent")
+    rec.add_argument("--processes", type=int, default=4, help="worker processes per perfgate bench run")
+    rec.add_argument("--tools", default="bench,pyperf,pytest_benchmark")
+    ev = sub.add_parser("evaluate", help="check the recorded corpus")
+    ev.add_argument("corpus")
+    ev.add_argument("--threshold", type=float, default=10.0)
+    ev.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
-
-    loader = None
-    if args.background_load:
-        loader = multiprocessing.Process(target=_busy, daemon=True)
-        loader.start()
-    started = time.perf_counter()
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            module = Path(tmp) / "perfgate_accuracy_inject.py"
-            module.write_text(INJECT)
-            a_runs, b_runs = [], {}
-            factors = tuple(float(v) / 100 for v in args.slowdowns.split(","))
-            # interleave A and B runs over time so drift hits both alike
-            plan = [("A", 0.0)] * args.aa + [("B", f) for f in factors for _ in range(args.ab)]
-            order = np.random.default_rng(0).permutation(len(plan))
-            baseline_first = [i for i in order if plan[i][0] == "A"][: args.baselines]
-            order = baseline_first + [i for i in order if i not in baseline_first]
-            for k, i in enumerate(order):
-                kind, factor = plan[i]
-                out = Path(tmp) / f"run{k}.json"
-                # B runs inject factor x threshold: resolved per threshold below by scaling the slowdown
-                env = {"PERFGATE_ACCURACY_SLOWDOWN": str(factor), "PERFGATE_ACCURACY_STAGE": args.stage}
-                run = bench(args.model, out, args.processes, args.quick, env if kind == "B" else None,
-                            module if kind == "B" else None)
-                (a_runs if kind == "A" else b_runs.setdefault(factor, [])).append(run)
-                print(f"  run {k + 1}/{len(plan)}: {kind} {factor:g} ({time.perf_counter() - started:.0f} s)",
-                      file=sys.stderr)
-            baselines, a_rest = a_runs[: args.baselines], a_runs[args.baselines :]
-            print(f"\nmodel {args.model}, {args.processes} worker processes per run, {len(a_rest)} A/A runs x "
-                  f"{len(baselines)} stored baselines, {args.ab} runs per slowdown, slowed stage {args.stage}, "
-                  f"background load {'on' if args.background_load else 'off'}, "
-                  f"{time.perf_counter() - started:.0f} s")
-            print("columns: power at each injected slowdown of the stage (percent of its time)\n")
-            header = f"{'threshold':>9} {'rule':<24} {'false alarms':>12} " + " ".join(
-                f"{'+' + format(f * 100, 'g') + '%':>7}" for f in factors)
-            print(header)
-            rules = [
-                ("perfgate, processes", lambda b, c, t: perfgate_rule(b, c, t), lambda r: r),
-                ("perfgate, 1 process", lambda b, c, t: perfgate_rule(b, c, t), lambda r: single_process(r, 0)),
-                ("seed rule, 1 process", lambda b, c, t: seed_rule(b, c, t), lambda r: single_process(r, 0)),
-            ]
-            for threshold in (3.0, 5.0, 10.0):
-                for label, rule, view in rules:
-                    pairs = list(itertools.product(baselines, a_rest))
-                    alarms = sum(bool(rule(view(b), view(c), threshold)) for b, c in pairs)
-                    cells = []
-                    for f in factors:
-                        bp = list(itertools.product(baselines, b_runs.get(f, [])))
-                        hit = sum(args.metric in rule(view(b), view(c), threshold) for b, c in bp)
-                        cells.append(f"{hit / len(bp):7.0%}" if bp else f"{'—':>7}")
-                    print(f"{threshold:>8g}% {label:<24} {alarms / max(len(pairs), 1):>12.0%} " + " ".join(cells))
-    finally:
-        if loader is not None:
-            loader.terminate()
+    record(args) if args.command == "record" else evaluate(args)
 
 
 if __name__ == "__main__":
