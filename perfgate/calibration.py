@@ -6,7 +6,8 @@ and model into :attr:`perfgate.core.policy.Policy.noise`. Format (schema_version
 
     {"schema_version": 1,
      "machines": {"<fingerprint>": {"<model>": {
-         "sigma": {"training_step_time_ms": 0.041, "inference_latency_us:p99": 0.12},
+         "sigma": {"training_step_time_ms": 0.041, "inference_latency_us:p99": 0.12,
+                   "training_step_time_ms@normalised": 0.018},
          "runs": 12, "branch": "main", "created_at": "2026-11-29T18:00:00Z"}}}}
 """
 
@@ -17,8 +18,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from perfgate.core.metrics import BUILTIN_METRICS, Direction
-from perfgate.core.noise import calibrate_sigma
+from perfgate.core.noise import calibrate_sigma, normalised
+from perfgate.core.policy import noise_key
 from perfgate.core.schema import Run
 from perfgate.core.stats import QUANTILES
 from perfgate.errors import ConfigError
@@ -31,7 +35,12 @@ DEFAULT_NOISE_FILE = Path(".perfgate") / "noise.json"
 
 
 def estimate_noise(runs: Sequence[Run]) -> dict[str, float]:
-    """Run-to-run SD of each gated statistic's log value over ``runs`` (oldest first)."""
+    """Run-to-run SD of each gated statistic's log value over ``runs`` (oldest first).
+
+    For metrics measured with a reference kernel it also learns the residual noise of the
+    normalised values (keys ending ``@normalised``, see :func:`perfgate.core.policy.noise_key`),
+    from the runs that have one: what remains once the machine's speed is taken out.
+    """
     names: dict[str, None] = {}
     for run in runs:
         names.update(dict.fromkeys(run.metrics))
@@ -41,13 +50,13 @@ def estimate_noise(runs: Sequence[Run]) -> dict[str, float]:
         if not metrics or metrics[0].direction is Direction.INFO:
             continue
         info = BUILTIN_METRICS.get(name)
+        scaled = [n for n in (normalised(m) for m in metrics) if n is not None]
         for statistic in info.statistics if info else ("median",):
-            import numpy as np
-
-            values = [float(np.percentile(m.samples, 100 * QUANTILES[statistic])) for m in metrics]
-            s = calibrate_sigma(values)
-            if s is not None:
-                sigma[name if statistic in ("median", "p50") else f"{name}:{statistic}"] = s
+            for values_of, is_normalised in ((metrics, False), (scaled, True)):
+                values = [float(np.percentile(m.samples, 100 * QUANTILES[statistic])) for m in values_of]
+                s = calibrate_sigma(values)
+                if s is not None:
+                    sigma[noise_key(name, statistic, normalised=is_normalised)] = s
     return sigma
 
 

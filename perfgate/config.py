@@ -19,6 +19,15 @@ Example::
     unit = "ms"
     direction = "lower_is_better"
 
+    # the run-to-run noise assumed when this machine has no calibration (percent of the
+    # location; defaults measured on a shared 2-core cloud VM): lower it on quiet hardware
+    [tool.perfgate.assumed_noise]
+    phase_pct = 12.0              # shared by everything one run measures
+    process_pct = 8.0             # each worker process's own offset
+    normalised_phase_pct = 3.0    # the same, for times in units of their reference kernel
+    normalised_process_pct = 6.0
+    memory_pct = 3.0              # memory figures: per process, no phase
+
 Secrets never live here; notification credentials come from the environment
 (``[tool.perfgate.notify]``, see :mod:`perfgate.notify.settings`).
 """
@@ -32,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.core.metrics import Direction, MetricInfo
+from perfgate.core.noise import ASSUMED_MEMORY, ASSUMED_NORMALISED, ASSUMED_RAW, NoiseModel
 from perfgate.core.policy import BUDGET_STATISTICS, Budget, Policy
 from perfgate.core.schema import normalize_model
 from perfgate.errors import ConfigError
@@ -39,7 +49,18 @@ from perfgate.notify.settings import NotifyConfig, parse_notify
 
 __all__ = ["Config", "find_config", "load_config", "parse_config"]
 
-_KNOWN_KEYS = {"threshold", "alpha", "store", "thresholds", "budgets", "metrics", "confidence", "notify"}
+_KNOWN_KEYS = {
+    "threshold",
+    "alpha",
+    "store",
+    "thresholds",
+    "budgets",
+    "metrics",
+    "confidence",
+    "notify",
+    "assumed_noise",
+}
+_NOISE_KEYS = ("phase_pct", "process_pct", "normalised_phase_pct", "normalised_process_pct", "memory_pct")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,6 +153,7 @@ def parse_config(table: Mapping[str, Any], *, source: str) -> Config:
                     )
                 )
     kwargs["budgets"] = tuple(budgets)
+    kwargs.update(_assumed_noise(table.get("assumed_noise"), source=source))
     try:
         policy = Policy(**kwargs)
     except ValueError as exc:
@@ -141,6 +163,36 @@ def parse_config(table: Mapping[str, Any], *, source: str) -> Config:
         raise ConfigError("expected a store URL string", source=source, field="store")
     notify = parse_notify(table.get("notify"), source=source)
     return Config(policy=policy, store=store, source=source, notify=notify)
+
+
+def _assumed_noise(table: object, *, source: str) -> dict[str, NoiseModel]:
+    if table is None:
+        return {}
+    if not isinstance(table, Mapping):
+        raise ConfigError("expected a table of percentages", source=source, field="assumed_noise")
+    unknown = set(table) - set(_NOISE_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"unknown keys {sorted(unknown)}; known: {list(_NOISE_KEYS)}", source=source, field="assumed_noise"
+        )
+    values = {}
+    for key in _NOISE_KEYS:
+        if key in table:
+            value = _number(table[key], source=source, field=f"assumed_noise.{key}")
+            if value < 0:
+                raise ConfigError("must be a non-negative percentage", source=source, field=f"assumed_noise.{key}")
+            values[key] = value / 100.0
+    raw, norm = ASSUMED_RAW, ASSUMED_NORMALISED
+    return {
+        "assumed_raw": NoiseModel(
+            phase=values.get("phase_pct", raw.phase), process=values.get("process_pct", raw.process)
+        ),
+        "assumed_normalised": NoiseModel(
+            phase=values.get("normalised_phase_pct", norm.phase),
+            process=values.get("normalised_process_pct", norm.process),
+        ),
+        "assumed_memory": NoiseModel(phase=0.0, process=values.get("memory_pct", ASSUMED_MEMORY.process)),
+    }
 
 
 def load_config(path: Path | str | None = None) -> Config:

@@ -286,3 +286,31 @@ def test_runner_drops_a_slow_first_step(suite):
     info = run.config["stages"]["step"]
     assert info["warmup_dropped"] >= 1
     assert len(run.metrics["training_step_time_ms"].samples) == 60 - info["warmup_dropped"]
+
+
+def test_a_stage_of_a_declared_kind_carries_its_reference_kernel(suite):
+    """Each sample of a stage with a kind keeps the reference time of its block; the run has the index."""
+    clear(SUITE)
+
+    @stage("kinded", metric="feature_extraction_time_ms", unit="ms", suite=SUITE, warmup=1, repeat=40, kind="compute")
+    def kinded(ctx):
+        return lambda: sum(range(200))
+
+    @stage("plain", metric="dbn_load_time_ms", unit="ms", suite=SUITE, warmup=1, repeat=5)
+    def plain(ctx):
+        return lambda: None
+
+    run = _run()
+    metric = run.metrics["feature_extraction_time_ms"]
+    assert metric.reference is not None and metric.reference.kernel == "compute"
+    assert len(metric.reference.seconds) == len(metric.samples)
+    # blocks of several calls share one reference timing (a block lasts about 5 ms)
+    assert len(set(metric.reference.seconds)) < len(metric.samples)
+    assert run.metrics["dbn_load_time_ms"].reference is None
+    assert set(run.machine_index) == {"compute", "interpreter", "memory"}
+    assert all(v > 0 for v in run.machine_index.values())
+
+
+def test_stage_kind_is_validated():
+    with pytest.raises(ValueError, match="kind must be one of"):
+        Stage(name="x", metric="x_ms", unit="ms", setup=lambda ctx: lambda: None, kind="gpu")

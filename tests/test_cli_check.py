@@ -84,7 +84,7 @@ def _bad(tmp_path: Path, name: str, content: str) -> Path:
             json.dumps({"schema_version": 1, "model": "dqn", "metrics": {"tokens_ms": {"samples": [1.0]}}}),
             ["metrics.tokens_ms", "unknown metric"],
         ),
-        (json.dumps({"schema_version": 2, "model": "dqn", "metrics": {}}), ["schema_version", "newer"]),
+        (json.dumps({"schema_version": 3, "model": "dqn", "metrics": {}}), ["schema_version", "newer"]),
         (json.dumps({"schema_version": 1, "metrics": {"training_step_time_ms": {"samples": [1.0]}}}), ["'model'"]),
         (json.dumps({"schema_version": 1, "model": "dqn", "metrics": {}}), ["'metrics'"]),
         (json.dumps({"schema_version": "one", "model": "dqn", "metrics": {}}), ["schema_version"]),

@@ -132,3 +132,33 @@ def test_atomic_save_leaves_no_partial_file(tmp_path, monkeypatch):
         save_run(target, run)
     assert target.read_text() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]
+
+
+def test_version_2_round_trip_keeps_the_machine_speed_index(tmp_path):
+    """References are read run-length encoded, held one per sample, and written back the same."""
+    run = load_run(DATA / "v2_dqn.json")
+    step = run.metrics["training_step_time_ms"]
+    assert step.reference is not None and step.reference.kernel == "interpreter"
+    assert step.reference.seconds == (0.00033, 0.00033, 0.00035, 0.00034, 0.00034, 0.00034)
+    assert run.machine_index == {"compute": 0.00035, "interpreter": 0.00033, "memory": 0.0006}
+    out = tmp_path / "out.json"
+    save_run(out, run)
+    validate_run_file(out)
+    assert json.loads(out.read_text()) == json.loads((DATA / "v2_dqn.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("reference", "field"),
+    [
+        ({"kernel": "gpu", "seconds": [1e-4], "counts": [6]}, "reference.kernel"),
+        ({"kernel": "compute", "seconds": [1e-4], "counts": [5]}, "reference.counts"),
+        ({"kernel": "compute", "seconds": [0.0], "counts": [6]}, "reference.seconds[0]"),
+        ({"kernel": "compute", "seconds": [1e-4, 2e-4], "counts": [6]}, "reference.counts"),
+    ],
+)
+def test_bad_reference_names_its_field(reference, field):
+    doc = json.loads((DATA / "v2_dqn.json").read_text())
+    doc["metrics"]["training_step_time_ms"]["reference"] = reference
+    with pytest.raises(InputError, match="training_step_time_ms") as info:
+        run_from_dict(doc, source="r.json")
+    assert info.value.field == f"metrics.training_step_time_ms.{field}"

@@ -18,7 +18,7 @@ GOLDEN = Path(__file__).parent / "golden"
 def _seed_report() -> str:
     base = run_from_dict(SEED_BASELINE, source="dqn_baseline.json")
     cur = run_from_dict(SEED_CURRENT, source="dqn_current.json")
-    return render_markdown(compare_runs(base, cur, Policy(), baseline_source="file `dqn_baseline.json`"))
+    return render_markdown(compare_runs(base, cur, Policy.quiet(), baseline_source="file `dqn_baseline.json`"))
 
 
 def test_seed_example_golden():
@@ -48,7 +48,7 @@ def _runs(n_metrics: int, n: int = 50):
 
 def test_report_stays_under_the_limit_with_thousands_of_metrics():
     base, cur = _runs(1200)
-    result = compare_runs(base, cur, Policy())
+    result = compare_runs(base, cur, Policy.quiet())
     text = render_markdown(result)
     assert len(text) <= MAX_CHARS
     assert text.startswith("# Performance Regression Check\n\n## ❌ Regression Detected")
@@ -93,7 +93,7 @@ def test_sections_for_each_verdict():
             },
         }
     )
-    policy = Policy(budgets=(Budget(model="dqn", metric="inference_latency_us", statistic="p99", limit=30.0),))
+    policy = Policy.quiet(budgets=(Budget(model="dqn", metric="inference_latency_us", statistic="p99", limit=30.0),))
     text = render_markdown(compare_runs(base, cur, policy))
     for title in (
         "### Regressions",
@@ -124,7 +124,7 @@ def test_json_report_writes_unbounded_interval_as_null():
     cur = run_from_dict(
         {"schema_version": 1, "model": "m", "metrics": {"training_step_time_ms": {"samples": [2.0, 2.0, 2008.0]}}}
     )
-    doc = json.loads(render_json(compare_runs(base, cur, Policy())))
+    doc = json.loads(render_json(compare_runs(base, cur, Policy.quiet())))
     ci = doc["comparisons"][0]["ci"]
     assert ci is not None and None in ci
 
@@ -154,7 +154,7 @@ def test_measurement_conditions_flag_unstable_metrics():
         },
         "processes": 3,
     }
-    text = render_markdown(compare_runs(doc(), doc(env), Policy()))
+    text = render_markdown(compare_runs(doc(), doc(env), Policy.quiet()))
     block = text.split("### Measurement conditions")[1]
     assert "load average 1.5 → 2.0" in block and "other processes used 40.0% of the CPU" in block
     assert "3 worker processes" in block

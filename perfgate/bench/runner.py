@@ -324,9 +324,7 @@ def run_benchmark(
         if st.kind is not None and len(p.references) == len(p.seconds):
             reference = Reference(kernel=st.kind, seconds=tuple(p.references))
             index[st.kind].extend(p.references)
-        metrics[st.metric] = _metric(
-            st.metric, st.unit, Direction.LOWER, [s * st.scale for s in p.seconds], reference
-        )
+        metrics[st.metric] = _metric(st.metric, st.unit, Direction.LOWER, [s * st.scale for s in p.seconds], reference)
         if st.throughput_metric and st.items_per_call:
             kept = [i for i, s in enumerate(p.seconds) if s > 0]
             rate = [st.items_per_call / p.seconds[i] for i in kept]

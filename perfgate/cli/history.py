@@ -4,6 +4,12 @@ Prints each metric's series (a sparkline of all of it, a table of the newest poi
 with ``--changepoints``, the change points over the history: at which commit, how large
 (direction-aware: worse or better), how sure (the p-value of
 :func:`perfgate.core.changepoints.detect`). ``--json`` prints the same as JSON.
+
+When the runs carry the machine-speed index (reference kernels timed with each stage), the
+change points are searched on the normalised series (each run's statistic of the stage's
+time over its reference, scaled to the newest run's reference so it reads in the metric's
+unit): a slow hour of the machine is not a change point of the code. The raw series is
+shown beside it.
 """
 
 from __future__ import annotations
@@ -14,9 +20,13 @@ import json
 import math
 from typing import Any
 
+import numpy as np
+
 from perfgate.cli._common import add_config_argument, config_from, console_for, stderr_console
 from perfgate.core.changepoints import METHODS, ChangePoint, detect
 from perfgate.core.metrics import Direction
+from perfgate.core.noise import normalised
+from perfgate.core.stats import QUANTILES
 from perfgate.errors import InputError
 from perfgate.report.format import fmt_change, fmt_p, fmt_time, fmt_value
 
@@ -84,8 +94,11 @@ def _metric_report(store: Any, args: argparse.Namespace, machine: str | None, na
         "direction": direction.value,
         "points": [p._asdict() for p in points],
     }
+    normalised_values = _normalised_series(store, points, name, args.statistic, metric)
+    if normalised_values is not None:
+        report["normalised"] = normalised_values
     if args.changepoints:
-        values = [p.value for p in points]
+        values = normalised_values if normalised_values is not None else [p.value for p in points]
         found: list[ChangePoint] = detect(values, method=args.method, alpha=args.alpha) if values else []
         report["changepoints"] = [
             {
@@ -102,6 +115,22 @@ def _metric_report(store: Any, args: argparse.Namespace, machine: str | None, na
             for cp in found
         ]
     return report
+
+
+def _normalised_series(store: Any, points: list[Any], name: str, statistic: str, latest: Any) -> list[float] | None:
+    """Each point's statistic in units of its reference kernel, times the newest run's reference
+    median; None unless every point's run has a reference for the metric (all of one kernel)."""
+    if latest is None or latest.reference is None or not points or statistic not in QUANTILES:
+        return None
+    scale = float(np.median(latest.reference.seconds))
+    values = []
+    for point in points:
+        metric = store.get_run(point.run_id).metrics.get(name)
+        scaled = normalised(metric) if metric is not None else None
+        if scaled is None or metric.reference.kernel != latest.reference.kernel:
+            return None
+        values.append(float(np.percentile(scaled.samples, 100 * QUANTILES[statistic])) * scale)
+    return values
 
 
 def _print(reports: list[dict[str, Any]], head: dict[str, Any], args: argparse.Namespace) -> None:
@@ -125,6 +154,13 @@ def _print(reports: list[dict[str, Any]], head: dict[str, Any], args: argparse.N
         console.print(
             f"  {sparkline(values)}  {fmt_value(values[0])} → {fmt_value(values[-1])} {rep['unit']}", soft_wrap=True
         )
+        if "normalised" in rep:
+            scaled = rep["normalised"]
+            console.print(
+                f"  {sparkline(scaled)}  {fmt_value(scaled[0])} → {fmt_value(scaled[-1])} {rep['unit']} "
+                "normalised by the machine-speed index (change points are searched on this one)",
+                soft_wrap=True,
+            )
         table = Table(title=f"newest {min(args.rows, len(points))}", title_justify="left")
         for col in ("date (UTC)", "commit", "run", rep["unit"] or "value"):
             table.add_column(col, justify="right" if col == (rep["unit"] or "value") else "left")

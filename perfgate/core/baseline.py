@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from perfgate.core.noise import concat_references, median_index
 from perfgate.core.schema import Metric, Run
 
 __all__ = ["flat_baseline", "pool_runs"]
@@ -52,10 +53,17 @@ def pool_runs(runs: Sequence[Run]) -> Run:
         parts = [r.metrics[name] for r in runs if name in r.metrics]
         first = parts[0]
         samples = tuple(s for m in parts for s in m.samples)
-        # every pooled run stays its own group (or its own groups, if it ran several
-        # processes), so the decision sees the run-to-run spread between them
-        groups = tuple(g for m in parts for g in (m.groups or (len(m.samples),)))
-        metrics[name] = Metric(name=name, unit=first.unit, direction=first.direction, samples=samples, groups=groups)
+        # every pooled run is one group (its worker processes together): the runs were measured
+        # at different times, so the spread between them is the run-to-run noise itself
+        groups = tuple(len(m.samples) for m in parts)
+        metrics[name] = Metric(
+            name=name,
+            unit=first.unit,
+            direction=first.direction,
+            samples=samples,
+            groups=groups,
+            reference=concat_references(parts),
+        )
     return Run(
         model=newest.model,
         suite=newest.suite,
@@ -65,6 +73,7 @@ def pool_runs(runs: Sequence[Run]) -> Run:
         machine=newest.machine,
         config={"pooled_run_ids": [r.run_id for r in runs]},
         metrics=metrics,
+        machine_index=median_index(runs),
     )
 
 

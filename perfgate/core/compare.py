@@ -8,6 +8,14 @@ interval still reaching past the threshold, or too few samples for a tail quanti
 with the sample size that would decide), ``missing``, ``new`` or ``informational``.
 With a single sample on either side only the threshold applies. Budgets are checked on the
 current run alone and hold without any baseline.
+
+Two runs measured at different times differ by the machine's phase, which neither run's
+samples show, so every unpaired test is a test on the log ratio of the two locations whose
+standard error includes the run-to-run noise (:mod:`perfgate.core.noise`): this machine's
+calibration, or the spread of a baseline pooled from runs spread out in time, or else a
+conservative assumption that the report names. When both sides carry the machine-speed
+index (reference kernels timed with the samples), the locations compared are the stage's
+times in units of its reference, and the raw change is reported beside them.
 """
 
 from __future__ import annotations
@@ -20,10 +28,17 @@ from enum import StrEnum
 from scipy import stats as sps
 
 from perfgate.core.metrics import BUILTIN_METRICS, Direction, describe
-from perfgate.core.noise import between_groups, group_locations
+from perfgate.core.noise import (
+    TAIL_FACTOR,
+    NoiseModel,
+    common_kernel,
+    group_locations,
+    independent_runs,
+    normalised,
+)
 from perfgate.core.policy import Budget, Policy
 from perfgate.core.schema import Metric, Run
-from perfgate.core.significance import holm, log_ratio_se, mann_whitney_worse, z_test_worse
+from perfgate.core.significance import holm, log_ratio_se
 from perfgate.core.stats import QUANTILES, Summary, min_samples_for, quantile, quantile_ci, summarize
 from perfgate.errors import MismatchError
 
@@ -38,10 +53,13 @@ __all__ = [
 ]
 
 _MAX_REQUIRED_N = 10_000_000
-# Degrees of freedom below which the groups' own spread is not used: a t test on 1 or 2
-# degrees of freedom is too weak to gate on; the within-run test is used instead.
+# Degrees of freedom from which consecutive worker processes' own spread may raise the
+# assumed per-process noise (fewer say too little about it)
 _MIN_NOISE_DF = 3
+# pooled runs from which the baseline's own spread between runs is the run-to-run noise
+_MIN_SPREAD_RUNS = 3
 _BOUNDARY_SLACK = 1e-12  # in log-ratio units
+_MEMORY_UNITS = {"B", "KB", "KiB", "MB", "MiB", "GB", "GiB", "bytes"}
 
 
 class Verdict(StrEnum):
@@ -85,6 +103,9 @@ class Comparison:
     required_seconds: float | None = None  # perfgate ab: the time budget those pairs would take
     threshold_only: bool = False
     noise: str = ""  # the run-to-run noise folded into the test, when there was any
+    noise_assumed: bool = False  # that noise was the default assumption, not measured on this machine
+    reference: str = ""  # the reference kernel both sides were normalised by ("" = raw values compared)
+    raw_change: float | None = None  # with a reference: the raw relative change, beside the normalised one
 
     @property
     def label(self) -> str:
@@ -209,9 +230,16 @@ class _Pending:
     reason: str = ""
     required_n: int | None = None
     df: int | None = None  # degrees of freedom of a t test; None: normal
-    sigma_run: float | None = None  # run-to-run SD of the log location, when known
+    sigma_run: float | None = None  # paired: SD of the per-repetition log ratios over sqrt(2)
     groups: tuple[int, int] = (1, 1)
     noise: str = ""
+    noise_assumed: bool = False
+    fixed_variance: float = 0.0  # run-to-run variance more worker processes would not reduce
+    process_sigma: float = 0.0  # per-process SD, which more worker processes average out
+    within_se: float = 0.0
+    kernel: str = ""
+    raw_change: float | None = None
+    normalised_change: float | None = None
 
 
 def _log_threshold(threshold: float, direction: Direction) -> float:
@@ -241,12 +269,26 @@ def _required_n(n_now: int, se: float | None, margin: float, z: float) -> int | 
     return min(max(need, n_now + 1), _MAX_REQUIRED_N)
 
 
-def _prepare(base: Metric, cur: Metric, statistic: str, policy: Policy, paired: bool = False) -> _Pending:
+def _location(metric: Metric, statistic: str) -> float:
+    return _statistic_value(metric.samples, statistic)
+
+
+def _prepare(
+    base: Metric,
+    cur: Metric,
+    statistic: str,
+    policy: Policy,
+    paired: bool = False,
+    runs: tuple[int, int] = (1, 1),
+) -> _Pending:
     threshold = policy.threshold_for(cur.name)
     n_base, n_cur = len(base.samples), len(cur.samples)
     threshold_only = min(n_base, n_cur) == 1
-    base_value = _statistic_value(base.samples, statistic)
-    cur_value = _statistic_value(cur.samples, statistic)
+    raw_base, raw_cur = _location(base, statistic), _location(cur, statistic)
+    kernel = None if threshold_only or paired else common_kernel(base, cur)
+    tb, tc = (normalised(base), normalised(cur)) if kernel else (None, None)
+    test_base, test_cur = (tb, tc) if tb is not None and tc is not None else (base, cur)
+    base_value, cur_value = _location(test_base, statistic), _location(test_cur, statistic)
     log_worse: float | None = None
     if base_value > 0 and cur_value > 0:
         log_ratio = math.log(cur_value / base_value)
@@ -262,12 +304,15 @@ def _prepare(base: Metric, cur: Metric, statistic: str, policy: Policy, paired: 
         cur=cur,
         statistic=statistic,
         threshold=threshold,
-        base_value=base_value,
-        cur_value=cur_value,
+        base_value=raw_base,
+        cur_value=raw_cur,
         log_worse=log_worse,
         se=None,
         p_value=None,
         threshold_only=threshold_only,
+        kernel=kernel or "",
+        raw_change=(raw_cur / raw_base - 1.0) if kernel and raw_base > 0 else None,
+        normalised_change=(cur_value / base_value - 1.0) if kernel and base_value > 0 else None,
     )
     if threshold_only:
         return pending
@@ -277,59 +322,101 @@ def _prepare(base: Metric, cur: Metric, statistic: str, policy: Policy, paired: 
         pending.reason = f"{statistic} is compared from {needed} samples per side; this check has {n_base}/{n_cur}"
         pending.required_n = needed
         return pending
-    base_ci = quantile_ci(base.samples, statistic, policy.confidence)
-    cur_ci = quantile_ci(cur.samples, statistic, policy.confidence)
+    base_ci = quantile_ci(test_base.samples, statistic, policy.confidence)
+    cur_ci = quantile_ci(test_cur.samples, statistic, policy.confidence)
     pending.se = log_ratio_se(base_value, base_ci, cur_value, cur_ci, policy.confidence)
-    higher_is_worse = cur.direction is Direction.LOWER
     if paired and _paired_test(pending):
-        pass
-    elif _fold_run_noise(pending, policy):
-        pass
-    elif statistic in ("median", "p50"):
-        pending.p_value = mann_whitney_worse(base.samples, cur.samples, higher_is_worse=higher_is_worse)
-    elif log_worse is not None and pending.se is not None:
-        pending.p_value = z_test_worse(log_worse, pending.se)
-    else:
+        return pending
+    if log_worse is not None and math.isinf(log_worse):
+        # a rate that fell to 0 (a total loss) or a time that vanished: no noise makes that a fluke
+        pending.p_value = 0.0 if log_worse > 0 else 1.0
+        pending.se = None
+        return pending
+    if log_worse is None or pending.se is None:
         pending.fixed = Verdict.INCONCLUSIVE
         side = "baseline" if base_value == 0 else "current"
         pending.reason = f"the {side} {statistic} is 0; the log-ratio test is undefined"
+        return pending
+    _fold_run_noise(pending, policy, test_base, test_cur, runs)
     return pending
 
 
-def _fold_run_noise(p: _Pending, policy: Policy) -> bool:
-    """Test on the log ratio with the run-to-run noise in its standard error, when it is known.
+def _process_spread(sides: list[Metric], q: float) -> tuple[float, int] | None:
+    """Pooled SD (and degrees of freedom) of the log group locations of worker-process groups."""
+    ss, df = 0.0, 0
+    for metric in sides:
+        logs = group_locations(metric, q)
+        if len(logs) > 1:
+            ss += float(((logs - logs.mean()) ** 2).sum())
+            df += len(logs) - 1
+    return (math.sqrt(ss / df), df) if df else None
 
-    The between-run SD comes from the runs' own groups (worker processes, pooled runs) and
-    from the machine's calibration (``Policy.noise``); the larger is used. The standard error
-    of the log ratio is then at least ``sigma * sqrt(1/G_base + 1/G_current)``. With only the
-    groups' own estimate the test is a t test on their degrees of freedom (at least 3); a
-    calibration from the history makes it a z test. Returns False when neither estimate
-    exists (the caller then falls back to the within-run test).
+
+def _assumed(policy: Policy, unit: str, kernel: str, statistic: str) -> NoiseModel:
+    if unit in _MEMORY_UNITS:
+        return policy.assumed_memory
+    model = policy.assumed_normalised if kernel else policy.assumed_raw
+    factor = TAIL_FACTOR.get(statistic, 1.0)
+    return NoiseModel(phase=model.phase * factor, process=model.process * factor)
+
+
+def _fold_run_noise(p: _Pending, policy: Policy, base: Metric, cur: Metric, runs: tuple[int, int]) -> None:
+    """Test the log ratio with the run-to-run noise in its standard error.
+
+    Where that noise comes from, first found first:
+
+    1. this machine's calibration (``Policy.noise``, from ``perfgate calibrate``): the SD of
+       one run's log location; a z test;
+    2. a baseline pooled from at least three runs spread out in time: the SD between those
+       runs; a t test on runs - 1 degrees of freedom;
+    3. the assumption for this kind of machine (:class:`~perfgate.core.noise.NoiseModel`,
+       phase and per-process terms; normalised values have a much smaller phase term). The
+       spread between consecutive worker processes may raise the per-process term, never
+       lower it. A z test, and the report says the noise was assumed.
+
+    ``runs`` says how many independent runs each side pooled (1 for a fresh run).
     """
-    if p.log_worse is None or not math.isfinite(p.log_worse) or p.se is None:
-        return False
+    assert p.log_worse is not None and p.se is not None
     q = QUANTILES[p.statistic]
-    data = between_groups(p.base, p.cur, q)
-    if data is not None and data.df < _MIN_NOISE_DF:
-        data = None  # one or two spare groups say too little about the spread to test on
-    calibrated = policy.noise_for(p.cur.name, p.statistic)
-    if data is None and calibrated is None:
-        return False
-    g_base, g_cur = len(p.base.group_samples()), len(p.cur.group_samples())
-    sigma = max(data.sigma if data else 0.0, calibrated or 0.0)
-    p.sigma_run = sigma
+    g_base, g_cur = len(base.group_samples()), len(cur.group_samples())
+    r_base = g_base if runs[0] > 1 else 1
+    r_cur = g_cur if runs[1] > 1 else 1
     p.groups = (g_base, g_cur)
-    p.df = data.df if calibrated is None and data is not None else None
-    p.se = max(p.se, sigma * math.sqrt(1.0 / g_base + 1.0 / g_cur))
+    p.within_se = p.se
+    calibrated = policy.noise_for(p.cur.name, p.statistic, normalised=bool(p.kernel))
+    scale = "in units of its reference" if p.kernel else ""
+    if calibrated is not None:
+        p.fixed_variance = calibrated**2 * (1.0 / r_base + 1.0 / r_cur)
+        p.noise = f"run-to-run σ {calibrated:.1%} {scale} (this machine's calibration)".replace("  ", " ")
+    elif r_base >= _MIN_SPREAD_RUNS:
+        logs = group_locations(base, q)
+        spread = float(logs.std(ddof=1)) if len(logs) > 1 else 0.0
+        p.fixed_variance = spread**2 * (1.0 / r_base + 1.0 / r_cur)
+        p.df = max(len(logs) - 1, 1)
+        p.noise = f"run-to-run σ {spread:.1%} {scale} (the spread of the baseline's {r_base} runs)".replace("  ", " ")
+    else:
+        model = _assumed(policy, p.cur.unit, p.kernel, p.statistic)
+        process_sides = [m for m, r in ((base, r_base), (cur, r_cur)) if r == 1]
+        spread_of_processes = _process_spread(process_sides, q)
+        if spread_of_processes is not None and spread_of_processes[1] >= _MIN_NOISE_DF:
+            model = NoiseModel(phase=model.phase, process=max(model.process, spread_of_processes[0]))
+        p.fixed_variance = model.phase**2 * (1.0 / r_base + 1.0 / r_cur)
+        p.process_sigma = model.process
+        p.noise_assumed = True
+        one_run = model.sigma(1, min(g_base, g_cur))
+        p.noise = f"run-to-run σ {one_run:.1%} {scale} assumed".replace("  ", " ")
+    process_variance = p.process_sigma**2 * (1.0 / g_base + 1.0 / g_cur)
+    total = p.within_se**2 + p.fixed_variance + process_variance
+    p.se = math.sqrt(total)
+    if p.df is None and p.within_se > 0:
+        # the within-run part is estimated from few samples when a side has few: its degrees of
+        # freedom carry over to the whole variance in proportion (Welch-Satterthwaite), the
+        # run-to-run part being taken as known
+        within_df = min(len(base.samples), len(cur.samples)) - 1
+        effective = total**2 / (p.within_se**4 / max(within_df, 1))
+        p.df = math.floor(effective) if effective < 1000 else None
     null = sps.t(p.df) if p.df is not None else sps.norm
     p.p_value = float(null.sf(p.log_worse / p.se)) if p.se > 0 else (0.0 if p.log_worse > 0 else 1.0)
-    sources = []
-    if data is not None:
-        sources.append(f"{g_base}+{g_cur} independent repetitions")
-    if calibrated is not None:
-        sources.append("this machine's calibration")
-    p.noise = f"run-to-run σ {sigma:.1%} ({' and '.join(sources)})"
-    return True
 
 
 def _paired_test(p: _Pending) -> bool:
@@ -365,10 +452,24 @@ def _required_groups(sigma: float, margin: float, z: float, have: int) -> int | 
     return min(max(math.ceil(2.0 * (z * sigma / margin) ** 2), have + 1), _MAX_REQUIRED_N)
 
 
+def _required_processes(p: _Pending, margin: float, z: float) -> int | None:
+    """Worker processes per side that would resolve ``margin``; None when no number would,
+    because the part of the noise shared by a whole run (its phase) is larger than that."""
+    if p.process_sigma <= 0 or margin <= 1e-12:
+        return None
+    room = (margin / z) ** 2 - p.within_se**2 - p.fixed_variance
+    if room <= 0:
+        return None
+    need = math.ceil(2.0 * p.process_sigma**2 / room)
+    return min(max(need, min(p.groups) + 1), _MAX_REQUIRED_N)
+
+
 def _decide(p: _Pending, p_adjusted: float | None, policy: Policy, n_tests: int) -> Comparison:
     direction = p.cur.direction
     worse = None if p.log_worse is None else _worse_from_log(p.log_worse, direction)
     change = None if p.base_value == 0 else p.cur_value / p.base_value - 1.0
+    if p.kernel:  # the decided change is the normalised one; the raw one is reported beside it
+        change = p.normalised_change
     ci = None
     null = sps.t(p.df) if p.df is not None else sps.norm
     z_ci = float(null.ppf(0.5 + policy.confidence / 2.0))
@@ -380,11 +481,14 @@ def _decide(p: _Pending, p_adjusted: float | None, policy: Policy, n_tests: int)
     verdict: Verdict
     reason = p.reason
     required = p.required_n
-    unit = "samples" if p.sigma_run is None else "processes"
+    unit = "processes" if p.sigma_run is not None or p.fixed_variance > 0 or p.process_sigma > 0 else "samples"
 
     def need(margin: float, z: float) -> int | None:
-        if p.sigma_run is not None:  # more repetitions of the whole run, not more samples, decide it
+        if p.sigma_run is not None:  # paired: more repetitions of the whole run, not more samples, decide it
             return _required_groups(p.sigma_run, margin, z, min(p.groups))
+        if p.noise and (p.fixed_variance > 0 or p.process_sigma > 0):
+            # unpaired: more worker processes, when the run-wide noise leaves room for them
+            return _required_processes(p, margin, z)
         return _required_n(n_now, p.se, margin, z)
 
     if p.fixed is not None:
@@ -446,6 +550,9 @@ def _decide(p: _Pending, p_adjusted: float | None, policy: Policy, n_tests: int)
         required_unit=unit,
         threshold_only=p.threshold_only,
         noise=p.noise,
+        noise_assumed=p.noise_assumed,
+        reference=p.kernel,
+        raw_change=p.raw_change,
     )
 
 
@@ -564,9 +671,11 @@ def compare_runs(
                 f"{cur.unit}/{cur.direction.value} now; re-record the baseline"
             )
 
+    runs = (independent_runs(baseline), independent_runs(current))
+
     def prepare(base: Metric, cur: Metric) -> list[_Pending]:
         single = min(len(base.samples), len(cur.samples)) == 1
-        return [_prepare(base, cur, stat, policy, paired) for stat in _statistics_of(cur, policy, single)]
+        return [_prepare(base, cur, stat, policy, paired, runs) for stat in _statistics_of(cur, policy, single)]
 
     pending, fixed = _split(baseline, current, policy, prepare)
     tested = [p for p in pending if p.p_value is not None and p.fixed is None]

@@ -13,7 +13,26 @@ noise visible to the decision:
   estimates the standard deviation of their log medians with the successive-difference
   estimator (:func:`calibrate_sigma`), which a genuine step in the history barely moves.
 
-Tested in ``tests/core/test_noise.py`` (hand values, seeded recovery of a known sigma).
+When neither is there, the decision assumes a conservative default for this kind of
+machine (:data:`ASSUMED_RAW`, :data:`ASSUMED_NORMALISED`), which the report names. The
+spread between *consecutive* worker processes of one run is never taken as the run-to-run
+noise: they share the machine's phase, so it understates the spread between runs several
+fold; it only raises the per-process part of the assumption when it is larger.
+
+The model of one side's location (log of its median, or of a tail quantile) is two terms:
+
+* a **phase** term, shared by everything one run measured (the machine's speed that
+  minute); it averages out only over runs spread in time (``R``: a baseline pooled from
+  the history);
+* a **process** term, each worker process's own offset (memory layout, cache placement);
+  it averages out over the run's worker processes (``G``).
+
+Var(side) = phase² / R + process² / G. Dividing each call by a reference kernel of the
+stage's kind timed with it (the machine-speed index, :func:`normalised`) removes most of
+the phase term, which is why the index lets a stored comparison see further.
+
+Tested in ``tests/core/test_noise.py`` (hand values, seeded recovery of a known sigma,
+seeded A/A simulations with phase-correlated processes).
 """
 
 from __future__ import annotations
@@ -24,9 +43,85 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfgate.core.schema import Metric, Run
+from perfgate.core.metrics import Direction
+from perfgate.core.schema import Metric, Reference, Run
 
-__all__ = ["BetweenGroups", "between_groups", "calibrate_sigma", "combine_repetitions", "group_locations"]
+__all__ = [
+    "ASSUMED_MEMORY",
+    "ASSUMED_NORMALISED",
+    "ASSUMED_RAW",
+    "TAIL_FACTOR",
+    "BetweenGroups",
+    "NoiseModel",
+    "between_groups",
+    "calibrate_sigma",
+    "combine_repetitions",
+    "common_kernel",
+    "concat_references",
+    "group_locations",
+    "independent_runs",
+    "median_index",
+    "normalised",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoiseModel:
+    """Run-to-run standard deviations of a log location: the phase and the process terms."""
+
+    phase: float
+    process: float
+
+    def variance(self, runs: int, processes: int) -> float:
+        """Variance of one side's log location measured over ``runs`` runs and ``processes`` processes."""
+        return self.phase**2 / max(runs, 1) + self.process**2 / max(processes, 1)
+
+    def sigma(self, runs: int = 1, processes: int = 1) -> float:
+        return math.sqrt(self.variance(runs, processes))
+
+
+# Conservative defaults for a shared 2-core cloud VM, measured with benchmarks/accuracy.py
+# (docs/noise.md): raw times of identical code in runs minutes apart, and the same times
+# divided by their reference kernel. A user on quieter hardware lowers them under
+# [tool.perfgate.assumed_noise], or replaces them with `perfgate calibrate`.
+ASSUMED_RAW = NoiseModel(phase=0.12, process=0.08)
+ASSUMED_NORMALISED = NoiseModel(phase=0.03, process=0.06)
+# memory does not follow the machine's speed; what varies is the process (pages, allocator)
+ASSUMED_MEMORY = NoiseModel(phase=0.0, process=0.03)
+# a tail quantile moves more from run to run than the median
+TAIL_FACTOR = {"p95": 1.5, "p99": 2.0}
+
+
+def normalised(metric: Metric) -> Metric | None:
+    """The metric in units of its reference kernel: each time divided by the reference timed
+    with it (a rate multiplied by it); None when the metric has no reference."""
+    ref = metric.reference
+    if ref is None:
+        return None
+    if metric.direction is Direction.HIGHER:
+        values = tuple(v * r for v, r in zip(metric.samples, ref.seconds, strict=True))
+    else:
+        values = tuple(v / r for v, r in zip(metric.samples, ref.seconds, strict=True))
+    return Metric(name=metric.name, unit=metric.unit, direction=metric.direction, samples=values, groups=metric.groups)
+
+
+def common_kernel(baseline: Metric, current: Metric) -> str | None:
+    """The reference kernel both sides were measured with, if they share one."""
+    if baseline.reference is None or current.reference is None:
+        return None
+    if baseline.reference.kernel != current.reference.kernel:
+        return None
+    return baseline.reference.kernel
+
+
+def independent_runs(run: Run) -> int:
+    """How many runs spread out in time a run's groups are: a baseline pooled from the history
+    has one group per pooled run (``config["pooled_run_ids"]``); any other run is one."""
+    pooled = run.config.get("pooled_run_ids")
+    if isinstance(pooled, list | tuple) and len(pooled) > 1:
+        return len(pooled)
+    return 1
+
 
 # median(|X - Y|) for X, Y iid N(0, s^2) is 0.6745 * sqrt(2) * s
 _MAD_DIFF = 0.6744897501960817 * math.sqrt(2.0)
@@ -94,6 +189,7 @@ def combine_repetitions(runs: Sequence[Run], *, run_id: str | None = None) -> Ru
             direction=metric.direction,
             samples=tuple(s for m in parts for s in m.samples),
             groups=tuple(g for m in parts for g in (m.groups or (len(m.samples),))),
+            reference=concat_references(parts),
         )
     config = {**first.config, "processes": len(runs)}
     return Run(
@@ -105,4 +201,24 @@ def combine_repetitions(runs: Sequence[Run], *, run_id: str | None = None) -> Ru
         machine=first.machine,
         config=config,
         metrics=metrics,
+        machine_index=median_index(runs),
     )
+
+
+def concat_references(parts: Sequence[Metric]) -> Reference | None:
+    """The references of metrics whose samples are concatenated: kept only when every part has
+    one, of the same kernel."""
+    refs = [m.reference for m in parts]
+    if not refs or any(r is None for r in refs) or len({r.kernel for r in refs if r is not None}) != 1:
+        return None
+    kernel = refs[0].kernel if refs[0] is not None else ""
+    return Reference(kernel=kernel, seconds=tuple(s for r in refs if r is not None for s in r.seconds))
+
+
+def median_index(runs: Sequence[Run]) -> dict[str, float]:
+    """The machine-speed index of runs taken together: each kernel's median over the runs that have it."""
+    kinds: dict[str, list[float]] = {}
+    for run in runs:
+        for kind, seconds in run.machine_index.items():
+            kinds.setdefault(kind, []).append(seconds)
+    return {kind: float(np.median(values)) for kind, values in kinds.items()}

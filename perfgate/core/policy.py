@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from perfgate.core.metrics import MetricInfo
+from perfgate.core.noise import ASSUMED_MEMORY, ASSUMED_NORMALISED, ASSUMED_RAW, NoiseModel
 from perfgate.core.schema import normalize_model
 
-__all__ = ["BUDGET_STATISTICS", "Budget", "Policy"]
+__all__ = ["BUDGET_STATISTICS", "Budget", "Policy", "noise_key"]
 
 BUDGET_STATISTICS = ("median", "mean", "p50", "p95", "p99", "max", "min")
 
@@ -56,7 +57,11 @@ class Policy:
         confidence: level of the confidence intervals shown in reports.
         power: the power the "samples that would decide" figure is computed for.
         noise: this machine's run-to-run SD of each metric's log location, from
-            ``perfgate calibrate``; keyed ``metric`` (median) or ``metric:p95``.
+            ``perfgate calibrate``; keyed ``metric`` (median) or ``metric:p95``, with
+            ``@normalised`` appended for the values in units of their reference kernel.
+        assumed_raw, assumed_normalised, assumed_memory: the run-to-run noise assumed when
+            nothing was measured (:mod:`perfgate.core.noise`), for raw times, for times in
+            units of their reference kernel, and for memory.
     """
 
     threshold_pct: float = 10.0
@@ -67,6 +72,9 @@ class Policy:
     confidence: float = 0.95
     power: float = 0.8
     noise: Mapping[str, float] = field(default_factory=dict)
+    assumed_raw: NoiseModel = ASSUMED_RAW
+    assumed_normalised: NoiseModel = ASSUMED_NORMALISED
+    assumed_memory: NoiseModel = ASSUMED_MEMORY
 
     def __post_init__(self) -> None:
         _check_threshold("threshold", self.threshold_pct)
@@ -84,19 +92,39 @@ class Policy:
             if isinstance(sigma, bool) or not isinstance(sigma, int | float) or not math.isfinite(sigma) or sigma < 0:
                 raise ValueError(f"noise.{key} must be a non-negative number, got {sigma!r}")
         object.__setattr__(self, "noise", MappingProxyType(dict(self.noise)))
+        for name, model in (
+            ("assumed_raw", self.assumed_raw),
+            ("assumed_normalised", self.assumed_normalised),
+            ("assumed_memory", self.assumed_memory),
+        ):
+            for part in (model.phase, model.process):
+                if not math.isfinite(part) or part < 0:
+                    raise ValueError(f"{name}: noise must be non-negative, got {part!r}")
 
     def threshold_for(self, metric: str) -> float:
         """The threshold of ``metric`` as a fraction (10 % -> 0.10)."""
         return self.thresholds_pct.get(metric, self.threshold_pct) / 100.0
 
-    def noise_for(self, metric: str, statistic: str) -> float | None:
-        """The calibrated run-to-run SD for a metric's statistic, if there is one."""
-        if statistic in ("median", "p50") and metric in self.noise:
-            return self.noise[metric]
-        return self.noise.get(f"{metric}:{statistic}")
+    def noise_for(self, metric: str, statistic: str, *, normalised: bool = False) -> float | None:
+        """The calibrated run-to-run SD for a metric's statistic (raw or normalised), if there is one."""
+        return self.noise.get(noise_key(metric, statistic, normalised=normalised))
+
+    @classmethod
+    def quiet(cls, **kwargs: object) -> Policy:
+        """A policy for a machine without run-to-run noise (no phase, no process offsets): the
+        within-run test alone. Right for simulated independent samples, wrong for real runs."""
+        zero = NoiseModel(phase=0.0, process=0.0)
+        return cls(assumed_raw=zero, assumed_normalised=zero, assumed_memory=zero, **kwargs)  # type: ignore[arg-type]
 
     def budgets_for(self, model_key: str) -> tuple[Budget, ...]:
         return tuple(b for b in self.budgets if b.model == model_key)
+
+
+def noise_key(metric: str, statistic: str, *, normalised: bool = False) -> str:
+    """The calibration file's key for a statistic of a metric: ``metric``, ``metric:p99``,
+    ``metric@normalised``, ``metric:p99@normalised``."""
+    key = metric if statistic in ("median", "p50") else f"{metric}:{statistic}"
+    return f"{key}@normalised" if normalised else key
 
 
 def _check_threshold(name: str, value: float) -> None:

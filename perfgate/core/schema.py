@@ -111,8 +111,7 @@ class Metric:
                 )
         if self.reference is not None and len(self.reference.seconds) != len(self.samples):
             raise ValueError(
-                f"metric {self.name!r}: {len(self.reference.seconds)} reference timings for "
-                f"{len(self.samples)} samples"
+                f"metric {self.name!r}: {len(self.reference.seconds)} reference timings for {len(self.samples)} samples"
             )
 
     def group_samples(self) -> list[tuple[float, ...]]:

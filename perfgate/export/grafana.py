@@ -295,6 +295,19 @@ def build_dashboard() -> Any:
         .span(12)
     )
 
+    builder = builder.with_panel(
+        series(
+            "Machine-speed index",
+            "Median time of each reference kernel (compute, interpreter, memory: fixed amounts of work) during "
+            "each model's newest run. When it rises, the machine itself was slow: a stage that jumped with it "
+            "did not get slower by its own doing.",
+            "s",
+            query(f"perfgate_machine_reference_seconds{{{_SEL}}}", f"{_WHO} {{{{kernel}}}}"),
+        )
+        .height(8)
+        .span(24)
+    )
+
     builder = builder.with_row(dash.Row("Against the baseline").id(next(next_id)))
     builder = builder.with_panel(
         bargauge.Panel()

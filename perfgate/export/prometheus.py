@@ -25,6 +25,9 @@ family                                value
 ``perfgate_check_verdict``            1 for the verdict of the last check (``passed``,
                                       ``regressed``, ``over_budget``), 0 for the others
 ``perfgate_budget_<family>``          each budget's limit, in its family's unit
+``perfgate_machine_reference_seconds`` the machine-speed index: each reference kernel's
+                                      median time in the run (``kernel`` label); when
+                                      it rises, the machine itself was slow
 ``perfgate_run_timestamp_seconds``    when the run was made (Unix time)
 ``perfgate_run_info``                 1, with ``run_id``, ``commit`` and ``branch``
 ====================================  ===================================================
@@ -251,6 +254,14 @@ def metric_families(states: Sequence[RunState], metric_info: Mapping[str, Metric
         _add_values(out, state, key, metric_info)
         _add_check(out, state, key)
         _add_budgets(out, state, key)
+        if run.machine_index:
+            index = out.gauge(
+                "machine_reference_seconds",
+                "The machine-speed index: median time of each reference kernel during the run.",
+                [*_RUN_LABELS, "kernel"],
+            )
+            for kernel in sorted(run.machine_index):
+                index.add_metric([*key, kernel], run.machine_index[kernel])
         stamp = _unix_time(run.created_at)
         if stamp is not None:
             out.gauge("run_timestamp_seconds", "When the newest run was made, as Unix time.", _RUN_LABELS).add_metric(

@@ -76,6 +76,7 @@ class MetricSpec:
     direction: Direction
     samples: tuple[float, ...]
     field: str  # where in the file it came from, for error messages
+    groups: tuple[int, ...] | None = None  # sample counts of the tool's worker processes, in order
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -202,7 +203,13 @@ def build_run(
         if name in metrics:  # the same benchmark twice (identical full names)
             raise InputError(f"benchmark {spec.base!r} appears twice", source=source, field=spec.field)
         try:
-            metrics[name] = Metric(name=name, unit=spec.unit, direction=spec.direction, samples=spec.samples)
+            metrics[name] = Metric(
+                name=name,
+                unit=spec.unit,
+                direction=spec.direction,
+                samples=spec.samples,
+                groups=spec.groups if spec.groups and len(spec.groups) > 1 else None,
+            )
         except ValueError as exc:
             raise InputError(str(exc), source=source, field=spec.field) from None
         names[name] = spec.base

@@ -37,7 +37,9 @@ def _metadata(value: object, *, source: str, field: str) -> dict[str, Any]:
     return dict(value)
 
 
-def _spec(name: str, unit: str, values: tuple[float, ...], time_unit: str, where: str) -> MetricSpec:
+def _spec(
+    name: str, unit: str, values: tuple[float, ...], time_unit: str, where: str, groups: tuple[int, ...]
+) -> MetricSpec:
     if unit == "second":
         return MetricSpec(
             base=name,
@@ -46,9 +48,12 @@ def _spec(name: str, unit: str, values: tuple[float, ...], time_unit: str, where
             direction=Direction.LOWER,
             samples=scale(values, time_unit),
             field=where,
+            groups=groups,
         )
     quantity, label = ("bytes", "B") if unit == "byte" else ("count", "count")
-    return MetricSpec(base=name, quantity=quantity, unit=label, direction=Direction.LOWER, samples=values, field=where)
+    return MetricSpec(
+        base=name, quantity=quantity, unit=label, direction=Direction.LOWER, samples=values, field=where, groups=groups
+    )
 
 
 def _identity(meta: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -92,6 +97,7 @@ def parse(data: object, *, source: str, options: ImportOptions) -> ImportResult:
         meta = {**file_meta, **_metadata(bench.get(key), source=source, field=f"{where}.{key}")}
         runs = require(bench, "runs", list, source=source, field=f"{where}.runs")
         values: list[float] = []
+        groups: list[int] = []  # one group per pyperf worker process: the values it measured
         unit = meta.get("unit", "second")
         for j, run in enumerate(runs):
             rwhere = f"{where}.runs[{j}]"
@@ -105,7 +111,9 @@ def parse(data: object, *, source: str, options: ImportOptions) -> ImportResult:
             raw = run.get(vkey)
             if not raw:
                 continue  # a calibration run
-            values.extend(numbers(raw, source=source, field=f"{rwhere}.{vkey}"))
+            measured = numbers(raw, source=source, field=f"{rwhere}.{vkey}")
+            values.extend(measured)
+            groups.append(len(measured))
             date = run_meta.get("date")
             if isinstance(date, str):
                 dates.append(date)
@@ -121,7 +129,7 @@ def parse(data: object, *, source: str, options: ImportOptions) -> ImportResult:
         if not values:
             notes.append(f"benchmark {name!r} has only calibration runs; skipped")
             continue
-        specs.append(_spec(name, unit, tuple(values), time_unit, f"{where}.runs"))
+        specs.append(_spec(name, unit, tuple(values), time_unit, f"{where}.runs", tuple(groups)))
     created_at = None
     if dates:
         try:

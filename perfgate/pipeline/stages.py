@@ -260,9 +260,7 @@ def _inference(ctx: StageContext) -> Callable[[], object]:
     return _serving(ctx, fast_server)
 
 
-@stage(
-    "inference_torch", metric="inference_latency_torch_us", unit="us", samples=_EAGER_SAMPLES, kind="interpreter"
-)
+@stage("inference_torch", metric="inference_latency_torch_us", unit="us", samples=_EAGER_SAMPLES, kind="interpreter")
 def _inference_torch(ctx: StageContext) -> Callable[[], object]:
     from perfgate.pipeline.serve import eager_server
 

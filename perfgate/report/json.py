@@ -38,6 +38,9 @@ def _comparison(c: Comparison) -> dict[str, Any]:
         "required_seconds": c.required_seconds,
         "reason": c.reason,
         "noise": c.noise,
+        "noise_assumed": c.noise_assumed,
+        "reference": c.reference or None,
+        "raw_change": c.raw_change,
     }
 
 
@@ -58,6 +61,18 @@ def result_to_dict(result: CheckResult) -> dict[str, Any]:
             "threshold_pct": result.policy.threshold_pct,
             "alpha": result.policy.alpha,
             "thresholds_pct": dict(result.policy.thresholds_pct),
+            "assumed_noise": {
+                name: {"phase": model.phase, "process": model.process}
+                for name, model in (
+                    ("raw", result.policy.assumed_raw),
+                    ("normalised", result.policy.assumed_normalised),
+                    ("memory", result.policy.assumed_memory),
+                )
+            },
+        },
+        "machine_index": {
+            "baseline": dict(base.machine_index) if base else {},
+            "current": dict(result.current.machine_index),
         },
         "regressions": [c.label for c in result.regressions],
         "comparisons": [_comparison(c) for c in result.comparisons],

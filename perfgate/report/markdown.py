@@ -100,6 +100,7 @@ def _notes(result: CheckResult) -> list[str]:
         )
     if result.baseline_source:
         notes.append(f"Baseline: {result.baseline_source}.")
+    notes += _noise_notes(result)
     p = result.policy
     tests = sum(1 for c in result.comparisons if c.p_adjusted is not None)
     rule = f"Rule: a metric regresses when it is worse by more than its threshold (default {p.threshold_pct:g}%)"
@@ -109,10 +110,39 @@ def _notes(result: CheckResult) -> list[str]:
     return [line for note in notes for line in ("", f"> {note}")]
 
 
+def _noise_notes(result: CheckResult) -> list[str]:
+    """How the run-to-run noise entered the decision: assumed, and whether times were normalised."""
+    notes = []
+    p = result.policy
+    if any(c.noise_assumed for c in result.comparisons):
+        processes = result.current.config.get("processes")
+        g = processes if isinstance(processes, int) and processes > 0 else 1
+        notes.append(
+            f"ℹ️ Run-to-run noise unknown on this machine: assumed σ {p.assumed_raw.sigma(1, g):.0%} for raw times "
+            f"and {p.assumed_normalised.sigma(1, g):.0%} for times in units of their reference kernel "
+            f"(one run of {g} process(es)); `perfgate calibrate` or `perfgate ab` would decide."
+        )
+    if any(c.reference for c in result.comparisons):
+        notes.append(
+            "ℹ️ Stage times are compared in units of a reference kernel of the stage's kind, timed with every block "
+            "of its calls (the machine-speed index): Change is that normalised change, the raw one is beside it."
+        )
+    elif result.baseline is not None and bool(result.baseline.machine_index) != bool(result.current.machine_index):
+        side = "baseline" if not result.baseline.machine_index else "current run"
+        notes.append(f"ℹ️ The {side} has no machine-speed index: raw times were compared.")
+    return notes
+
+
+def _change(c: Comparison) -> str:
+    if c.reference and c.raw_change is not None:
+        return f"{fmt_change(c.change)} (raw {fmt_change(c.raw_change)})"
+    return fmt_change(c.change)
+
+
 def _regression_sections(regs: list[Comparison], cap: int | None) -> list[str]:
     if not regs:
         return []
-    rows = [[c.label, fmt_value(c.baseline_value), fmt_value(c.current_value), fmt_change(c.change)] for c in regs]
+    rows = [[c.label, fmt_value(c.baseline_value), fmt_value(c.current_value), _change(c)] for c in regs]
     lines = ["", "### Regressions", "", *_table(["Metric", "Baseline", "Current", "Change"], rows, cap, "regressions")]
     shown = regs if cap is None else regs[:cap]
     lines += ["", "### Details", ""] + [f"- {_sentence(c)}" for c in shown]
@@ -153,7 +183,7 @@ def _stat_row(c: Comparison) -> list[str]:
         _n(c),
         fmt_value(c.baseline_value),
         fmt_value(c.current_value),
-        fmt_change(c.change),
+        _change(c),
         fmt_ci(c.ci),
         fmt_p(c.p_value),
         fmt_p(c.p_adjusted),
@@ -189,6 +219,8 @@ def _section(
 
 
 def _decide_text(c: Comparison) -> str:
+    if c.required_n is None and c.noise:  # unpaired: the noise of a whole run, which more samples don't touch
+        return "`perfgate ab` (paired), or `perfgate calibrate` from this machine's history"
     if c.required_n is None:
         return "more samples will not settle it: the change sits at the threshold" if c.reason else "—"
     if c.required_unit == "pairs":  # perfgate ab: more worker pairs, that is a longer time budget
@@ -217,7 +249,7 @@ def _conditions(result: CheckResult, cap: int | None) -> list[str]:
         cv = max(c.baseline.cv, c.current.cv)
         if c.threshold > 0 and cv > c.threshold / 3:
             unstable.append((cv, c))
-    if not unstable and not isinstance(env, dict):
+    if not unstable and not isinstance(env, dict) and not _index_line(result):
         return []
     lines = ["", "### Measurement conditions", ""]
     if isinstance(env, dict):
@@ -235,6 +267,9 @@ def _conditions(result: CheckResult, cap: int | None) -> list[str]:
     processes = result.current.config.get("processes")
     if isinstance(processes, int) and processes > 1:
         lines.append(f"Measured in {processes} worker processes; the spread between them is part of the test.")
+    index = _index_line(result)
+    if index:
+        lines.append(index)
     if unstable:
         unstable.sort(key=lambda t: t[0], reverse=True)
         shown = unstable if cap is None else unstable[:cap]
@@ -246,6 +281,19 @@ def _conditions(result: CheckResult, cap: int | None) -> list[str]:
             "or compare interleaved (`perfgate ab`).",
         ]
     return lines
+
+
+def _index_line(result: CheckResult) -> str:
+    """The machine-speed index of both runs: how much slower or faster the machine itself was."""
+    base, cur = result.baseline, result.current
+    if base is None or not base.machine_index or not cur.machine_index:
+        return ""
+    parts = [
+        f"{kind} {base.machine_index[kind] * 1e3:.3g} → {cur.machine_index[kind] * 1e3:.3g} ms "
+        f"({fmt_change(cur.machine_index[kind] / base.machine_index[kind] - 1.0)})"
+        for kind in sorted(set(base.machine_index) & set(cur.machine_index))
+    ]
+    return "Machine-speed index (reference kernel times, baseline → current): " + ", ".join(parts) + "."
 
 
 def _footer(result: CheckResult) -> list[str]:

@@ -558,7 +558,7 @@ def test_main_scripts_record_check_and_update_baselines(tmp_path):
     }
     scripts = [_step("record", name)[1]["run"] for name in ("Record the runs", "notify", "Update the baselines")]
     outputs = []
-    for i, factor in enumerate((1.0, 1.0, 1.3)):
+    for i, factor in enumerate((1.0, 1.0, 3.0)):
         doc = _run_doc("dqn", factor, f"c{i}", f"main-{i}")
         (tmp_path / "benchmark_results" / "dqn_current.json").write_text(json.dumps(doc))
         for script in scripts:

@@ -125,7 +125,7 @@ def test_seed_worked_example() -> None:
     current = run_from_dict(
         flat(dbn_load_time_ms=0.81, training_step_time_ms=120.0, timestamp="2025-10-15T10:05:00Z", git_commit="def456")
     )
-    result = compare_runs(baseline, current, Policy(threshold_pct=10.0))
+    result = compare_runs(baseline, current, Policy.quiet(threshold_pct=10.0))
     assert result.exit_code == 1
     assert sorted(c.metric for c in result.regressions) == ["dbn_load_time_ms", "training_step_time_ms"]
     got = {c.metric: round(100 * c.worse, 1) for c in result.regressions if c.worse is not None}
@@ -137,13 +137,13 @@ def test_seed_worked_example() -> None:
 
 def test_seed_design_example_14_3_percent() -> None:
     """Seed "Regression Threshold" example: 0.70 -> 0.80 ms is +14.3 % and fails."""
-    result = compare_runs(run_from_dict(flat()), run_from_dict(flat(dbn_load_time_ms=0.80)), Policy())
+    result = compare_runs(run_from_dict(flat()), run_from_dict(flat(dbn_load_time_ms=0.80)), Policy.quiet())
     assert [round(100 * (c.worse or 0), 1) for c in result.regressions] == [14.3]
 
 
 def test_single_sample_is_threshold_only_and_says_so() -> None:
     """One sample per side (seed files): only the threshold decides, no p-value, and a note."""
-    result = compare_runs(run_from_dict(flat()), run_from_dict(flat(training_step_time_ms=109.0)), Policy())
+    result = compare_runs(run_from_dict(flat()), run_from_dict(flat(training_step_time_ms=109.0)), Policy.quiet())
     for c in result.comparisons:
         assert c.threshold_only
         assert c.p_value is None and c.p_adjusted is None
@@ -155,7 +155,7 @@ def test_single_sample_is_threshold_only_and_says_so() -> None:
 def test_single_sample_on_one_side_only_is_threshold_only() -> None:
     """A seed-format baseline against a sampled current run still cannot be tested."""
     current = sampled_run(np.random.default_rng(1), fingerprint=None, factors={"memory_usage_mb": 1.3})
-    result = compare_runs(run_from_dict(flat()), current, Policy())
+    result = compare_runs(run_from_dict(flat()), current, Policy.quiet())
     assert all(c.threshold_only for c in result.comparisons)
     assert [c.metric for c in result.regressions] == ["memory_usage_mb"]
 
@@ -165,7 +165,7 @@ def test_single_sample_on_one_side_only_is_threshold_only() -> None:
 
 def test_throughput_drop_regresses() -> None:
     """A 15 % throughput drop is worse = +15 % (higher is better), a regression (G5)."""
-    result = compare_runs(run_from_dict(flat()), run_from_dict(flat(throughput_samples_per_sec=4250.0)), Policy())
+    result = compare_runs(run_from_dict(flat()), run_from_dict(flat(throughput_samples_per_sec=4250.0)), Policy.quiet())
     (c,) = result.regressions
     assert c.metric == "throughput_samples_per_sec"
     assert c.worse == pytest.approx(0.15)
@@ -175,7 +175,7 @@ def test_throughput_drop_regresses() -> None:
 
 def test_throughput_rise_is_an_improvement() -> None:
     """A 15 % throughput rise is worse = -15 %, improved, and never fails the build."""
-    result = compare_runs(run_from_dict(flat()), run_from_dict(flat(throughput_samples_per_sec=5750.0)), Policy())
+    result = compare_runs(run_from_dict(flat()), run_from_dict(flat(throughput_samples_per_sec=5750.0)), Policy.quiet())
     c = by_label(result)["throughput_samples_per_sec"]
     assert c.verdict is Verdict.IMPROVED
     assert c.worse == pytest.approx(-0.15)
@@ -187,7 +187,7 @@ def test_direction_with_samples() -> None:
     rng = np.random.default_rng(5)
     baseline = sampled_run(rng)
     current = sampled_run(rng, factors={"throughput_samples_per_sec": 0.85, "training_step_time_ms": 0.85})
-    result = by_label(compare_runs(baseline, current, Policy()))
+    result = by_label(compare_runs(baseline, current, Policy.quiet()))
     assert result["throughput_samples_per_sec"].verdict is Verdict.REGRESSED
     assert result["throughput_samples_per_sec"].worse == pytest.approx(0.15, abs=0.03)
     assert result["training_step_time_ms"].verdict is Verdict.IMPROVED
@@ -201,7 +201,7 @@ def test_direction_with_samples() -> None:
 def test_each_metric_regression_detected_single_sample(name: str) -> None:
     """A 20 % worsening of any one seed metric (seed files) is found, and only that one."""
     current = run_from_dict(flat(**{name: TYPICAL[name] * worse_factor(name, 0.20)}))
-    result = compare_runs(run_from_dict(flat()), current, Policy())
+    result = compare_runs(run_from_dict(flat()), current, Policy.quiet())
     assert [c.metric for c in result.regressions] == [name]
     assert result.regressions[0].worse == pytest.approx(0.20)
     assert result.exit_code == 1
@@ -214,7 +214,7 @@ def test_each_metric_regression_detected_with_samples(name: str) -> None:
     rng = np.random.default_rng(SEED_METRICS.index(name))
     baseline = sampled_run(rng, n=60, n_inference=300)
     current = sampled_run(rng, n=60, n_inference=300, factors={name: worse_factor(name, 0.20)})
-    result = compare_runs(baseline, current, Policy())
+    result = compare_runs(baseline, current, Policy.quiet())
     assert {c.metric for c in result.regressions} == {name}
     if name == "inference_latency_us":
         assert sorted(c.statistic for c in result.regressions) == ["p50", "p95", "p99"]
@@ -229,13 +229,13 @@ def test_each_metric_regression_detected_with_samples(name: str) -> None:
 def test_per_metric_threshold_overrides_global() -> None:
     """thresholds_pct beats threshold_pct both ways: 25 % lets +20 % pass, 5 % catches +7 %."""
     current = run_from_dict(flat(training_step_time_ms=120.0, memory_usage_mb=120.0 * 1.07))
-    policy = Policy(threshold_pct=10.0, thresholds_pct={"training_step_time_ms": 25.0, "memory_usage_mb": 5.0})
+    policy = Policy.quiet(threshold_pct=10.0, thresholds_pct={"training_step_time_ms": 25.0, "memory_usage_mb": 5.0})
     result = compare_runs(run_from_dict(flat()), current, policy)
     assert [c.metric for c in result.regressions] == ["memory_usage_mb"]
     assert by_label(result)["training_step_time_ms"].threshold == pytest.approx(0.25)
     assert by_label(result)["training_step_time_ms"].verdict is Verdict.UNCHANGED
     # the same run under the global threshold alone: the opposite verdicts
-    result = compare_runs(run_from_dict(flat()), current, Policy(threshold_pct=10.0))
+    result = compare_runs(run_from_dict(flat()), current, Policy.quiet(threshold_pct=10.0))
     assert [c.metric for c in result.regressions] == ["training_step_time_ms"]
 
 
@@ -244,9 +244,9 @@ def test_change_exactly_at_threshold_does_not_regress() -> None:
     0.70 -> 0.77 ms and 5000 -> 4500 samples/s (each exactly 10 %) regressed because
     log(110/100) is one ulp above log1p(0.10). Just past the threshold still regresses."""
     at = flat(training_step_time_ms=110.0, dbn_load_time_ms=0.77, throughput_samples_per_sec=4500.0)
-    assert compare_runs(run_from_dict(flat()), run_from_dict(at), Policy()).regressions == []
+    assert compare_runs(run_from_dict(flat()), run_from_dict(at), Policy.quiet()).regressions == []
     past = flat(training_step_time_ms=110.01, dbn_load_time_ms=0.7701, throughput_samples_per_sec=4499.0)
-    result = compare_runs(run_from_dict(flat()), run_from_dict(past), Policy())
+    result = compare_runs(run_from_dict(flat()), run_from_dict(past), Policy.quiet())
     assert len(result.regressions) == 3
 
 
@@ -269,7 +269,7 @@ def test_broken_budget_fails_the_check() -> None:
     """No regression, but p99 over its limit: exit 1 through the budget alone."""
     rng = np.random.default_rng(10)
     baseline, current = sampled_run(rng, n_inference=300), sampled_run(rng, n_inference=300)
-    policy = Policy(budgets=(Budget(model="dqn", metric="inference_latency_us", statistic="p99", limit=40.0),))
+    policy = Policy.quiet(budgets=(Budget(model="dqn", metric="inference_latency_us", statistic="p99", limit=40.0),))
     result = compare_runs(baseline, current, policy)
     assert result.regressions == []
     assert len(result.broken_budgets) == 1
@@ -299,7 +299,7 @@ def test_budget_of_unmeasured_metric_and_other_model() -> None:
     run = run_from_dict(flat())
     (check,) = check_budgets(run, (Budget(model="dqn", metric="gpu_utilization_pct", statistic="max", limit=1.0),))
     assert check.ok and check.value is None and "not measured" in check.note
-    policy = Policy(budgets=(Budget(model="ppo", metric="memory_usage_mb", statistic="max", limit=1.0),))
+    policy = Policy.quiet(budgets=(Budget(model="ppo", metric="memory_usage_mb", statistic="max", limit=1.0),))
     assert compare_runs(run, run, policy).budgets == ()
 
 
@@ -309,14 +309,14 @@ def test_budget_of_unmeasured_metric_and_other_model() -> None:
 def test_tail_quantiles_need_60_and_300_samples() -> None:
     """p95 needs 60 and p99 300 samples per side, else inconclusive with that required_n (G6)."""
     rng = np.random.default_rng(13)
-    result = by_label(compare_runs(sampled_run(rng, n_inference=59), sampled_run(rng, n_inference=59), Policy()))
+    result = by_label(compare_runs(sampled_run(rng, n_inference=59), sampled_run(rng, n_inference=59), Policy.quiet()))
     p95, p99 = result["inference_latency_us (p95)"], result["inference_latency_us (p99)"]
     assert (p95.verdict, p95.required_n) == (Verdict.INCONCLUSIVE, 60)
     assert (p99.verdict, p99.required_n) == (Verdict.INCONCLUSIVE, 300)
     assert p95.p_value is None and "59/59" in p95.reason
     assert result["inference_latency_us (p50)"].verdict is Verdict.UNCHANGED
 
-    result = by_label(compare_runs(sampled_run(rng, n_inference=60), sampled_run(rng, n_inference=299), Policy()))
+    result = by_label(compare_runs(sampled_run(rng, n_inference=60), sampled_run(rng, n_inference=299), Policy.quiet()))
     assert result["inference_latency_us (p95)"].p_value is not None  # 60 per side: tested
     assert result["inference_latency_us (p99)"].required_n == 300
 
@@ -326,7 +326,7 @@ def test_over_threshold_but_not_significant_is_inconclusive() -> None:
     inconclusive, with a required sample size larger than 3, and exit 0."""
     base = metric("training_step_time_ms", [100.0, 130.0, 80.0])
     cur = metric("training_step_time_ms", [125.0, 95.0, 150.0])
-    result = compare_runs(run_of(base), run_of(cur), Policy())
+    result = compare_runs(run_of(base), run_of(cur), Policy.quiet())
     (c,) = result.comparisons
     assert c.worse == pytest.approx(0.25)
     assert c.verdict is Verdict.INCONCLUSIVE
@@ -341,7 +341,7 @@ def test_noisy_under_threshold_is_inconclusive_with_required_n() -> None:
     rng = np.random.default_rng(14)
     base = metric("memory_usage_mb", (100 * rng.lognormal(0, 0.3, 8)).tolist())
     cur_samples = [v * 1.05 for v in base.samples]
-    result = compare_runs(run_of(base), run_of(metric("memory_usage_mb", cur_samples)), Policy())
+    result = compare_runs(run_of(base), run_of(metric("memory_usage_mb", cur_samples)), Policy.quiet())
     (c,) = result.comparisons
     assert c.worse == pytest.approx(0.05)
     assert c.verdict is Verdict.INCONCLUSIVE
@@ -354,9 +354,9 @@ def test_noisy_under_threshold_is_inconclusive_with_required_n() -> None:
 def test_model_mismatch_raises() -> None:
     """Each model has its own baseline: DQN against PPO is an error (exit 2 in the CLI)."""
     with pytest.raises(MismatchError, match="model"):
-        compare_runs(run_from_dict(flat()), run_from_dict(flat(model_type="PPO")), Policy())
+        compare_runs(run_from_dict(flat()), run_from_dict(flat(model_type="PPO")), Policy.quiet())
     # names are compared normalised: "DQN" and "dqn" are one model
-    compare_runs(run_from_dict(flat()), run_from_dict(flat(model_type="dqn")), Policy())
+    compare_runs(run_from_dict(flat()), run_from_dict(flat(model_type="dqn")), Policy.quiet())
 
 
 def test_machine_mismatch_raises_unless_allowed() -> None:
@@ -364,20 +364,20 @@ def test_machine_mismatch_raises_unless_allowed() -> None:
     rng = np.random.default_rng(15)
     a, b = sampled_run(rng, fingerprint="m1"), sampled_run(rng, fingerprint="m2")
     with pytest.raises(MismatchError, match="machine"):
-        compare_runs(a, b, Policy())
-    result = compare_runs(a, b, Policy(), allow_machine_mismatch=True)
+        compare_runs(a, b, Policy.quiet())
+    result = compare_runs(a, b, Policy.quiet(), allow_machine_mismatch=True)
     assert result.machine_mismatch
-    assert not compare_runs(a, sampled_run(rng, fingerprint=None), Policy()).machine_mismatch
+    assert not compare_runs(a, sampled_run(rng, fingerprint=None), Policy.quiet()).machine_mismatch
 
 
 def test_unit_or_direction_change_raises() -> None:
     """A metric whose unit or direction changed cannot be compared."""
     base = run_of(metric(CUSTOM, [1.0, 2.0], unit="ms"))
     with pytest.raises(MismatchError, match="re-record"):
-        compare_runs(base, run_of(metric(CUSTOM, [1.0, 2.0], unit="s")), Policy())
+        compare_runs(base, run_of(metric(CUSTOM, [1.0, 2.0], unit="s")), Policy.quiet())
     with pytest.raises(MismatchError):
         flipped = metric(CUSTOM, [1.0, 2.0], unit="ms", direction=Direction.HIGHER)
-        compare_runs(base, run_of(flipped), Policy())
+        compare_runs(base, run_of(flipped), Policy.quiet())
 
 
 # --- missing, new, informational -------------------------------------------------------------
@@ -389,7 +389,7 @@ def test_missing_and_new_metrics() -> None:
     doc = flat()
     del doc["memory_usage_mb"]
     current = run_from_dict({**doc, "gpu_utilization_pct": 80.0})
-    result = by_label(compare_runs(baseline, current, Policy()))
+    result = by_label(compare_runs(baseline, current, Policy.quiet()))
     assert result["memory_usage_mb"].verdict is Verdict.MISSING
     assert result["memory_usage_mb"].current is None
     assert result["gpu_utilization_pct"].verdict is Verdict.NEW
@@ -400,7 +400,7 @@ def test_informational_metric_never_gates() -> None:
     """gpu_utilization_pct halving (or doubling) is reported, never a regression."""
     for now in (40.0, 160.0):
         result = compare_runs(
-            run_from_dict(flat(gpu_utilization_pct=80.0)), run_from_dict(flat(gpu_utilization_pct=now)), Policy()
+            run_from_dict(flat(gpu_utilization_pct=80.0)), run_from_dict(flat(gpu_utilization_pct=now)), Policy.quiet()
         )
         c = by_label(result)["gpu_utilization_pct"]
         assert c.verdict is Verdict.INFORMATIONAL
@@ -413,7 +413,9 @@ def test_informational_metric_never_gates() -> None:
 
 def test_zero_baseline_is_inconclusive() -> None:
     """A baseline of 0 leaves the relative change undefined: inconclusive, said so, exit 0."""
-    result = compare_runs(run_from_dict(flat(memory_usage_mb=0.0)), run_from_dict(flat(memory_usage_mb=5.0)), Policy())
+    result = compare_runs(
+        run_from_dict(flat(memory_usage_mb=0.0)), run_from_dict(flat(memory_usage_mb=5.0)), Policy.quiet()
+    )
     c = by_label(result)["memory_usage_mb"]
     assert c.verdict is Verdict.INCONCLUSIVE
     assert "baseline" in c.reason and "0" in c.reason
@@ -430,7 +432,7 @@ def test_throughput_falling_to_zero_regresses(n: int) -> None:
         "memory_usage_mb": metric("memory_usage_mb", [100.0 + i for i in range(n)]),
     }
     cur = {name: metric(name, [0.0] * n) for name in base}
-    result = by_label(compare_runs(run_of(*base.values()), run_of(*cur.values()), Policy()))
+    result = by_label(compare_runs(run_of(*base.values()), run_of(*cur.values()), Policy.quiet()))
     assert result["throughput_samples_per_sec"].verdict is Verdict.REGRESSED
     assert result["throughput_samples_per_sec"].worse == pytest.approx(1.0)
     assert result["memory_usage_mb"].verdict is Verdict.IMPROVED
@@ -443,20 +445,20 @@ def test_all_equal_samples() -> None:
     same = compare_runs(
         run_of(metric("memory_usage_mb", [100.0] * 20)),
         run_of(metric("memory_usage_mb", [100.0] * 20)),
-        Policy(),
+        Policy.quiet(),
     )
     (c,) = same.comparisons
     assert (c.verdict, c.p_value, c.worse) == (Verdict.UNCHANGED, 1.0, 0.0)
     up = compare_runs(
         run_of(metric("memory_usage_mb", [100.0] * 20)),
         run_of(metric("memory_usage_mb", [120.0] * 20)),
-        Policy(),
+        Policy.quiet(),
     )
     assert [c.verdict for c in up.comparisons] == [Verdict.REGRESSED]
     small = compare_runs(
         run_of(metric("memory_usage_mb", [100.0] * 20)),
         run_of(metric("memory_usage_mb", [100.5] * 20)),
-        Policy(),
+        Policy.quiet(),
     )
     (c,) = small.comparisons
     assert c.p_value is not None and c.p_value < 1e-6
@@ -475,12 +477,12 @@ def test_huge_outliers_do_not_flip_the_verdict() -> None:
     same = compare_runs(
         run_of(metric(name, (100.0 * rng.lognormal(0, 0.05, 50)).tolist())),
         run_of(metric(name, noisy)),
-        Policy(),
+        Policy.quiet(),
     )
     (c,) = same.comparisons
     assert c.current is not None and c.current.mean > 50 * c.current.median
     assert c.verdict is not Verdict.REGRESSED
-    real = compare_runs(run_of(metric(name, clean[:47] + [1e6] * 3)), run_of(metric(name, shifted)), Policy())
+    real = compare_runs(run_of(metric(name, clean[:47] + [1e6] * 3)), run_of(metric(name, shifted)), Policy.quiet())
     (c,) = real.comparisons
     assert c.baseline is not None and c.current is not None and c.current.mean < c.baseline.mean
     assert c.verdict is Verdict.REGRESSED
@@ -493,7 +495,7 @@ def test_tiny_skewed_sample_does_not_crash() -> None:
     name = "training_step_time_ms"
     base = metric(name, [1.0, 1.0, 1004.0])
     cur = metric(name, [2.0, 2.0, 2008.0])
-    (c,) = compare_runs(run_of(base), run_of(cur), Policy()).comparisons
+    (c,) = compare_runs(run_of(base), run_of(cur), Policy.quiet()).comparisons
     assert c.worse == pytest.approx(1.0)
     assert c.ci is not None and c.ci[1] == math.inf
     assert c.verdict is Verdict.INCONCLUSIVE
@@ -509,7 +511,7 @@ def test_identical_runs_exit_zero() -> None:
     """A run against itself: nothing regresses, every metric unchanged (inference p95/p99:
     too few samples, inconclusive)."""
     run = sampled_run(np.random.default_rng(17), custom=True)
-    result = compare_runs(run, run, Policy())
+    result = compare_runs(run, run, Policy.quiet())
     assert result.exit_code == 0
     verdicts = {c.label: c.verdict for c in result.comparisons}
     assert verdicts.pop("inference_latency_us (p95)") is Verdict.INCONCLUSIVE
@@ -541,7 +543,7 @@ def test_aa_family_wise_false_alarms_held_by_holm() -> None:
     """
     rng = np.random.default_rng(2026)
     alpha, trials = 0.05, 150
-    policy = Policy(threshold_pct=0.0, alpha=alpha)
+    policy = Policy.quiet(threshold_pct=0.0, alpha=alpha)
     bound = int(sps.binom.ppf(0.999, trials, alpha))
     with_holm = without_holm = 0
     n_tests: set[int] = set()
@@ -571,7 +573,7 @@ def test_power_at_one_and_a_half_times_the_threshold() -> None:
         name = CHECK_METRICS[i % len(CHECK_METRICS)]
         baseline = sampled_run(rng, custom=True)
         current = sampled_run(rng, custom=True, factors={name: _worse_factor_any(name, 0.15)})
-        result = compare_runs(baseline, current, Policy())
+        result = compare_runs(baseline, current, Policy.quiet())
         caught[name] += any(c.metric == name for c in result.regressions)
     assert sum(caught.values()) >= 0.95 * per_metric * len(CHECK_METRICS), caught
     assert min(caught.values()) >= per_metric - 2, caught
@@ -584,6 +586,6 @@ def test_aa_false_alarms_at_default_threshold() -> None:
     rng = np.random.default_rng(10)
     alarms = 0
     for _ in range(150):
-        result = compare_runs(sampled_run(rng, custom=True), sampled_run(rng, custom=True), Policy())
+        result = compare_runs(sampled_run(rng, custom=True), sampled_run(rng, custom=True), Policy.quiet())
         alarms += result.exit_code
     assert alarms == 0

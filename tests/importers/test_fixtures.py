@@ -195,7 +195,7 @@ def _slowed(run_path: Path, metric: str, factor: float, out: Path) -> Path:
 @pytest.mark.parametrize(
     ("fmt", "path", "metric", "factor"),
     [
-        ("pytest-benchmark", FIXTURES / "pytest-benchmark/3.2.3.json", "test_join_time_us", 1.5),
+        ("pytest-benchmark", FIXTURES / "pytest-benchmark/3.2.3.json", "test_join_time_us", 3.0),
         ("pyperf", FIXTURES / "pyperf/1.7.1.json", "sorted_200_time_us", 3.0),
     ],
 )
@@ -211,12 +211,13 @@ def test_a_slower_imported_run_fails_the_gate(fmt, path, metric, factor, tmp_pat
 @pytest.mark.parametrize(
     ("fmt", "path", "metric", "factor"),
     [
-        ("asv", ASV_051, "bench_time_sorted_time_us", 3.0),
-        ("google-benchmark", FIXTURES / "google-benchmark/1.7.1.json", "bm_sum_64_items_per_sec", 1 / 3),
+        ("asv", ASV_051, "bench_time_sorted_time_us", 1.3),
+        ("google-benchmark", FIXTURES / "google-benchmark/1.7.1.json", "bm_sum_64_items_per_sec", 1 / 1.3),
     ],
 )
 def test_too_few_imported_samples_are_inconclusive_not_a_pass(fmt, path, metric, factor, tmp_path):
-    """4 (asv) or 3 (google-benchmark) samples a side cannot reach significance: the report says so."""
+    """4 (asv) or 3 (google-benchmark) samples a side, from one process, with the run-to-run noise
+    assumed: a 30 % change cannot be told from noise, and the report says so."""
     base = tmp_path / "base.json"
     assert main(["import", fmt, str(path), "--output", str(base), "--git-commit", "abc123"]) == 0
     cur = _slowed(base, metric, factor, tmp_path / "cur.json")

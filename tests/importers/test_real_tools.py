@@ -277,3 +277,68 @@ def test_google_benchmark(tmp_path):
     }
     assert all(len(m["samples"]) == 5 for m in doc["metrics"].values())
     assert doc["metrics"]["bm_sum_4096_items_per_sec"]["direction"] == "higher_is_better"
+
+
+def _check_pair(fmt: str, first: Path, second: Path, tmp_path: Path) -> dict:
+    """Import two result files of identical work and check the second against the first."""
+    files = []
+    for i, result in enumerate((first, second)):
+        out = tmp_path / f"{fmt}-{i}.json"
+        assert main(["import", fmt, str(result), "--output", str(out), "--git-commit", f"c{i}"]) == 0
+        files.append(out)
+    report = tmp_path / f"{fmt}-pair.json"
+    code = main(["check", "--baseline", str(files[0]), "--current", str(files[1]), "--json", str(report), "--quiet"])
+    doc = json.loads(report.read_text())
+    assert code == 0 and doc["regressions"] == [], doc["regressions"]
+    # each comparison folded in run-to-run noise that it did not learn from these two runs
+    assert all(c["noise_assumed"] for c in doc["comparisons"] if c["p_value"] is not None)
+    return doc
+
+
+def test_pyperf_identical_work_recorded_twice_raises_no_alarm(tmp_path):
+    """Two real pyperf runs of the same work, one after the other: their worker processes are
+    groups, and consecutive processes do not stand in for the spread between runs."""
+    need("pyperf", importlib.util.find_spec("pyperf") is not None, "pip install -e .[dev]")
+    (tmp_path / "bench.py").write_text(
+        "import pyperf\nrunner = pyperf.Runner()\nrunner.bench_func('sorted/300', sorted, list(range(300, 0, -1)))\n"
+    )
+    results = []
+    for i in range(2):
+        result = tmp_path / f"pyperf{i}.json"
+        run(
+            [sys.executable, "bench.py", "-p", "3", "-n", "5", "-l", "64", "-w", "1", "-o", str(result), "--quiet"],
+            cwd=tmp_path,
+        )
+        results.append(result)
+    _check_pair("pyperf", results[0], results[1], tmp_path)
+    assert load_run(tmp_path / "pyperf-0.json").metrics["sorted_300_time_us"].groups == (5, 5, 5)
+
+
+def test_pytest_benchmark_identical_work_recorded_twice_raises_no_alarm(tmp_path):
+    """Two real pytest-benchmark runs of the same work, seconds apart, each of hundreds of rounds
+    from one process: the rounds are not independent of the machine's phase."""
+    need("pytest-benchmark", importlib.util.find_spec("pytest_benchmark") is not None, "pip install -e .[dev]")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_tiny.py").write_text(
+        "def test_sort(benchmark):\n    benchmark(sorted, list(range(300, 0, -1)))\n"
+    )
+    results = []
+    for i in range(2):
+        result = tmp_path / f"pytest{i}.json"
+        run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "test_tiny.py",
+                f"--benchmark-json={result}",
+                "--benchmark-min-rounds=200",
+                "--benchmark-max-time=0.2",
+            ],
+            cwd=tmp_path,
+        )
+        results.append(result)
+    _check_pair("pytest-benchmark", results[0], results[1], tmp_path)

@@ -288,4 +288,4 @@ def make_result(
 
     baseline = run_from_dict(doc(base, "abc1234"))
     current = run_from_dict(doc(cur, commit))
-    return compare_runs(baseline, current, Policy(), baseline_source="file `base.json`")
+    return compare_runs(baseline, current, Policy.quiet(), baseline_source="file `base.json`")

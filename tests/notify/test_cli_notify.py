@@ -60,7 +60,7 @@ def hooks(receiver, monkeypatch):
 
 
 def test_regression_is_notified_after_the_report(hooks, tmp_path, capsys):
-    assert _check(tmp_path, 1.3, "--notify") == 1
+    assert _check(tmp_path, 3.0, "--notify") == 1
     assert (tmp_path / "report.md").exists()
     assert len(hooks.requests) == 2
     slack, generic = hooks.bodies
@@ -72,7 +72,7 @@ def test_regression_is_notified_after_the_report(hooks, tmp_path, capsys):
 
 def test_failing_target_changes_nothing_and_shows_no_secret(hooks, tmp_path, capsys):
     hooks.statuses = [500]
-    assert _check(tmp_path, 1.3, "--notify") == 1
+    assert _check(tmp_path, 3.0, "--notify") == 1
     assert len(hooks.requests) == 6  # 3 attempts each, then given up
     out, err = capsys.readouterr()
     assert "failed after 3 attempt(s): the server answered HTTP 500" in err
@@ -83,7 +83,9 @@ def test_failing_target_changes_nothing_and_shows_no_secret(hooks, tmp_path, cap
 
 def test_failing_target_on_a_passing_check_still_exits_0(hooks, tmp_path, capsys):
     hooks.statuses = [400]
-    code = _check(tmp_path, 1.0, "--notify", extra='on = ["regression", "improvement", "inconclusive"]\n')
+    # a quiet machine (no run-to-run noise assumed): unchanged runs are unchanged, not inconclusive
+    quiet = "[tool.perfgate.assumed_noise]\nphase_pct = 0\nprocess_pct = 0\n"
+    code = _check(tmp_path, 1.0, "--notify", extra='on = ["regression", "improvement", "inconclusive"]\n' + quiet)
     assert code == 0
     # nothing changed, so nothing to notify
     assert hooks.requests == []
@@ -97,7 +99,7 @@ def test_failing_target_on_a_passing_check_still_exits_0(hooks, tmp_path, capsys
 def test_unreachable_target_keeps_exit_code(monkeypatch, closed_port_url, tmp_path, capsys):
     monkeypatch.setenv("TEST_SLACK_HOOK", closed_port_url)
     monkeypatch.delenv("TEST_JSON_HOOK", raising=False)
-    assert _check(tmp_path, 1.3, "--notify") == 1
+    assert _check(tmp_path, 3.0, "--notify") == 1
     err = capsys.readouterr().err
     assert "connection failed" in err
     assert "webhook ($TEST_JSON_HOOK) skipped: $TEST_JSON_HOOK is not set" in err
@@ -105,11 +107,11 @@ def test_unreachable_target_keeps_exit_code(monkeypatch, closed_port_url, tmp_pa
 
 
 def test_not_sent_without_the_flag_unless_enabled(hooks, tmp_path):
-    assert _check(tmp_path, 1.3) == 1
+    assert _check(tmp_path, 3.0) == 1
     assert hooks.requests == []
-    assert _check(tmp_path, 1.3, extra="enabled = true\n") == 1
+    assert _check(tmp_path, 3.0, extra="enabled = true\n") == 1
     assert len(hooks.requests) == 2
-    assert _check(tmp_path, 1.3, "--no-notify", extra="enabled = true\n") == 1
+    assert _check(tmp_path, 3.0, "--no-notify", extra="enabled = true\n") == 1
     assert len(hooks.requests) == 2
 
 
@@ -120,13 +122,13 @@ def test_a_bug_in_notifying_never_changes_the_exit_code(hooks, tmp_path, capsys,
         raise RuntimeError("boom")
 
     monkeypatch.setattr(dispatch, "notify_check", broken)
-    assert _check(tmp_path, 1.3, "--notify") == 1
+    assert _check(tmp_path, 3.0, "--notify") == 1
     assert "internal error (RuntimeError)" in capsys.readouterr().err
 
 
 def test_subprocess_secret_never_printed(receiver, tmp_path):
     receiver.statuses = [503]
-    base, cur = _runs(tmp_path, 1.3)
+    base, cur = _runs(tmp_path, 3.0)
     config = _config(tmp_path, "attempts = 2\n")
     env = {"PATH": "/usr/bin:/bin", "TEST_SLACK_HOOK": receiver.url, "TEST_JSON_HOOK": receiver.url}
     command = [sys.executable, "-m", "perfgate", "check", "--baseline", str(base), "--current", str(cur)]

@@ -128,7 +128,7 @@ def test_check_takes_the_stored_baseline_and_records_passed(run_doc, write_json,
 
 def test_check_of_a_run_without_id_flags_the_id_record_gives_it(run_doc, write_json, shared_url, capsys):
     _history(run_doc, write_json, shared_url, count=2)
-    slow = run_doc({"training_step_time_ms": 150.0, "dbn_load_time_ms": 2.0}, seed=5)
+    slow = run_doc({"training_step_time_ms": 300.0, "dbn_load_time_ms": 2.0}, seed=5)
     assert "run_id" not in slow
     cur = write_json("noid.json", slow)
     assert main(["check", "--store", shared_url, "--current", str(cur), "--quiet"]) == 1
