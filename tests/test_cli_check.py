@@ -248,3 +248,44 @@ def test_budgets_hold_without_a_baseline(seed_files, tmp_path, monkeypatch):
     assert "Budget Exceeded" in text and "only the budgets were checked" in text
     config.write_text("[budgets.dqn]\ninference_latency_us = { p99 = 50.0 }\n")
     assert check("--current", cur, "--config", config, "--output", report) == 0
+
+
+def _indexed_doc(level: float, reference: float, *, index: bool = True) -> dict:
+    """A version-2 run of 60 training steps at ``level`` ms, each timed after a reference kernel of ``reference`` s."""
+    samples = [level * (1 + 0.01 * ((i % 5) - 2)) for i in range(60)]
+    metric: dict = {"unit": "ms", "direction": "lower_is_better", "samples": samples}
+    doc: dict = {"schema_version": 2, "model": "dqn", "metrics": {"training_step_time_ms": metric}}
+    if index:
+        metric["reference"] = {"kernel": "interpreter", "seconds": [reference], "counts": [60]}
+        doc["machine_index"] = {"interpreter": reference}
+    return doc
+
+
+def test_a_slow_machine_is_not_a_slow_stage(tmp_path):
+    """+25 % raw on a machine whose reference kernel also took 25 % longer: normalised, nothing changed."""
+    base = tmp_path / "base.json"
+    cur = tmp_path / "cur.json"
+    base.write_text(json.dumps(_indexed_doc(10.0, 4e-4)))
+    cur.write_text(json.dumps(_indexed_doc(12.5, 5e-4)))
+    report = tmp_path / "r.md"
+    assert check("--baseline", base, "--current", cur, "--output", report, "--quiet") == 0
+    text = report.read_text()
+    assert "+0.0% (raw +25.0%)" in text
+    assert "interpreter 0.4 → 0.5 ms (+25.0%)" in text
+    assert "in units of a reference kernel" in text
+
+
+def test_index_on_one_side_only_compares_raw_times_and_says_so(tmp_path):
+    """A version-1 baseline (no index) against an indexed run: raw times, and the report names the missing side."""
+    base = tmp_path / "base.json"
+    old = _indexed_doc(10.0, 4e-4, index=False)
+    old["schema_version"] = 1
+    base.write_text(json.dumps(old))
+    cur = tmp_path / "cur.json"
+    cur.write_text(json.dumps(_indexed_doc(30.0, 4e-4)))
+    out = tmp_path / "r.json"
+    report = tmp_path / "r.md"
+    assert check("--baseline", base, "--current", cur, "--json", out, "--output", report, "--quiet") == 1
+    (c,) = json.loads(out.read_text())["comparisons"]
+    assert c["reference"] is None and c["change"] == pytest.approx(2.0) and c["noise_assumed"]
+    assert "The baseline has no machine-speed index: raw times were compared." in report.read_text()

@@ -132,3 +132,30 @@ def test_history_in_a_subprocess(history_url):
     )
     assert out.returncode == 0, out.stderr
     assert "training_step_time_ms" in out.stdout and "c40" in out.stdout
+
+
+def test_a_slow_hour_of_the_machine_is_no_change_point_when_normalised(tmp_path, capsys):
+    """Runs 20-29 are 30 % slower raw because the machine was (their reference kernel too); from run 40 the
+    code itself is 30 % slower. The normalised series keeps only the second, at its commit."""
+    import dataclasses
+
+    from perfgate.core.schema import Reference
+
+    url = f"sqlite:///{tmp_path}/n.db"
+    rng = np.random.default_rng(3)
+    runs = []
+    for i in range(60):
+        machine = 1.3 if 20 <= i < 30 else 1.0
+        code = 1.3 if i >= 40 else 1.0
+        samples = [float(v) for v in 100.0 * machine * code * rng.lognormal(0.0, 0.005, 20)]
+        r = run(f"run{i:02d}", commit=f"c{i:02d}", created_at=stamp(i), samples={"training_step_time_ms": samples})
+        metric = r.metrics["training_step_time_ms"]
+        ref = Reference(kernel="interpreter", seconds=(4e-4 * machine,) * len(samples))
+        runs.append(dataclasses.replace(r, metrics={metric.name: dataclasses.replace(metric, reference=ref)}))
+    with open_store(url) as s:
+        s.add_runs(runs)
+    args = ["history", "--model", "dqn", "--metric", "training_step_time_ms", "--changepoints", "--json"]
+    (metric,) = _json(capsys, [*args, "--store", url])["metrics"]
+    assert len(metric["normalised"]) == 60
+    assert [cp["commit"] for cp in metric["changepoints"]] == ["c40"]
+    assert metric["changepoints"][0]["worse"] is True

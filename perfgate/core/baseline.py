@@ -15,13 +15,14 @@ same machine (K = 10 for ``perfgate baseline update``). Two ways were considered
   the runs of their sample i. It keeps the within-run order (warm-up at the front), but
   the median over K runs shrinks the spread of each position by about sqrt(K), so the
   baseline looks far tighter than any single future run will be and the significance
-  test raises false alarms on unchanged code: exactly the failure mode of G1. It also
+  test raises false alarms on unchanged code: a failure mode this design avoids. It also
   needs equal sample counts. Warm-up is better removed where it is measured
   (:mod:`perfgate.core.stability`).
 
-The check treats the pooled samples as one distribution; with K runs it has K times the
-samples of one run, and the Mann-Whitney test's p-value is correspondingly smaller. That is
-honest about location only when between-run noise is folded in, which pooling does.
+Each pooled run stays one group (its worker processes together): the runs were measured at
+different times, so the spread between them is the run-to-run noise itself, and the check
+tests against it (:func:`perfgate.core.compare.compare_runs`, :mod:`perfgate.core.noise`).
+References of the machine-speed index are pooled with their samples.
 """
 
 from __future__ import annotations
