@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -47,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from perfgate.core.compare import compare_runs  # noqa: E402
 from perfgate.core.metrics import Direction  # noqa: E402
+from perfgate.core.noise import normalised  # noqa: E402
 from perfgate.core.policy import Policy  # noqa: E402
 from perfgate.core.schema import Metric, Reference, Run  # noqa: E402
 from perfgate.importers import ImportOptions, import_file  # noqa: E402
@@ -351,6 +353,7 @@ def evaluate(args: argparse.Namespace) -> None:
                 if args.verbose and n_alarm:
                     print("    alarms:", [a for a in alarms if a])
         if tool == "bench":
+            noise_components([runs[e["file"]] for e in a_seq])
             for metric in sorted(SLOWED):
                 for factor, pairs in sorted(ab.items()):
                     ratios = [
@@ -361,6 +364,47 @@ def evaluate(args: argparse.Namespace) -> None:
                         f"    measured {metric} at nominal +{factor:.0%}: median raw ratio "
                         f"{np.median(ratios):.3f} (range {min(ratios):.3f}-{max(ratios):.3f})"
                     )
+
+
+def _locations(metric: Metric, scaled: bool) -> list[float]:
+    """Log median of each worker process of a metric (normalised by its reference when ``scaled``)."""
+    values = normalised(metric) if scaled else metric
+    if values is None:
+        return []
+    return [math.log(float(np.median(g))) for g in values.group_samples() if np.median(g) > 0]
+
+
+def noise_components(runs: list[Run]) -> None:
+    """The run-to-run noise of unchanged runs, raw and normalised: what the assumed defaults rest on.
+
+    ``1 process`` is the SD of process 1's log median across runs, ``4 processes`` that of the
+    run's pooled median (both from successive differences, as ``perfgate calibrate`` does);
+    ``between processes`` the pooled SD of the processes of one run around their mean.
+    """
+    print("\nrun-to-run noise of the unchanged runs (SD of log location; successive differences)")
+    print(f"{'metric':<32} {'':<11} {'1 process':>10} {'4 processes':>12} {'between processes':>18}")
+    for name in sorted(runs[0].metrics):
+        metric = runs[0].metrics[name]
+        if metric.direction is Direction.INFO or metric.unit == "MB":
+            continue
+        for scaled in (False, True):
+            if scaled and metric.reference is None:
+                continue
+            first, pooled, spread, df = [], [], 0.0, 0
+            for run in runs:
+                locs = _locations(run.metrics[name], scaled)
+                if not locs:
+                    continue
+                first.append(locs[0])
+                whole = normalised(run.metrics[name]) if scaled else run.metrics[name]
+                pooled.append(math.log(float(np.median(whole.samples))))  # type: ignore[union-attr]
+                spread += float(np.sum((np.array(locs) - np.mean(locs)) ** 2))
+                df += len(locs) - 1
+            one = float(np.median(np.abs(np.diff(first))) / (0.6745 * math.sqrt(2))) if len(first) > 2 else math.nan
+            four = float(np.median(np.abs(np.diff(pooled))) / (0.6745 * math.sqrt(2))) if len(pooled) > 2 else math.nan
+            between = math.sqrt(spread / df) if df else math.nan
+            label = "normalised" if scaled else "raw"
+            print(f"{name:<32} {label:<11} {one:>10.1%} {four:>12.1%} {between:>18.1%}")
 
 
 def main() -> None:

@@ -1,8 +1,8 @@
-"""Detector benchmark: false alarms and power of perfgate's rule against the seed's rule.
+"""Detector benchmark: false alarms and power of perfgate's rule against the original rule.
 
 For each noise law (normal, log-normal, heavy-tailed Student-t with 3 degrees of freedom) at
-2 %, 5 % and 10 % coefficient of variation, this simulates a 7-metric check (the six seed
-metrics plus one custom lower-is-better metric), 50 samples per side, 10 % threshold:
+2 %, 5 % and 10 % coefficient of variation, this simulates a 7-metric check (the six
+metrics of the original specification plus one custom lower-is-better metric), 50 samples per side, 10 % threshold:
 
 * false alarms: A/A pairs (identical laws), the fraction of checks with any regression;
 * power at 1.0x, 1.5x and 2x the threshold: one metric per trial (each of the seven in turn)
@@ -11,14 +11,15 @@ metrics plus one custom lower-is-better metric), 50 samples per side, 10 % thres
 
 Rules, side by side on the same simulated runs (common random numbers):
 
-* ``perfgate``: :func:`perfgate.core.compare.compare_runs` with the default policy (median
-  change over the threshold and one-sided Mann-Whitney / quantile z test significant after
-  Holm at alpha 0.01 across the check);
-* ``seed (mean)``: the seed's rule, "worse by more than the threshold", on each run's mean
-  (the seed keeps one number per run);
-* ``seed (median)``: the same on each run's median;
-* ``seed (1 sample)``: the same on a single measurement per run, which is what the seed's
-  flat files hold.
+* ``perfgate``: :func:`perfgate.core.compare.compare_runs` with a quiet-machine policy
+  (:meth:`~perfgate.core.policy.Policy.quiet`: the simulated samples are independent, with
+  no machine phase, so no run-to-run noise is assumed): change over the threshold and the
+  one-sided log-ratio test significant after Holm at alpha 0.01 across the check;
+* ``original (mean)``: the original specification's rule, "worse by more than the
+  threshold", on each run's mean (the original format keeps one number per run);
+* ``original (median)``: the same on each run's median;
+* ``original (1 sample)``: the same on a single measurement per run, which is what the
+  original flat files hold.
 
 Usage: ``.venv/bin/python benchmarks/detector.py [--trials N] [--seed S]``.
 """
@@ -52,7 +53,7 @@ METRICS: dict[str, tuple[str, Direction, float]] = {
 }
 NAMES = tuple(METRICS)
 MULTIPLES = (1.0, 1.5, 2.0)
-RULES = ("perfgate", "seed (mean)", "seed (median)", "seed (1 sample)")
+RULES = ("perfgate", "original (mean)", "original (median)", "original (1 sample)")
 
 
 def _normal(rng: np.random.Generator, cv: float, size: tuple[int, ...]) -> np.ndarray:
@@ -102,14 +103,14 @@ def _run(values: np.ndarray) -> Run:
     return Run(model="dqn", metrics=metrics)
 
 
-def _seed_flags(base: np.ndarray, cur: np.ndarray, threshold: float) -> dict[str, np.ndarray]:
-    """Per-metric flags of the seed's point rule on (7, n) arrays, for each summary."""
+def _original_flags(base: np.ndarray, cur: np.ndarray, threshold: float) -> dict[str, np.ndarray]:
+    """Per-metric flags of the original point rule on (7, n) arrays, for each summary."""
     higher = np.array([METRICS[n][1] is Direction.HIGHER for n in NAMES])
     flags = {}
     for rule, point in (
-        ("seed (mean)", lambda a: a.mean(axis=1)),
-        ("seed (median)", lambda a: np.median(a, axis=1)),
-        ("seed (1 sample)", lambda a: a[:, 0]),
+        ("original (mean)", lambda a: a.mean(axis=1)),
+        ("original (median)", lambda a: np.median(a, axis=1)),
+        ("original (1 sample)", lambda a: a[:, 0]),
     ):
         change = point(cur) / point(base) - 1.0
         worse = np.where(higher, -change, change)
@@ -127,14 +128,14 @@ def simulate(
     noise: str, cv: float, trials: int, n: int, threshold: float, rng: np.random.Generator
 ) -> dict[str, Tally]:
     """Run ``trials`` A/A and A/B checks for one noise setting; tallies per rule."""
-    policy = Policy(threshold_pct=100.0 * threshold)
+    policy = Policy.quiet(threshold_pct=100.0 * threshold)
     typical = np.array([METRICS[name][2] for name in NAMES])[:, None]
     tallies = {rule: Tally() for rule in RULES}
     draw = NOISE[noise]
     for trial in range(trials):
         base = typical * draw(rng, cv, (len(NAMES), n))
         cur = typical * draw(rng, cv, (len(NAMES), n))
-        flags = _seed_flags(base, cur, threshold)
+        flags = _original_flags(base, cur, threshold)
         flags["perfgate"] = _perfgate_flags(base, cur, policy)
         for rule in RULES:
             tallies[rule].false_alarms += bool(flags[rule].any())
@@ -142,7 +143,7 @@ def simulate(
         for multiple in MULTIPLES:
             worse = cur.copy()
             worse[target] *= _worse_factor(NAMES[target], multiple * threshold)
-            flags = _seed_flags(base, worse, threshold)
+            flags = _original_flags(base, worse, threshold)
             flags["perfgate"] = _perfgate_flags(base, worse, policy)
             for rule in RULES:
                 caught = tallies[rule].caught
