@@ -214,6 +214,12 @@ def build_run(
             raise InputError(str(exc), source=source, field=spec.field) from None
         names[name] = spec.base
     details = {k: v for k, v in (machine or {}).items() if v is not None}
+    if all(m.groups is None for m in metrics.values()):
+        notes = [
+            *notes,
+            f"{tool} measured each benchmark in one process: a check against another run assumes the run-to-run "
+            "noise unless this machine is calibrated (perfgate calibrate)",
+        ]
     run = Run(
         model=options.model or tool,
         suite=options.suite or tool,

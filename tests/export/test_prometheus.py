@@ -121,7 +121,7 @@ def test_run_id_and_commit_only_in_the_info_metric():
     text = sample_exposition()
     info = value(text, "perfgate_run_info", model="dqn", machine=MACHINE, run_id=f"dqn-{MACHINE}-09", commit="c0ffee09")
     assert info == 1
-    bounded = {"model", "machine", "suite", "metric", "statistic", "verdict", "unit"}
+    bounded = {"model", "machine", "suite", "metric", "statistic", "verdict", "unit", "kernel"}
     for name, labels, _ in samples(text):
         assert not name.endswith("_total"), name  # nothing here is a counter
         if name != "perfgate_run_info":
