@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -12,6 +10,7 @@ from perfgate.core.codec import dumps, run_from_dict
 from perfgate.core.metrics import MetricInfo
 from perfgate.core.schema import Run
 from perfgate.errors import InputError
+from perfgate.output import write_output
 
 __all__ = ["load_json", "load_run", "save_run", "write_text_atomic"]
 
@@ -39,27 +38,8 @@ def load_run(path: Path | str, metric_info: Mapping[str, MetricInfo] | None = No
 
 
 def write_text_atomic(path: Path | str, text: str) -> None:
-    """Write ``text`` so that readers see either the old file or the whole new one.
-
-    The text goes to a temporary file in the same directory, is flushed to disk, then
-    renamed over the target (rename is atomic on POSIX).
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        # mkstemp makes the file private (0600); a report or run file is as readable as any other
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        Path(tmp).replace(target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``text`` to ``path`` through :func:`perfgate.output.write_output` (atomic for files)."""
+    write_output(path, text)
 
 
 def save_run(path: Path | str, run: Run) -> None:

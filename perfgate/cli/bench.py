@@ -20,6 +20,7 @@ from perfgate.cli._common import add_config_argument, config_from, model_key, st
 from perfgate.core.codec import format_timestamp
 from perfgate.core.schema import Run
 from perfgate.errors import InputError
+from perfgate.output import check_distinct, is_replaceable, open_output
 from perfgate.runfile import save_run
 
 if TYPE_CHECKING:
@@ -144,7 +145,9 @@ def _measure(args: argparse.Namespace, model: str, machine: dict, git, out: Path
         from perfgate.pipeline.stages import save_checkpoint
 
         def on_finish(ctx: StageContext) -> None:
-            save_checkpoint(ctx, checkpoint_path(out))
+            if is_replaceable(out):  # never /dev/null.model.pt beside --output /dev/null
+                with open_output(checkpoint_path(out)) as handle:
+                    save_checkpoint(ctx, handle)
 
     if args.data is not None and not args.data.exists():
         raise InputError(
@@ -239,8 +242,10 @@ def run(args: argparse.Namespace) -> int:
     git = collect_git(args.git_commit, args.branch)
     console = stderr_console()
     runs = []
+    paths = {model: output_path(args.output, model, len(models) > 1) for model in models}
+    check_distinct({f"--output ({m})": p for m, p in paths.items()}, {"--data": args.data, "--config": config.source})
     for model in models:
-        path = output_path(args.output, model, len(models) > 1)
+        path = paths[model]
         from perfgate.bench.disturbance import environment_between, snapshot
 
         before = snapshot()
@@ -257,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
             f"{name} {sorted(m.samples)[len(m.samples) // 2]:.4g}" for name, m in result.metrics.items()
         )
         console.print(f"[bold]{model}[/] → {path}: {medians}")
-        if args.suite == "pipeline" and checkpoint_path(path).exists():
+        if args.suite == "pipeline" and is_replaceable(path) and checkpoint_path(path).exists():
             console.print(f"trained model → {checkpoint_path(path)}")
     if args.store is not None or config.store is not None:
         from perfgate.store import open_store, resolve_store_url

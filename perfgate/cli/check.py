@@ -12,6 +12,7 @@ from perfgate.core.compare import CheckResult, budgets_only, compare_runs
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Run
 from perfgate.errors import InputError
+from perfgate.output import check_distinct
 from perfgate.report.format import fmt_change
 from perfgate.report.json import render_json
 from perfgate.report.markdown import render_markdown
@@ -91,6 +92,10 @@ def _with_calibration(args: argparse.Namespace, policy: Policy, current: Run) ->
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
+    check_distinct(
+        {"--output": args.output, "--json": args.json_output, "--html": args.html_output},
+        {"--baseline": args.baseline, "--current": args.current, "--noise": args.noise, "--config": config.source},
+    )
     policy = policy_from(config, args)
     current = load_run(args.current, policy.metric_info)
     policy = _with_calibration(args, policy, current)

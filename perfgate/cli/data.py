@@ -57,11 +57,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _synth(args: argparse.Namespace) -> int:
-    from perfgate.pipeline.synth import write_synthetic
+    from perfgate.output import open_output
+    from perfgate.pipeline.synth import write_synthetic_to
 
-    write_synthetic(args.output, schema=args.schema, records=args.records, seed=args.seed)
-    size = args.output.stat().st_size
-    print(f"wrote {args.records:,} {args.schema} records (seed {args.seed}) to {args.output} ({size:,} bytes)")
+    with open_output(args.output) as handle:
+        write_synthetic_to(
+            handle, schema=args.schema, records=args.records, seed=args.seed, compress=args.output.suffix == ".zst"
+        )
+        size = handle.tell() if handle.seekable() else None
+    shown = f" ({size:,} bytes)" if size is not None else ""
+    print(f"wrote {args.records:,} {args.schema} records (seed {args.seed}) to {args.output}{shown}")
     return EXIT_OK
 
 

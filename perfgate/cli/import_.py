@@ -12,6 +12,7 @@ from perfgate.cli._common import add_config_argument, config_from, content_run_i
 from perfgate.core.codec import format_timestamp
 from perfgate.core.schema import GitInfo, Machine, Run
 from perfgate.importers import FORMATS, TIME_UNITS, ImportOptions, import_file
+from perfgate.output import check_distinct
 from perfgate.runfile import save_run
 
 __all__ = ["add_arguments", "run"]
@@ -67,6 +68,7 @@ def _provenance(run: Run, args: argparse.Namespace) -> Run:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
+    check_distinct({"--output": args.output}, {"FILE": args.file, "--config": config.source})
     options = ImportOptions(model=args.model, suite=args.suite, time_unit=args.time_unit)
     result = import_file(args.format, args.file, options)
     imported = _provenance(result.run, args)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from perfgate.cli._common import add_config_argument, config_from
 from perfgate.errors import InputError
-from perfgate.runfile import write_text_atomic
+from perfgate.output import write_output
 
 __all__ = ["add_arguments", "run"]
 
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             sections.append(ReportSection(result=result, history=_series(store, state, args.history)))
     title = f"perfgate report: {args.model}" if args.model else "perfgate report"
     text = render_html(sections, title=title, source=f"store {mask_url(url)}")
-    write_text_atomic(args.html, text)
+    write_output(args.html, text)
     size = len(text.encode("utf-8"))
     print(f"wrote {args.html} ({size / 1e6:.1f} MB, {len(sections)} model/machine section(s))", file=sys.stderr)
     return 0
