@@ -16,9 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfgate.cli._common import add_config_argument, config_from, model_key, stderr_console
+from perfgate.cli._common import add_config_argument, config_from, model_key, stderr_console, term
 from perfgate.core.codec import format_timestamp
 from perfgate.core.schema import Run
+from perfgate.core.text import plain
 from perfgate.errors import InputError
 from perfgate.output import check_distinct, is_replaceable, open_output
 from perfgate.runfile import save_run
@@ -216,7 +217,7 @@ def _in_processes(args: argparse.Namespace, model: str, threshold_pct: float) ->
         time_budget=budget,
         target_precision=threshold_pct / 100 / 3,
         run_id=uuid.uuid4().hex,
-        progress=lambda line: console.print(line),
+        progress=lambda line: console.print(plain(line), markup=False),
     )
 
 
@@ -261,9 +262,9 @@ def run(args: argparse.Namespace) -> int:
         medians = ", ".join(
             f"{name} {sorted(m.samples)[len(m.samples) // 2]:.4g}" for name, m in result.metrics.items()
         )
-        console.print(f"[bold]{model}[/] → {path}: {medians}")
+        console.print(f"[bold]{term(model)}[/] → {term(path)}: {term(medians)}")
         if args.suite == "pipeline" and is_replaceable(path) and checkpoint_path(path).exists():
-            console.print(f"trained model → {checkpoint_path(path)}")
+            console.print(f"trained model → {plain(checkpoint_path(path))}", markup=False)
     if args.store is not None or config.store is not None:
         from perfgate.store import open_store, resolve_store_url
 
@@ -273,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
                 store.add_run(r)
         finally:
             store.close()
-        console.print(f"recorded {len(runs)} run(s) in {store.url}")
+        console.print(f"recorded {len(runs)} run(s) in {plain(store.url)}", markup=False)
     if args.push_metrics is not None:
         from perfgate.cli.export import push_runs
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from perfgate.calibration import DEFAULT_NOISE_FILE, estimate_noise, save_noise
-from perfgate.cli._common import add_config_argument, config_from, model_key, stderr_console
+from perfgate.cli._common import add_config_argument, config_from, model_key, stderr_console, term
 from perfgate.core.codec import format_timestamp
 from perfgate.errors import InputError
 from perfgate.store import open_store, resolve_store_url
@@ -47,7 +47,10 @@ def run(args: argparse.Namespace) -> int:
         for model in models:
             runs = store.runs(RunQuery(model=model, machine=machine, branch=args.branch, limit=args.runs))
             if len(runs) < 3:
-                console.print(f"{model}: {len(runs)} run(s) on {args.branch} from machine {machine}; need 3 — skipped")
+                console.print(
+                    f"{term(model)}: {len(runs)} run(s) on {term(args.branch)} from machine {term(machine)}; "
+                    "need 3 — skipped"
+                )
                 continue
             runs.reverse()  # oldest first: successive differences follow time
             sigma = estimate_noise(runs)
@@ -62,12 +65,12 @@ def run(args: argparse.Namespace) -> int:
             )
             done += 1
             shown = ", ".join(f"{k} {v:.1%}" for k, v in sorted(sigma.items()))
-            console.print(f"{model}: run-to-run σ from {len(runs)} runs: {shown}")
+            console.print(f"{term(model)}: run-to-run σ from {len(runs)} runs: {term(shown)}")
     finally:
         store.close()
     if not done:
         raise InputError(
             f"no model has 3 runs on {args.branch} from machine {machine}; record more runs first", source=store.url
         )
-    console.print(f"written: {args.output}")
+    console.print(f"written: {term(args.output)}")
     return 0

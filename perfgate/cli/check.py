@@ -7,10 +7,11 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from perfgate.cli._common import add_config_argument, config_from, policy_from, print_verdict
+from perfgate.cli._common import add_config_argument, config_from, config_warnings, policy_from, print_verdict
 from perfgate.core.compare import CheckResult, budgets_only, compare_runs
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Run
+from perfgate.core.text import plain
 from perfgate.errors import InputError
 from perfgate.output import check_distinct
 from perfgate.report.format import fmt_change
@@ -122,6 +123,9 @@ def run(args: argparse.Namespace) -> int:
             "(or configure budgets, which are checked without one)",
             field="--baseline",
         )
+    if not args.quiet:
+        for warning in config_warnings(policy, [r for r in (result.baseline, current) if r is not None]):
+            print(f"perfgate check: warning: {plain(warning)}", file=sys.stderr)
     markdown = render_markdown(result)
     if args.output is not None:
         write_text_atomic(args.output, markdown)

@@ -143,7 +143,9 @@ def run(args: argparse.Namespace) -> int:
     states = read()  # a bad store URL fails here, before anything is served or written
     for state in states:
         if state.note:
-            print(f"{state.run.model_key} on {state.machine}: no check exported: {state.note}", file=sys.stderr)
+            print(
+                one_line(f"{state.run.model_key} on {state.machine}: no check exported: {state.note}"), file=sys.stderr
+            )
     if args.push is not None:
         groups = push_states(args.push, states, job=args.job, metric_info=config.policy.metric_info)
         print(f"pushed {groups} group(s) to {mask_url(args.push)}", file=sys.stderr)
@@ -151,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
     if args.textfile is not None:
         registry = make_registry(PerfgateCollector(lambda: states, config.policy.metric_info))
         write_output(args.textfile, exposition(registry))  # atomic: the collector never reads half a file
-        print(f"wrote {len(states)} run(s) to {args.textfile}", file=sys.stderr)
+        print(one_line(f"wrote {len(states)} run(s) to {args.textfile}"), file=sys.stderr)
         return 0
     registry = make_registry(PerfgateCollector(read, config.policy.metric_info))
     return _serve(registry, args.serve)

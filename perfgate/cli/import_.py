@@ -11,6 +11,7 @@ from typing import Any
 from perfgate.cli._common import add_config_argument, config_from, content_run_id, stderr_console
 from perfgate.core.codec import format_timestamp
 from perfgate.core.schema import GitInfo, Machine, Run
+from perfgate.core.text import plain
 from perfgate.importers import FORMATS, TIME_UNITS, ImportOptions, import_file
 from perfgate.output import check_distinct
 from perfgate.runfile import save_run
@@ -77,10 +78,12 @@ def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     for note in result.notes:  # notes quote benchmark names, which may hold [brackets]
-        console.print(f"[yellow]note[/]: {escape(note)}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]note[/]: {escape(plain(note))}", highlight=False, soft_wrap=True)
     console.print(
-        f"imported {len(imported.metrics)} metric(s) from {args.format} file {args.file} → {args.output} "
-        f"(model {imported.model}, suite {imported.suite})",
+        plain(
+            f"imported {len(imported.metrics)} metric(s) from {args.format} file {args.file} → {args.output} "
+            f"(model {imported.model}, suite {imported.suite})"
+        ),
         markup=False,
         soft_wrap=True,
     )
@@ -93,5 +96,5 @@ def run(args: argparse.Namespace) -> int:
         finally:
             store.close()
         state = "recorded" if added else "already recorded"
-        console.print(f"{state} in {store.url}: run {imported.run_id}", markup=False, soft_wrap=True)
+        console.print(plain(f"{state} in {store.url}: run {imported.run_id}"), markup=False, soft_wrap=True)
     return 0

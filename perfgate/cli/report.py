@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from perfgate.cli._common import add_config_argument, config_from
+from perfgate.core.text import one_line
 from perfgate.errors import InputError
 from perfgate.output import write_output
 
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         sections = []
         for state in states:
             if state.note:
-                print(f"{state.run.model_key} on {state.machine}: {state.note}", file=sys.stderr)
+                print(one_line(f"{state.run.model_key} on {state.machine}: {state.note}"), file=sys.stderr)
             result = state.result or budgets_only(state.run, config.policy)
             sections.append(ReportSection(result=result, history=_series(store, state, args.history)))
     title = f"perfgate report: {args.model}" if args.model else "perfgate report"

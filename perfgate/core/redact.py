@@ -22,6 +22,7 @@ from urllib.parse import unquote
 __all__ = ["MASK", "mask", "mask_url", "smtp_secrets", "url_secrets"]
 
 MASK = "***"
+_SHORT = 4
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
 # password=... in libpq keyword strings and in query strings (quoted or not)
@@ -58,7 +59,9 @@ def mask_url(text: str) -> str:
 
 
 def url_secrets(url: str | None) -> list[str]:
-    """The passwords of ``url``, as written and percent-decoded (a driver may echo either)."""
+    """The passwords of ``url``, as written and percent-decoded (a driver may echo either),
+    and their pieces between URL delimiters: a driver that reads ``pa#ss/w?rd`` as a host,
+    a path and a query echoes ``rd@host`` in its error."""
     if not url:
         return []
     found: list[str] = []
@@ -69,7 +72,7 @@ def url_secrets(url: str | None) -> list[str]:
         found.append(value[1:-1] if value.startswith("'") and value.endswith("'") else value)
     out = []
     for secret in found:
-        out += [secret, unquote(secret)]
+        out += [secret, unquote(secret), *re.split(r"[#/?@:&=\[\]]", secret)]
     return [s for s in out if s]
 
 
@@ -88,9 +91,13 @@ def mask(text: str, secrets: Iterable[str | None]) -> str:
     """``text`` with every secret replaced by :data:`MASK`, the longest first, and URL
     passwords masked as by :func:`mask_url`.
 
-    Every non-empty secret is masked, even a one-character one: a message made hard to read
-    is better than a password shown.
+    Every non-empty secret is masked, however short. One of fewer than :data:`_SHORT`
+    characters is masked where it stands on its own (not inside a longer word), so that a
+    two-letter password hides ``"pw"`` without turning "password" into "***ssword".
     """
     for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        text = text.replace(secret, MASK)
+        if len(secret) >= _SHORT:
+            text = text.replace(secret, MASK)
+        else:
+            text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])", MASK, text)
     return mask_url(text)
