@@ -14,12 +14,13 @@ from typing import Any
 
 from perfgate.core.metrics import Direction
 
-__all__ = ["SCHEMA_VERSION", "GitInfo", "Machine", "Metric", "Run", "normalize_model"]
+__all__ = ["MAX_SAMPLE", "SCHEMA_VERSION", "GitInfo", "Machine", "Metric", "Run", "normalize_model"]
 
 # Run-file format history:
 #   1: first version (schema_version, run_id, suite, model, created_at, git, machine,
 #      config, metrics{name: {unit, direction, samples}}).
 SCHEMA_VERSION = 1
+MAX_SAMPLE = 1e150
 
 
 def normalize_model(name: str) -> str:
@@ -58,6 +59,8 @@ class Metric:
         for i, value in enumerate(self.samples):
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"metric {self.name!r}: samples[{i}] is not a number: {value!r}")
+            if abs(value) > MAX_SAMPLE:  # statistics square samples; beyond this they overflow a float
+                raise ValueError(f"metric {self.name!r}: samples[{i}] is beyond 1e150; samples must be at most that")
             if not math.isfinite(value):
                 raise ValueError(f"metric {self.name!r}: samples[{i}] is {value!r}; samples must be finite")
             if value < 0:

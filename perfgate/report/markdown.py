@@ -190,6 +190,8 @@ def _section(
 
 
 def _decide_text(c: Comparison) -> Markdown:
+    if c.required_n is None and c.baseline_value == 0:  # no relative change exists, whatever the samples
+        return Markdown("none: a change relative to a baseline of 0 is undefined; set an absolute budget instead")
     if c.required_n is None:
         return Markdown("more samples will not settle it: the change sits at the threshold" if c.reason else "—")
     if c.required_unit == "pairs":  # perfgate ab: more worker pairs, that is a longer time budget

@@ -182,8 +182,16 @@ class Store(Protocol):
 
 
 def resolve_store_url(url: str | None, configured: str | None = None) -> str:
-    """--store wins, then PERFGATE_STORE, then the configuration, then the default."""
-    return url or os.environ.get("PERFGATE_STORE") or configured or DEFAULT_STORE_URL
+    """--store wins, then PERFGATE_STORE, then the configuration, then the default.
+
+    An empty ``--store ""`` is an error (a variable that expanded to nothing in a CI
+    script), not the default store; an empty PERFGATE_STORE counts as unset.
+    """
+    if url is not None and not url.strip():
+        raise StorageError("is empty; give a store URL such as sqlite:///.perfgate/perfgate.db", source="--store")
+    if configured is not None and not configured.strip():
+        raise StorageError("is empty; give a store URL or remove the key", source="configuration key 'store'")
+    return url or os.environ.get("PERFGATE_STORE", "").strip() or configured or DEFAULT_STORE_URL
 
 
 def mask_url(url: str) -> str:
