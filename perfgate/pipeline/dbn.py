@@ -194,7 +194,7 @@ def load_dbn(
     return result(records, {rtype: records[kinds == rtype] for rtype in allowed if (kinds == rtype).any()})
 
 
-def _open_stream(path: Path, source: str) -> tuple[mmap.mmap | bytearray, bool]:
+def _open_stream(path: Path, source: str) -> tuple[mmap.mmap | bytes, bool]:
     """Map a plain file (no copy) or decompress a zstd file; refuse anything else early."""
     try:
         info = path.stat()

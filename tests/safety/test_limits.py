@@ -118,7 +118,7 @@ def test_dbn_zstd_bomb_stops_at_the_limit_in_bounded_memory(tmp_path):
     assert done.code == 2
     one_line_error(done.err)
     assert "larger than the limit of 64 MiB" in done.err and "PERFGATE_MAX_DBN_MB" in done.err
-    assert done.peak_rss_mb < 64 + 250, done.peak_rss_mb
+    assert done.peak_rss_mb < 64 + 150, done.peak_rss_mb  # the limit, one block, the interpreter
 
 
 def test_dbn_metadata_claiming_gigabytes_costs_nothing(tmp_path):
