@@ -14,7 +14,7 @@ from perfgate.core.compare import CheckResult, Verdict
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Run, normalize_model
 from perfgate.core.text import plain
-from perfgate.errors import ConfigError
+from perfgate.errors import ConfigError, PerfgateError
 from perfgate.report.format import fmt_change
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "policy_from",
     "print_verdict",
     "stderr_console",
+    "store_file",
     "term",
     "term_cell",
 ]
@@ -116,6 +117,19 @@ def config_warnings(policy: Policy, runs: list[Run]) -> list[str]:
                 "check the spelling"
             )
     return sorted(set(out), key=out.index)
+
+
+def store_file(url: str | None, configured: str | None = None) -> Path | None:
+    """The file of the SQLite store a command will open (an input no output may replace), or None."""
+    from perfgate.store import resolve_store_url
+
+    try:
+        resolved = resolve_store_url(url, configured)
+    except PerfgateError:
+        return None  # the command itself reports it
+    if resolved.startswith("sqlite:///") and len(resolved) > len("sqlite:///"):
+        return Path(resolved[len("sqlite:///") :])
+    return None
 
 
 def policy_from(config: Config, args: argparse.Namespace) -> Policy:

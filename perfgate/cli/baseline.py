@@ -14,13 +14,22 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from perfgate.cli._common import add_config_argument, config_from, console_for, model_key, stderr_console, term_cell
+from perfgate.cli._common import (
+    add_config_argument,
+    config_from,
+    console_for,
+    model_key,
+    stderr_console,
+    store_file,
+    term_cell,
+)
 from perfgate.core.baseline import flat_baseline, pool_runs
 from perfgate.core.codec import format_timestamp
 from perfgate.core.schema import Run
 from perfgate.core.stats import summarize
 from perfgate.core.text import plain
 from perfgate.errors import InputError
+from perfgate.output import check_distinct
 from perfgate.report.format import fmt_time, fmt_value
 from perfgate.runfile import load_run, save_run, write_text_atomic
 
@@ -167,6 +176,10 @@ def _accept(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    config = config_from(args)
+    check_distinct(
+        {"--output": args.output}, {"the store": store_file(args.store, config.store), "--config": config.source}
+    )
     with _open(args) as store:
         records = [r for r in _stored(store, args.model) if r.branch == args.branch]
         if args.machine is not None:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfgate.cli._common import add_config_argument, config_from, model_key, stderr_console, term
+from perfgate.cli._common import add_config_argument, config_from, model_key, stderr_console, store_file, term
 from perfgate.core.codec import format_timestamp
 from perfgate.core.schema import Run
 from perfgate.core.text import plain
@@ -244,7 +244,9 @@ def run(args: argparse.Namespace) -> int:
     console = stderr_console()
     runs = []
     paths = {model: output_path(args.output, model, len(models) > 1) for model in models}
-    check_distinct({f"--output ({m})": p for m, p in paths.items()}, {"--data": args.data, "--config": config.source})
+    store = store_file(args.store, config.store) if args.store is not None or config.store is not None else None
+    inputs = {"--data": args.data, "--config": config.source, "the store": store}
+    check_distinct({f"--output ({m})": p for m, p in paths.items()}, inputs)
     for model in models:
         path = paths[model]
         from perfgate.bench.disturbance import environment_between, snapshot

@@ -7,9 +7,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from perfgate.calibration import DEFAULT_NOISE_FILE, estimate_noise, save_noise
-from perfgate.cli._common import add_config_argument, config_from, model_key, stderr_console, term
+from perfgate.cli._common import add_config_argument, config_from, model_key, stderr_console, store_file, term
 from perfgate.core.codec import format_timestamp
 from perfgate.errors import InputError
+from perfgate.output import check_distinct
 from perfgate.store import open_store, resolve_store_url
 from perfgate.store.base import RunQuery
 
@@ -28,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
+    check_distinct(
+        {"--output": args.output}, {"the store": store_file(args.store, config.store), "--config": config.source}
+    )
     if args.runs < 3:
         raise InputError(f"need at least 3 runs to estimate noise, got {args.runs}", field="--runs")
     machine = args.machine

@@ -7,7 +7,14 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from perfgate.cli._common import add_config_argument, config_from, config_warnings, policy_from, print_verdict
+from perfgate.cli._common import (
+    add_config_argument,
+    config_from,
+    config_warnings,
+    policy_from,
+    print_verdict,
+    store_file,
+)
 from perfgate.core.compare import CheckResult, budgets_only, compare_runs
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Run
@@ -95,7 +102,13 @@ def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     check_distinct(
         {"--output": args.output, "--json": args.json_output, "--html": args.html_output},
-        {"--baseline": args.baseline, "--current": args.current, "--noise": args.noise, "--config": config.source},
+        {
+            "--baseline": args.baseline,
+            "--current": args.current,
+            "--noise": args.noise,
+            "--config": config.source,
+            "the store": store_file(args.store, config.store) if args.baseline is None else None,
+        },
     )
     policy = policy_from(config, args)
     current = load_run(args.current, policy.metric_info)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from perfgate.cli._common import add_config_argument, config_from, content_run_id, stderr_console
+from perfgate.cli._common import add_config_argument, config_from, content_run_id, stderr_console, store_file
 from perfgate.core.codec import format_timestamp
 from perfgate.core.schema import GitInfo, Machine, Run
 from perfgate.core.text import plain
@@ -69,7 +69,8 @@ def _provenance(run: Run, args: argparse.Namespace) -> Run:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
-    check_distinct({"--output": args.output}, {"FILE": args.file, "--config": config.source})
+    store = store_file(args.store, config.store) if args.store is not None or config.store is not None else None
+    check_distinct({"--output": args.output}, {"FILE": args.file, "--config": config.source, "the store": store})
     options = ImportOptions(model=args.model, suite=args.suite, time_unit=args.time_unit)
     result = import_file(args.format, args.file, options)
     imported = _provenance(result.run, args)

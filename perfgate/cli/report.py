@@ -6,10 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from perfgate.cli._common import add_config_argument, config_from
+from perfgate.cli._common import add_config_argument, config_from, store_file
 from perfgate.core.text import one_line
 from perfgate.errors import InputError
-from perfgate.output import write_output
+from perfgate.output import check_distinct, write_output
 
 __all__ = ["add_arguments", "run"]
 
@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
         if value < 1:
             raise InputError(f"must be at least 1, got {value}", field=flag)
     url = resolve_store_url(args.store, config.store)
+    check_distinct({"--html": args.html}, {"the store": store_file(url), "--config": config.source})
     with open_store(url) as store:
         states = latest_states(
             store,

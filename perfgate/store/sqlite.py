@@ -93,6 +93,9 @@ class SQLiteStore(SQLStore):
         self.url = url
         self.path = _path_of(url)
         self.read_only = False
+        if self.path.exists() and not self.path.is_file():  # /dev/null would get a -journal beside it in /dev
+            kind = "a directory" if self.path.is_dir() else "not a regular file"
+            raise StorageError(f"the store path is {kind}; give the path of an SQLite file", source=url)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)

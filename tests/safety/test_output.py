@@ -227,3 +227,29 @@ def test_char_device_node_is_written_in_place_for_root(tmp_path):
     os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # a second /dev/null
     write_output(node, "discarded")
     assert stat.S_ISCHR(node.lstat().st_mode)
+
+
+def test_output_that_is_the_store_is_refused(tmp_path, run_doc, capsys):
+    """The history must not be replaced by a report: the SQLite store counts as an input."""
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps(run_doc()))
+    db = tmp_path / "s.db"
+    url = f"sqlite:///{db}"
+    assert main(["record", str(run), "--store", url]) == 0
+    before = db.read_bytes()
+    for argv in (
+        ["check", "--current", str(run), "--store", url, "--output", str(db)],
+        ["report", "--store", url, "--html", str(db)],
+        ["import", "pyperf", str(run), "--store", url, "--output", str(db)],
+    ):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "same file as the input the store" in err, err
+    assert db.read_bytes() == before
+
+
+def test_store_on_a_device_is_refused(capsys):
+    """Regression: sqlite:////dev/null made perfgate create /dev/null-journal."""
+    assert main(["history", "--model", "dqn", "--store", "sqlite:////dev/null"]) == 2
+    assert "not a regular file" in capsys.readouterr().err
+    assert not Path("/dev/null-journal").exists()
