@@ -115,6 +115,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"perfgate {name}: interrupted", file=sys.stderr)
         return EXIT_ERROR
     except Exception:  # a crash is never 0 (pass) and never 1 (regression)
-        traceback.print_exc()
+        print(mask_url(traceback.format_exc()), end="", file=sys.stderr)  # a URL in it keeps its password hidden
         print(f"perfgate {name}: internal error (a bug in perfgate); exit code 2", file=sys.stderr)
         return EXIT_ERROR

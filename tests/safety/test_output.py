@@ -253,3 +253,24 @@ def test_store_on_a_device_is_refused(capsys):
     assert main(["history", "--model", "dqn", "--store", "sqlite:////dev/null"]) == 2
     assert "not a regular file" in capsys.readouterr().err
     assert not Path("/dev/null-journal").exists()
+
+
+def test_unwritable_folder_is_a_one_line_error(tmp_path, runs, capsys):
+    """A folder nobody may write, not even root (the immutable attribute)."""
+    import shutil
+
+    if shutil.which("chattr") is None:
+        pytest.skip("needs chattr")
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("this file system has no immutable attribute")
+    try:
+        base, cur = runs
+        code = main(["check", "--baseline", str(base), "--current", str(cur), "--output", str(folder / "r.md")])
+        err = capsys.readouterr().err
+        assert code == 2 and "not permitted" in err
+        _one_line_error(err)
+        assert list(folder.iterdir()) == []
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=False)
