@@ -89,7 +89,7 @@ def _known(name: str, extra: Mapping[str, MetricInfo]) -> MetricInfo | None:
 def _sample(value: object, *, source: str | None, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InputError(f"expected a number, got {value!r}", source=source, field=field)
-    if abs(value) > MAX_SAMPLE:  # also an integer too large for a float
+    if abs(value) > MAX_SAMPLE and (isinstance(value, int) or math.isfinite(value)):  # and ints beyond a float
         raise InputError(
             f"sample {str(value)[:12]}… is beyond {MAX_SAMPLE:g}; samples must be at most that",
             source=source,

@@ -59,7 +59,7 @@ class Metric:
         for i, value in enumerate(self.samples):
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"metric {self.name!r}: samples[{i}] is not a number: {value!r}")
-            if abs(value) > MAX_SAMPLE:  # statistics square samples; beyond this they overflow a float
+            if abs(value) > MAX_SAMPLE and (isinstance(value, int) or math.isfinite(value)):  # squares overflow
                 raise ValueError(f"metric {self.name!r}: samples[{i}] is beyond 1e150; samples must be at most that")
             if not math.isfinite(value):
                 raise ValueError(f"metric {self.name!r}: samples[{i}] is {value!r}; samples must be finite")

@@ -8,12 +8,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+# VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss over from the parent across
+# fork and exec, so a child of a large pytest process would report the parent's size
 _WRAPPER = """
-import resource, sys
+import re, sys
 from perfgate.cli import main
 code = main(sys.argv[1:])
 sys.stdout.flush()
-print(f"\\nPEAK_RSS_KB={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}", file=sys.stderr)
+with open("/proc/self/status") as status:
+    peak = re.search(r"VmHWM:\\s+(\\d+) kB", status.read()).group(1)
+print(f"\\nPEAK_RSS_KB={peak}", file=sys.stderr)
 sys.exit(code)
 """
 
