@@ -53,8 +53,9 @@ def max_json_bytes() -> int:
     return _limit_from_env(MAX_JSON_ENV, DEFAULT_MAX_JSON_MB)
 
 
-def read_capped(handle: BinaryIO, limit: int, *, source: str, what: str, env: str) -> bytes:
-    """At most ``limit`` bytes of ``handle``, read in chunks; more is an :class:`InputError`."""
+def read_capped(handle: BinaryIO, limit: int, *, source: str, what: str, env: str | None) -> bytes:
+    """At most ``limit`` bytes of ``handle``, read in chunks; more is an :class:`InputError`
+    (whose message names ``env``, the variable that raises the limit, if there is one)."""
     parts: list[bytes] = []
     total = 0
     while True:
@@ -64,11 +65,8 @@ def read_capped(handle: BinaryIO, limit: int, *, source: str, what: str, env: st
         total += len(chunk)
         parts.append(chunk)
         if total > limit:
-            raise InputError(
-                f"{what} is larger than the limit of {limit / (1 << 20):g} MiB; "
-                f"raise it with {env}=<MiB> if the file is meant to be this large",
-                source=source,
-            )
+            how = f"raise it with {env}=<MiB> if the file is meant to be this large" if env else "no such file is meant for it"
+            raise InputError(f"{what} is larger than the limit of {limit / (1 << 20):g} MiB; {how}", source=source)
 
 
 class _Duplicate(Exception):

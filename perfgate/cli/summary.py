@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfgate.core.text import plain
-from perfgate.errors import InputError
+from perfgate.errors import InputError, os_error_text
+from perfgate.inputs import read_capped
 from perfgate.output import append_output, check_distinct, write_output
 from perfgate.report.escape import md_link_url, md_text
 
@@ -25,6 +26,7 @@ __all__ = ["DEFAULT_MARKER", "GITHUB_COMMENT_LIMIT", "Section", "add_arguments",
 
 GITHUB_COMMENT_LIMIT = 65_536
 DEFAULT_MARKER = "<!-- perfgate-report -->"
+MAX_REPORT_BYTES = 16 << 20
 TRUNCATED = "✂️ *Truncated by perfgate summary: {shown} of {total} lines shown. The full report is in the {where}.*"
 
 
@@ -137,11 +139,16 @@ def _split(arg: str) -> tuple[str, str]:
 def _section(arg: str) -> Section:
     label, path = _split(arg)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with Path(path).open("rb") as handle:  # a report of perfgate check is under 60,000 characters
+            text = read_capped(handle, MAX_REPORT_BYTES, source=path, what="the report", env=None).decode()
     except FileNotFoundError:
         raise InputError("report not found; check the path", source=path) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read: {exc}", source=path) from None
+    except IsADirectoryError:
+        raise InputError("is a directory; give a Markdown report of perfgate check", source=path) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {os_error_text(exc)}", source=path) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte offset {exc.start})", source=path) from None
     return Section(label=label, markdown=text)
 
 

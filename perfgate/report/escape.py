@@ -12,6 +12,8 @@ with a subset of raw HTML. Every piece of data goes through one of:
   inside ``training_step_time_ms``). So ``<img …>``, ``<!-- perfgate-report -->``,
   ``[x](javascript:…)``, ``![](http://…)``, code spans, emphasis, strike-through, table
   pipes, entity references (``&amp;``) and GitHub's ``$math$`` all stay text.
+  GitHub's own autolinks are defused with a zero-width space: ``@team`` in a metric name
+  must not notify a team, ``https://…`` and ``www.…`` must not become links.
 - :func:`md_prose` for perfgate's own sentences that quote data in backticks (``file
   `dqn_baseline.json```): the quoted parts become code spans, the rest text.
 - :func:`md_code` for an inline code span (a fingerprint, a flag): a fence of backticks
@@ -42,9 +44,15 @@ class Markdown(str):
     __slots__ = ()
 
 
+# GitHub turns some plain text into links after rendering: @mentions (which notify people),
+# bare URLs and www. addresses. A zero-width space after "@", in "://" or after "www" stops it.
+_GITHUB_LINKS = re.compile(r"(?i)(@)(?=[a-z0-9])|(:)(?=//)|(www)(?=\.)")
+
+
 def md_text(text: object) -> str:
     """``text`` as literal Markdown text, on one line."""
-    return _SPECIAL.sub(r"\\\1", plain(text))
+    escaped = _SPECIAL.sub(r"\\\1", plain(text))
+    return _GITHUB_LINKS.sub(lambda m: m.group(0) + "\u200b", escaped)
 
 
 def md_cell(cell: object) -> str:

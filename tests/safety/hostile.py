@@ -36,6 +36,7 @@ HOSTILE = [
     "    indented code",
     "> quoted",
     "- item",
+    "@org/security-team www.evil.example https://evil.example/x",
 ]
 
 

@@ -137,3 +137,13 @@ def test_a_real_zstd_file_still_loads_under_a_small_limit(tmp_path):
     done = perfgate("data", "inspect", data, "--json", env={"PERFGATE_MAX_DBN_MB": "1"})
     assert done.code == 0, done.err
     assert json.loads(done.out)["record_count"] == 4
+
+
+def test_summary_refuses_a_huge_report(tmp_path, capsys):
+    big = tmp_path / "dqn.md"
+    with big.open("wb") as fh:
+        fh.truncate(17 << 20)  # sparse: 17 MiB of NUL bytes, nothing on disk
+    assert main(["summary", str(big)]) == 2
+    err = capsys.readouterr().err
+    one_line_error(err)
+    assert "larger than the limit of 16 MiB" in err

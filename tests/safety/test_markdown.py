@@ -58,7 +58,7 @@ def test_hostile_names_render_as_text_and_add_no_element():
     benign = _render(_report(benign_names(len(HOSTILE)), "abc123", "fp", "file `base.json`"))
     assert hostile.tags == benign.tags
     assert hostile.comments == [] and hostile.hrefs == []
-    shown = "".join(hostile.text)
+    shown = "".join(hostile.text).replace("\u200b", "")  # the zero-width spaces that defuse GitHub's autolinks
     for name in HOSTILE:
         assert " ".join(plain(name).split()) in " ".join(shown.split()), name
     assert "heading <img src=x onerror=alert(1)>" in shown  # the commit, as text
@@ -89,6 +89,13 @@ def test_details_url_must_be_http():
         md_link_url("javascript:alert(1)", field="--details-url")
 
 
+def test_github_autolinks_are_defused():
+    """A metric called @org/team must not notify the team from a PR comment."""
+    out = md_text("@org/team and https://evil.example and www.evil.example")
+    assert "@org" not in out and "https://" not in out and "www." not in out
+    assert out.replace("\u200b", "") == "@org/team and https://evil.example and www.evil.example"
+
+
 def test_code_span_cannot_be_closed_early():
     for text in ["a`b", "``", "`x`", "a ``` b", ""]:
         out = _render(f"x {md_code(text)} y")
@@ -102,4 +109,5 @@ def test_any_text_renders_as_itself(text):
         out = _render(f"x {rendered} y")
         assert set(out.tags) <= {"p", "code"} and not out.comments and not out.hrefs, repr(text)
         if "`" not in text:
-            assert " ".join("".join(out.text).split()) == " ".join(f"x {plain(text)} y".split()), repr(text)
+            shown = "".join(out.text).replace("\u200b", "")
+            assert " ".join(shown.split()) == " ".join(f"x {plain(text)} y".split()), repr(text)
