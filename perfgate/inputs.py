@@ -65,7 +65,9 @@ def read_capped(handle: BinaryIO, limit: int, *, source: str, what: str, env: st
         total += len(chunk)
         parts.append(chunk)
         if total > limit:
-            how = f"raise it with {env}=<MiB> if the file is meant to be this large" if env else "no such file is meant for it"
+            how = "no such file is meant for it"
+            if env:
+                how = f"raise it with {env}=<MiB> if the file is meant to be this large"
             raise InputError(f"{what} is larger than the limit of {limit / (1 << 20):g} MiB; {how}", source=source)
 
 
