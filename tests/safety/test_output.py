@@ -274,3 +274,19 @@ def test_unwritable_folder_is_a_one_line_error(tmp_path, runs, capsys):
         assert list(folder.iterdir()) == []
     finally:
         subprocess.run(["chattr", "-i", str(folder)], check=False)
+
+
+def test_import_and_summary_refuse_to_overwrite_their_input(tmp_path, capsys):
+    source = Path(__file__).resolve().parent.parent / "importers" / "fixtures" / "pyperf" / "1.7.1.json"
+    result = tmp_path / "result.json"
+    result.write_bytes(source.read_bytes())
+    before = result.read_bytes()
+    assert main(["import", "pyperf", str(result), "--output", str(result)]) == 2
+    assert "same file as the input FILE" in capsys.readouterr().err
+    assert result.read_bytes() == before
+    report = tmp_path / "dqn.md"
+    report.write_text("# Performance Regression Check\n\n## ✅ No Regression Detected\n")
+    for flag in ("--output", "--append"):
+        assert main(["summary", str(report), flag, str(report)]) == 2
+        assert "same file as the input" in capsys.readouterr().err
+    assert report.read_text().startswith("# Performance Regression Check")
