@@ -232,6 +232,27 @@ def _identity(path: Path) -> tuple[object, ...] | None:
     return None
 
 
+def _refuse_early(path: Path) -> None:
+    """The refusals of :func:`open_output` that need no writing to find out."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise OutputError(
+                "is a symbolic link to a path that does not exist; remove the link or create its target",
+                source=str(path),
+            ) from None
+        return
+    except OSError as exc:
+        raise OutputError(f"cannot write: {os_error_text(exc)}", source=str(path)) from None
+    if stat.S_ISDIR(info.st_mode):
+        raise OutputError("is a directory; give the path of a file", source=str(path))
+    if stat.S_ISBLK(info.st_mode):
+        raise _refuse(path, "a block device")
+    if stat.S_ISSOCK(info.st_mode):
+        raise _refuse(path, "a socket")
+
+
 def check_distinct(outputs: Mapping[str, Path | str | None], inputs: Mapping[str, Path | str | None]) -> None:
     """Refuse an output that is also an input, or two outputs that are one file.
 
@@ -251,6 +272,7 @@ def check_distinct(outputs: Mapping[str, Path | str | None], inputs: Mapping[str
     for flag, path in outputs.items():
         if path is None or str(path) == "":
             continue
+        _refuse_early(Path(path))  # before any work, so that no other output is written first
         key = _identity(Path(path))
         if key is None:
             continue

@@ -290,3 +290,13 @@ def test_import_and_summary_refuse_to_overwrite_their_input(tmp_path, capsys):
         assert main(["summary", str(report), flag, str(report)]) == 2
         assert "same file as the input" in capsys.readouterr().err
     assert report.read_text().startswith("# Performance Regression Check")
+
+
+def test_a_refused_output_is_found_before_any_other_is_written(tmp_path, runs, capsys):
+    base, cur = runs
+    report = tmp_path / "report.md"
+    code = main(
+        ["check", "--baseline", str(base), "--current", str(cur), "--output", str(report), "--json", str(tmp_path)]
+    )
+    assert code == 2 and "is a directory" in capsys.readouterr().err
+    assert not report.exists()
