@@ -44,11 +44,13 @@ from perfgate.core.metrics import Direction, MetricInfo
 from perfgate.core.noise import ASSUMED_MEMORY, ASSUMED_NORMALISED, ASSUMED_RAW, NoiseModel
 from perfgate.core.policy import BUDGET_STATISTICS, Budget, Policy
 from perfgate.core.schema import normalize_model
-from perfgate.errors import ConfigError
+from perfgate.core.text import one_line
+from perfgate.errors import ConfigError, os_error_text
 from perfgate.notify.settings import NotifyConfig, parse_notify
 
 __all__ = ["Config", "find_config", "load_config", "parse_config"]
 
+_MAX_TOML_BYTES = 4 << 20
 _KNOWN_KEYS = {
     "threshold",
     "alpha",
@@ -71,8 +73,52 @@ class Config:
     notify: NotifyConfig = field(default_factory=NotifyConfig)  # [tool.perfgate.notify]
 
 
+def _read_toml(path: Path) -> dict[str, Any]:
+    """Parse a TOML file; anything wrong with it is a :class:`ConfigError` naming the file."""
+    source = str(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError("configuration file not found; check the path", source=source) from None
+    except IsADirectoryError:
+        raise ConfigError("is a directory; give perfgate.toml or pyproject.toml", source=source) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {os_error_text(exc)}", source=source) from None
+    if len(raw) > _MAX_TOML_BYTES:
+        raise ConfigError(f"larger than {_MAX_TOML_BYTES >> 20} MiB; not a configuration file", source=source)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text (byte offset {exc.start}); TOML must be UTF-8", source=source) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML: {one_line(exc)}", source=source) from None
+    except RecursionError:
+        raise ConfigError("invalid TOML: nested too deeply", source=source) from None
+
+
+def _perfgate_table(data: Mapping[str, Any], path: Path) -> Mapping[str, Any] | None:
+    """``[tool.perfgate]`` of ``data`` (or the whole of a perfgate.toml), None when absent."""
+    tool = data.get("tool")
+    if tool is not None and not isinstance(tool, Mapping):
+        raise ConfigError(f"'tool' must be a table, got {type(tool).__name__}", source=str(path), field="tool")
+    table = tool.get("perfgate") if tool is not None else None
+    if table is not None and not isinstance(table, Mapping):
+        raise ConfigError(
+            f"[tool.perfgate] must be a table, got {type(table).__name__}", source=str(path), field="tool.perfgate"
+        )
+    if path.name == "pyproject.toml":
+        return table
+    return table if table is not None else data
+
+
 def find_config(start: Path | None = None) -> Path | None:
-    """The nearest perfgate.toml, or pyproject.toml with a [tool.perfgate] table, upwards."""
+    """The nearest perfgate.toml, or pyproject.toml with a [tool.perfgate] table, upwards.
+
+    A pyproject.toml on the way that cannot be read or parsed is an error, never skipped:
+    its [tool.perfgate] table (budgets, thresholds, notifications) would vanish silently.
+    """
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         candidate = folder / "perfgate.toml"
@@ -81,10 +127,15 @@ def find_config(start: Path | None = None) -> Path | None:
         pyproject = folder / "pyproject.toml"
         if pyproject.is_file():
             try:
-                data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-            except (OSError, tomllib.TOMLDecodeError):
-                continue
-            if "perfgate" in data.get("tool", {}):
+                data = _read_toml(pyproject)
+            except ConfigError as exc:
+                raise ConfigError(
+                    f"{exc.message} (found while looking for [tool.perfgate]; fix it, or name the "
+                    "configuration with --config)",
+                    source=exc.source,
+                    field=exc.field,
+                ) from None
+            if _perfgate_table(data, pyproject) is not None:
                 return pyproject
     return None
 
@@ -93,6 +144,36 @@ def _number(value: object, *, source: str, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"expected a number, got {value!r}", source=source, field=field)
     return float(value)
+
+
+def _table_of(table: Mapping[str, Any], key: str, source: str) -> Mapping[str, Any]:
+    value = table.get(key) or {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"expected a table, got {type(value).__name__}", source=source, field=key)
+    return value
+
+
+def _check_budgets(budgets: list[Budget], *, source: str) -> None:
+    """Refuse budgets that can never be met, or that read as an empty range."""
+    by_key: dict[tuple[str, str], dict[str, float]] = {}
+    for b in budgets:
+        if b.limit < 0:
+            raise ConfigError(
+                f"limit {b.limit:g} is negative; samples are never negative, so this budget could never be met "
+                "(or never fail); give the limit in the metric's unit",
+                source=source,
+                field=f"budgets.{b.model}.{b.metric}.{b.statistic}",
+            )
+        by_key.setdefault((b.model, b.metric), {})[b.statistic] = b.limit
+    for (model, metric), limits in by_key.items():
+        if "min" in limits and "max" in limits and limits["min"] > limits["max"]:
+            raise ConfigError(
+                f"min = {limits['min']:g} is above max = {limits['max']:g}, an empty range; each limit is a bound "
+                "on its own statistic in the metric's direction (at most, for a lower-is-better metric), so "
+                "give the bounds in order or keep one",
+                source=source,
+                field=f"budgets.{model}.{metric}",
+            )
 
 
 def parse_config(table: Mapping[str, Any], *, source: str) -> Config:
@@ -111,22 +192,27 @@ def parse_config(table: Mapping[str, Any], *, source: str) -> Config:
         name: _number(v, source=source, field=f"thresholds.{name}") for name, v in thresholds.items()
     }
     metrics: dict[str, MetricInfo] = {}
-    for name, spec in (table.get("metrics") or {}).items():
+    for name, spec in _table_of(table, "metrics", source).items():
         where = f"metrics.{name}"
         if not isinstance(spec, Mapping) or "unit" not in spec or "direction" not in spec:
             raise ConfigError("expected a table with 'unit' and 'direction'", source=source, field=where)
         try:
-            direction = Direction(spec["direction"])
+            direction = Direction(str(spec["direction"]))
         except ValueError:
             choices = ", ".join(d.value for d in Direction)
             raise ConfigError(f"direction must be one of {choices}", source=source, field=where) from None
-        stats = tuple(spec.get("statistics", ("median",)))
-        metrics[name] = MetricInfo(
-            unit=str(spec["unit"]), direction=direction, label=str(spec.get("label", name)), statistics=stats
-        )
+        stats = spec.get("statistics", ("median",))
+        if not isinstance(stats, list | tuple) or not all(isinstance(x, str) for x in stats):
+            raise ConfigError('statistics must be a list of names, e.g. ["median", "p99"]', source=source, field=where)
+        try:
+            metrics[name] = MetricInfo(
+                unit=str(spec["unit"]), direction=direction, label=str(spec.get("label", name)), statistics=tuple(stats)
+            )
+        except ValueError as exc:
+            raise ConfigError(str(exc), source=source, field=where) from None
     kwargs["metric_info"] = metrics
     budgets: list[Budget] = []
-    for model, per_metric in (table.get("budgets") or {}).items():
+    for model, per_metric in _table_of(table, "budgets", source).items():
         if not isinstance(per_metric, Mapping):
             raise ConfigError(
                 "expected a table of metric = { statistic = limit }", source=source, field=f"budgets.{model}"
@@ -152,6 +238,7 @@ def parse_config(table: Mapping[str, Any], *, source: str) -> Config:
                         limit=_number(limit, source=source, field=f"{where}.{statistic}"),
                     )
                 )
+    _check_budgets(budgets, source=source)
     kwargs["budgets"] = tuple(budgets)
     kwargs.update(_assumed_noise(table.get("assumed_noise"), source=source))
     try:
@@ -197,16 +284,10 @@ def _assumed_noise(table: object, *, source: str) -> dict[str, NoiseModel]:
 
 def load_config(path: Path | str | None = None) -> Config:
     """Read the configuration from ``path``, or find it from the working directory."""
+    if path is not None and str(path) == "":
+        raise ConfigError("an empty path; give perfgate.toml or pyproject.toml", field="--config")
     found = Path(path) if path is not None else find_config()
     if found is None:
         return Config()
-    try:
-        data = tomllib.loads(found.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError("configuration file not found", source=str(found)) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML: {exc}", source=str(found)) from None
-    table = data.get("tool", {}).get("perfgate", {}) if found.name == "pyproject.toml" else data
-    if found.name != "pyproject.toml" and "tool" in data and "perfgate" in data["tool"]:
-        table = data["tool"]["perfgate"]
-    return parse_config(table, source=str(found))
+    table = _perfgate_table(_read_toml(found), found)
+    return parse_config(table or {}, source=str(found))

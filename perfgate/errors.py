@@ -8,7 +8,12 @@
     │   └── DataError             a market-data (DBN) file is damaged or unsupported
     ├── ConfigError               the configuration (pyproject/perfgate.toml, flags) is wrong
     ├── MismatchError             runs that must not be compared (model, machine)
+    ├── OutputError               an output path cannot or must not be written
     └── StorageError              the store could not be opened, read or written
+
+:func:`os_error_text` turns an :class:`OSError` into the short reason these messages
+carry (``no space left on the device; free some or write elsewhere``), the same words
+for every file perfgate reads or writes.
 
 Only :func:`perfgate.cli.main` catches these; it prints the message on one line to
 stderr and exits with :data:`EXIT_ERROR`. A regression is not an exception: it is a
@@ -16,6 +21,8 @@ verdict, and the command that found it returns :data:`EXIT_REGRESSION`.
 """
 
 from __future__ import annotations
+
+import errno
 
 __all__ = [
     "EXIT_ERROR",
@@ -25,9 +32,11 @@ __all__ = [
     "DataError",
     "InputError",
     "MismatchError",
+    "OutputError",
     "PerfgateError",
     "SchemaVersionError",
     "StorageError",
+    "os_error_text",
 ]
 
 EXIT_OK = 0
@@ -81,3 +90,41 @@ class MismatchError(PerfgateError):
 
 class StorageError(PerfgateError):
     """The result store could not be opened, read or written."""
+
+
+class OutputError(PerfgateError):
+    """An output path cannot be written (a directory, no permission, a full disk), or must not
+    be (it is an input of the same command, a block device)."""
+
+
+# errno -> what it means for a path given on the command line, and what to do
+_OS_REASONS = {
+    errno.ENOENT: "no such file or directory; check the path",
+    errno.ENOTDIR: "a component of the path is not a directory; check the path",
+    errno.EISDIR: "is a directory; give the path of a file",
+    errno.EACCES: "permission denied; choose a location you may write to (or read from)",
+    errno.EPERM: "operation not permitted; choose another location",
+    errno.EROFS: "read-only file system; choose a writable location",
+    errno.ENOSPC: "no space left on the device; free some or write elsewhere",
+    errno.EDQUOT: "disk quota exceeded; free some space or write elsewhere",
+    errno.EFBIG: "file too large for this file system; write elsewhere",
+    errno.ENAMETOOLONG: "file name too long; choose a shorter path",
+    errno.ELOOP: "too many levels of symbolic links; check the links on the path",
+    errno.EXDEV: "cannot move a file across file systems; write elsewhere",
+    errno.EBUSY: "device or resource busy; choose another path",
+    errno.ETXTBSY: "text file busy; choose another path",
+    errno.EIO: "input/output error; the device failed (check it, or write elsewhere)",
+    errno.EINVAL: "invalid argument for this kind of file (a /proc or /sys entry?); choose a regular file",
+    errno.EPIPE: "the reader went away (broken pipe)",
+    errno.ENXIO: "no such device or address (a FIFO without a reader, or a missing device)",
+    errno.ENODEV: "no such device; choose another path",
+    errno.EMFILE: "too many open files; raise the limit (ulimit -n)",
+}
+
+
+def os_error_text(exc: OSError) -> str:
+    """The reason of ``exc`` in a few words with what to do, on one line, without the path."""
+    reason = _OS_REASONS.get(exc.errno or -1)
+    if reason is None:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+    return " ".join(str(reason).split())

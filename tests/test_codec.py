@@ -11,7 +11,7 @@ import pytest
 from perfgate.core.codec import UPGRADES, dumps, parse_timestamp, run_from_dict, run_to_dict
 from perfgate.core.metrics import Direction
 from perfgate.core.schema import SCHEMA_VERSION
-from perfgate.errors import InputError, SchemaVersionError
+from perfgate.errors import InputError, OutputError, SchemaVersionError
 from perfgate.runfile import load_run, save_run
 from tests.conftest import SCHEMA_PATH, validate_run_file
 
@@ -128,7 +128,7 @@ def test_atomic_save_leaves_no_partial_file(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(Path, "replace", fail)
-    with pytest.raises(OSError):
+    with pytest.raises(OutputError, match="disk full"):  # an OSError becomes a one-line exit 2
         save_run(target, run)
     assert target.read_text() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]

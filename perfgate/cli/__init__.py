@@ -7,13 +7,17 @@ imported only when their command runs, so ``perfgate check`` never pays for torc
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 import traceback
 from collections.abc import Sequence
 
 from perfgate import __version__
-from perfgate.errors import EXIT_ERROR, PerfgateError
+from perfgate.core.redact import mask_url
+from perfgate.core.text import one_line
+from perfgate.errors import EXIT_ERROR, PerfgateError, os_error_text
 
 __all__ = ["COMMANDS", "main"]
 
@@ -55,6 +59,22 @@ def _command_parser(name: str) -> tuple[argparse.ArgumentParser, object]:
     return parser, module
 
 
+def _stream_failed(name: str, exc: OSError) -> int:
+    """An OSError that reached here: writing the standard streams failed (the files perfgate
+    writes raise :class:`~perfgate.errors.OutputError` themselves)."""
+    if sys.stdout is sys.__stdout__ and sys.stdout is not None:
+        # what is left in the buffer cannot be written either; point fd 1 at /dev/null so
+        # that the interpreter's own flush at exit does not print a second error
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+    with contextlib.suppress(OSError, ValueError):
+        where = f" ({exc.filename})" if exc.filename else " (standard output)"
+        print(f"perfgate {name}: error: cannot write{where}: {os_error_text(exc)}", file=sys.stderr)
+    return EXIT_ERROR
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run perfgate with ``argv`` (default: ``sys.argv[1:]``) and return the exit code.
 
@@ -83,14 +103,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as exc:  # argparse: --help exits 0, a usage error exits 2
             return int(exc.code or 0)
         args.raw_argv = args_list[1:]  # for commands that re-run themselves in worker processes
-        return int(module.run(args))  # type: ignore[attr-defined]
+        code = int(module.run(args))  # type: ignore[attr-defined]
+        sys.stdout.flush()  # a full disk or a closed pipe on stdout is an error of this command, not of exit
+        return code
     except PerfgateError as exc:
-        print(f"perfgate {name}: error: {exc}", file=sys.stderr)
+        print(f"perfgate {name}: error: {mask_url(one_line(exc))}", file=sys.stderr)
         return EXIT_ERROR
+    except OSError as exc:  # stdout or stderr on a full disk, a closed pipe; never a traceback
+        return _stream_failed(name, exc)
     except KeyboardInterrupt:
         print(f"perfgate {name}: interrupted", file=sys.stderr)
         return EXIT_ERROR
     except Exception:  # a crash is never 0 (pass) and never 1 (regression)
-        traceback.print_exc()
+        print(mask_url(traceback.format_exc()), end="", file=sys.stderr)  # a URL in it keeps its password hidden
         print(f"perfgate {name}: internal error (a bug in perfgate); exit code 2", file=sys.stderr)
         return EXIT_ERROR

@@ -13,18 +13,23 @@ from perfgate.core.codec import dumps
 from perfgate.core.compare import CheckResult, Verdict
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Run, normalize_model
-from perfgate.errors import ConfigError
+from perfgate.core.text import plain
+from perfgate.errors import ConfigError, PerfgateError
 from perfgate.report.format import fmt_change
 
 __all__ = [
     "add_config_argument",
     "config_from",
+    "config_warnings",
     "console_for",
     "content_run_id",
     "model_key",
     "policy_from",
     "print_verdict",
     "stderr_console",
+    "store_file",
+    "term",
+    "term_cell",
 ]
 
 
@@ -61,11 +66,70 @@ def console_for(stream=None):  # type: ignore[no-untyped-def]
 
     stream = stream if stream is not None else sys.stdout
     tty = bool(getattr(stream, "isatty", lambda: False)())
-    return Console(file=stream, highlight=False, soft_wrap=not tty, width=None if tty else 1_000)
+    # emoji=False: a metric called ":x:" is printed as such, not as an emoji
+    return Console(file=stream, highlight=False, emoji=False, soft_wrap=not tty, width=None if tty else 1_000)
+
+
+def term(value: object) -> str:
+    """Data inside a rich string that has markup: its own markup escaped (``[/]`` in a metric
+    name must not close a style, ``[link=…]`` must not make a hyperlink) and control
+    characters (ANSI escapes, new lines) shown as escapes."""
+    from rich.markup import escape
+
+    return escape(plain(value))
+
+
+def term_cell(value: object):  # type: ignore[no-untyped-def]
+    """Data as a rich table cell: a Text, which is never parsed as markup."""
+    from rich.text import Text
+
+    return Text(plain(value))
 
 
 def stderr_console():  # type: ignore[no-untyped-def]
     return console_for(sys.stderr)
+
+
+_BUILTIN_MODELS = ("dqn", "ppo", "mamba2", "tft")
+
+
+def config_warnings(policy: Policy, runs: list[Run]) -> list[str]:
+    """Names in the configuration that this check cannot use, each named: a typo there would
+    otherwise switch a threshold or a budget off without a word."""
+    from perfgate.core.metrics import BUILTIN_METRICS
+
+    present = {name for run in runs for name in run.metrics}
+    known = present | set(BUILTIN_METRICS) | set(policy.metric_info)
+    models = {run.model_key for run in runs}
+    out = []
+    for name in sorted(set(policy.thresholds_pct) - known):
+        out.append(f"thresholds.{name}: no metric of that name in this check or built in; check the spelling")
+    for budget in policy.budgets:
+        where = f"budgets.{budget.model}.{budget.metric}"
+        if budget.model in models and budget.metric not in present:
+            have = ", ".join(sorted(present)[:8]) + (" …" if len(present) > 8 else "")
+            out.append(
+                f"{where}: the run has no metric {budget.metric!r}, so this budget is not checked (it has {have})"
+            )
+        elif budget.model not in models and budget.model not in _BUILTIN_MODELS:
+            out.append(
+                f"{where}: no model {budget.model!r} in this check or built in ({', '.join(_BUILTIN_MODELS)}); "
+                "check the spelling"
+            )
+    return sorted(set(out), key=out.index)
+
+
+def store_file(url: str | None, configured: str | None = None) -> Path | None:
+    """The file of the SQLite store a command will open (an input no output may replace), or None."""
+    from perfgate.store import resolve_store_url
+
+    try:
+        resolved = resolve_store_url(url, configured)
+    except PerfgateError:
+        return None  # the command itself reports it
+    if resolved.startswith("sqlite:///") and len(resolved) > len("sqlite:///"):
+        return Path(resolved[len("sqlite:///") :])
+    return None
 
 
 def policy_from(config: Config, args: argparse.Namespace) -> Policy:
@@ -87,11 +151,11 @@ def print_verdict(result: CheckResult) -> None:
     if result.regressions:
         console.print(f"[bold red]✗ regression[/] in {len(result.regressions)} comparison(s):")
         for c in result.regressions:
-            console.print(f"  {c.label}: {fmt_change(c.change)}")
+            console.print(f"  {term(c.label)}: {fmt_change(c.change)}")
     for b in result.broken_budgets:
         console.print(
-            f"[bold red]✗ over budget[/]: {b.budget.metric} {b.budget.statistic} = {b.value:.4g} "
-            f"(limit {b.budget.limit:g} {b.unit})"
+            f"[bold red]✗ over budget[/]: {term(b.budget.metric)} {term(b.budget.statistic)} = {b.value:.4g} "
+            f"(limit {b.budget.limit:g} {term(b.unit)})"
         )
     if not result.failed:
         inconclusive = len(result.with_verdict(Verdict.INCONCLUSIVE))

@@ -33,6 +33,7 @@ from perfgate.core.compare import CheckResult, compare_runs
 from perfgate.core.policy import Policy
 from perfgate.core.schema import normalize_model
 from perfgate.errors import InputError
+from perfgate.output import check_distinct
 from perfgate.report.json import render_json
 from perfgate.report.markdown import render_markdown
 from perfgate.runfile import write_text_atomic
@@ -180,6 +181,10 @@ def run(args: argparse.Namespace) -> int:
 
     config = config_from(args)
     policy = policy_from(config, args)
+    check_distinct(
+        {"--output": args.output, "--json": args.json_output, "--html": args.html_output},
+        {"--data": args.data, "--config": config.source},
+    )
     fallback = AbOptions(
         model=args.model,
         suite=args.suite,

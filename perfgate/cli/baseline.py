@@ -14,12 +14,22 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from perfgate.cli._common import add_config_argument, config_from, console_for, model_key, stderr_console
+from perfgate.cli._common import (
+    add_config_argument,
+    config_from,
+    console_for,
+    model_key,
+    stderr_console,
+    store_file,
+    term_cell,
+)
 from perfgate.core.baseline import flat_baseline, pool_runs
 from perfgate.core.codec import format_timestamp
 from perfgate.core.schema import Run
 from perfgate.core.stats import summarize
+from perfgate.core.text import plain
 from perfgate.errors import InputError
+from perfgate.output import check_distinct
 from perfgate.report.format import fmt_time, fmt_value
 from perfgate.runfile import load_run, save_run, write_text_atomic
 
@@ -78,10 +88,11 @@ def _print_table(base: Run, title: str, footer: str) -> None:
         table.add_column(col, justify="left" if col in ("metric", "unit") else "right")
     for name, metric in base.metrics.items():
         s = summarize(metric.samples)
-        table.add_row(name, metric.unit, str(s.n), *(fmt_value(v) for v in (s.median, s.p95, s.p99, s.min, s.max)))
+        values = (fmt_value(v) for v in (s.median, s.p95, s.p99, s.min, s.max))
+        table.add_row(term_cell(name), term_cell(metric.unit), str(s.n), *values)
     console = console_for()
     console.print(table)
-    console.print(footer, soft_wrap=True)
+    console.print(plain(footer), soft_wrap=True, markup=False)
 
 
 def _show(path: Path) -> None:
@@ -142,8 +153,11 @@ def _update(args: argparse.Namespace) -> int:
         for record, runs in update_baselines(store, created_at=now, model=model, branch=args.branch, k=args.runs):
             newest = runs[0]
             console.print(
-                f"baseline of {record.model} on machine {record.machine or 'unknown'} ({record.branch}): "
-                f"{len(runs)} run(s), newest {newest.run_id} (commit {newest.git.commit or 'unknown'})"
+                plain(
+                    f"baseline of {record.model} on machine {record.machine or 'unknown'} ({record.branch}): "
+                    f"{len(runs)} run(s), newest {newest.run_id} (commit {newest.git.commit or 'unknown'})"
+                ),
+                markup=False,
             )
     return 0
 
@@ -155,13 +169,17 @@ def _accept(args: argparse.Namespace) -> int:
     with _open(args) as store:
         before = accept_run(store, args.run_id)
     if before is RunStatus.FLAGGED:
-        print(f"accepted run {args.run_id}: it enters baselines at the next perfgate baseline update")
+        print(plain(f"accepted run {args.run_id}: it enters baselines at the next perfgate baseline update"))
     else:
-        print(f"run {args.run_id} is not flagged (status {before}); nothing to accept")
+        print(plain(f"run {args.run_id} is not flagged (status {before}); nothing to accept"))
     return 0
 
 
 def _export(args: argparse.Namespace) -> int:
+    config = config_from(args)
+    check_distinct(
+        {"--output": args.output}, {"the store": store_file(args.store, config.store), "--config": config.source}
+    )
     with _open(args) as store:
         records = [r for r in _stored(store, args.model) if r.branch == args.branch]
         if args.machine is not None:
@@ -179,7 +197,11 @@ def _export(args: argparse.Namespace) -> int:
         base = pool_runs([store.get_run(run_id) for run_id in record.run_ids])
     doc = flat_baseline(base, timestamp=record.created_at)
     write_text_atomic(args.output, json.dumps(doc, sort_keys=True, indent=2) + "\n")
-    print(f"wrote the {base.model} baseline ({len(record.run_ids)} run(s), machine {record.machine}) to {args.output}")
+    print(
+        plain(
+            f"wrote the {base.model} baseline ({len(record.run_ids)} run(s), machine {record.machine}) to {args.output}"
+        )
+    )
     return 0
 
 
@@ -188,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
         base = load_run(args.run)
         target = baseline_path(args.dir, base.model)
         save_run(target, base)
-        print(f"saved {args.run} as the {base.model} baseline: {target}")
+        print(plain(f"saved {args.run} as the {base.model} baseline: {target}"))
         return 0
     if args.action == "update":
         return _update(args)

@@ -16,10 +16,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfgate.cli._common import add_config_argument, config_from, model_key, stderr_console
+from perfgate.cli._common import add_config_argument, config_from, model_key, stderr_console, store_file, term
 from perfgate.core.codec import format_timestamp
 from perfgate.core.schema import Run
+from perfgate.core.text import plain
 from perfgate.errors import InputError
+from perfgate.output import check_distinct, is_replaceable, open_output
 from perfgate.runfile import save_run
 
 if TYPE_CHECKING:
@@ -144,7 +146,9 @@ def _measure(args: argparse.Namespace, model: str, machine: dict, git, out: Path
         from perfgate.pipeline.stages import save_checkpoint
 
         def on_finish(ctx: StageContext) -> None:
-            save_checkpoint(ctx, checkpoint_path(out))
+            if is_replaceable(out):  # never /dev/null.model.pt beside --output /dev/null
+                with open_output(checkpoint_path(out)) as handle:
+                    save_checkpoint(ctx, handle)
 
     if args.data is not None and not args.data.exists():
         raise InputError(
@@ -213,7 +217,7 @@ def _in_processes(args: argparse.Namespace, model: str, threshold_pct: float) ->
         time_budget=budget,
         target_precision=threshold_pct / 100 / 3,
         run_id=uuid.uuid4().hex,
-        progress=lambda line: console.print(line),
+        progress=lambda line: console.print(plain(line), markup=False),
     )
 
 
@@ -239,8 +243,12 @@ def run(args: argparse.Namespace) -> int:
     git = collect_git(args.git_commit, args.branch)
     console = stderr_console()
     runs = []
+    paths = {model: output_path(args.output, model, len(models) > 1) for model in models}
+    store = store_file(args.store, config.store) if args.store is not None or config.store is not None else None
+    inputs = {"--data": args.data, "--config": config.source, "the store": store}
+    check_distinct({f"--output ({m})": p for m, p in paths.items()}, inputs)
     for model in models:
-        path = output_path(args.output, model, len(models) > 1)
+        path = paths[model]
         from perfgate.bench.disturbance import environment_between, snapshot
 
         before = snapshot()
@@ -256,9 +264,9 @@ def run(args: argparse.Namespace) -> int:
         medians = ", ".join(
             f"{name} {sorted(m.samples)[len(m.samples) // 2]:.4g}" for name, m in result.metrics.items()
         )
-        console.print(f"[bold]{model}[/] → {path}: {medians}")
-        if args.suite == "pipeline" and checkpoint_path(path).exists():
-            console.print(f"trained model → {checkpoint_path(path)}")
+        console.print(f"[bold]{term(model)}[/] → {term(path)}: {term(medians)}")
+        if args.suite == "pipeline" and is_replaceable(path) and checkpoint_path(path).exists():
+            console.print(f"trained model → {plain(checkpoint_path(path))}", markup=False)
     if args.store is not None or config.store is not None:
         from perfgate.store import open_store, resolve_store_url
 
@@ -268,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
                 store.add_run(r)
         finally:
             store.close()
-        console.print(f"recorded {len(runs)} run(s) in {store.url}")
+        console.print(f"recorded {len(runs)} run(s) in {plain(store.url)}", markup=False)
     if args.push_metrics is not None:
         from perfgate.cli.export import push_runs
 

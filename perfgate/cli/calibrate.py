@@ -7,9 +7,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from perfgate.calibration import DEFAULT_NOISE_FILE, estimate_noise, save_noise
-from perfgate.cli._common import add_config_argument, config_from, model_key, stderr_console
+from perfgate.cli._common import add_config_argument, config_from, model_key, stderr_console, store_file, term
 from perfgate.core.codec import format_timestamp
 from perfgate.errors import InputError
+from perfgate.output import check_distinct
 from perfgate.store import open_store, resolve_store_url
 from perfgate.store.base import RunQuery
 
@@ -28,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
+    check_distinct(
+        {"--output": args.output}, {"the store": store_file(args.store, config.store), "--config": config.source}
+    )
     if args.runs < 3:
         raise InputError(f"need at least 3 runs to estimate noise, got {args.runs}", field="--runs")
     machine = args.machine
@@ -47,7 +51,10 @@ def run(args: argparse.Namespace) -> int:
         for model in models:
             runs = store.runs(RunQuery(model=model, machine=machine, branch=args.branch, limit=args.runs))
             if len(runs) < 3:
-                console.print(f"{model}: {len(runs)} run(s) on {args.branch} from machine {machine}; need 3 — skipped")
+                console.print(
+                    f"{term(model)}: {len(runs)} run(s) on {term(args.branch)} from machine {term(machine)}; "
+                    "need 3 — skipped"
+                )
                 continue
             runs.reverse()  # oldest first: successive differences follow time
             sigma = estimate_noise(runs)
@@ -62,12 +69,12 @@ def run(args: argparse.Namespace) -> int:
             )
             done += 1
             shown = ", ".join(f"{k} {v:.1%}" for k, v in sorted(sigma.items()))
-            console.print(f"{model}: run-to-run σ from {len(runs)} runs: {shown}")
+            console.print(f"{term(model)}: run-to-run σ from {len(runs)} runs: {term(shown)}")
     finally:
         store.close()
     if not done:
         raise InputError(
             f"no model has 3 runs on {args.branch} from machine {machine}; record more runs first", source=store.url
         )
-    console.print(f"written: {args.output}")
+    console.print(f"written: {term(args.output)}")
     return 0

@@ -7,11 +7,20 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from perfgate.cli._common import add_config_argument, config_from, policy_from, print_verdict
+from perfgate.cli._common import (
+    add_config_argument,
+    config_from,
+    config_warnings,
+    policy_from,
+    print_verdict,
+    store_file,
+)
 from perfgate.core.compare import CheckResult, budgets_only, compare_runs
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Run
+from perfgate.core.text import plain
 from perfgate.errors import InputError
+from perfgate.output import check_distinct
 from perfgate.report.format import fmt_change
 from perfgate.report.json import render_json
 from perfgate.report.markdown import render_markdown
@@ -91,6 +100,16 @@ def _with_calibration(args: argparse.Namespace, policy: Policy, current: Run) ->
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
+    check_distinct(
+        {"--output": args.output, "--json": args.json_output, "--html": args.html_output},
+        {
+            "--baseline": args.baseline,
+            "--current": args.current,
+            "--noise": args.noise,
+            "--config": config.source,
+            "the store": store_file(args.store, config.store) if args.baseline is None else None,
+        },
+    )
     policy = policy_from(config, args)
     current = load_run(args.current, policy.metric_info)
     policy = _with_calibration(args, policy, current)
@@ -117,6 +136,9 @@ def run(args: argparse.Namespace) -> int:
             "(or configure budgets, which are checked without one)",
             field="--baseline",
         )
+    if not args.quiet:
+        for warning in config_warnings(policy, [r for r in (result.baseline, current) if r is not None]):
+            print(f"perfgate check: warning: {plain(warning)}", file=sys.stderr)
     markdown = render_markdown(result)
     if args.output is not None:
         write_text_atomic(args.output, markdown)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from perfgate.runfile import write_text_atomic
+from perfgate.output import write_output
 
 __all__ = ["add_arguments", "run"]
 
@@ -29,6 +29,6 @@ def run(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(text)
     else:
-        write_text_atomic(args.output, text)
+        write_output(args.output, text)
         print(f"wrote the Grafana dashboard to {args.output}", file=sys.stderr)
     return 0

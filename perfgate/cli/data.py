@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from perfgate.core.text import plain
 from perfgate.errors import EXIT_ERROR, EXIT_OK, DataError
 
 if TYPE_CHECKING:
@@ -57,11 +58,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _synth(args: argparse.Namespace) -> int:
-    from perfgate.pipeline.synth import write_synthetic
+    from perfgate.output import open_output
+    from perfgate.pipeline.synth import write_synthetic_to
 
-    write_synthetic(args.output, schema=args.schema, records=args.records, seed=args.seed)
-    size = args.output.stat().st_size
-    print(f"wrote {args.records:,} {args.schema} records (seed {args.seed}) to {args.output} ({size:,} bytes)")
+    with open_output(args.output) as handle:
+        write_synthetic_to(
+            handle, schema=args.schema, records=args.records, seed=args.seed, compress=args.output.suffix == ".zst"
+        )
+        size = handle.tell() if handle.seekable() else None
+    shown = f" ({size:,} bytes)" if size is not None else ""
+    print(plain(f"wrote {args.records:,} {args.schema} records (seed {args.seed}) to {args.output}{shown}"))
     return EXIT_OK
 
 
@@ -154,7 +160,7 @@ def _print_table(summary: dict[str, Any]) -> None:
     if not sys.stdout.isatty():
         width = max(len(key) for key, _ in rows)
         for key, value in rows:
-            print(f"{key:<{width}}  {value}")
+            print(f"{key:<{width}}  {plain(value)}")
         return
     from rich.table import Table
     from rich.text import Text
@@ -163,7 +169,7 @@ def _print_table(summary: dict[str, Any]) -> None:
     table.add_column(style="bold")
     table.add_column()
     for key, value in rows:
-        table.add_row(key, Text(value, style="green" if key == "validation" else ""))  # Text: no markup parsing
+        table.add_row(key, Text(plain(value), style="green" if key == "validation" else ""))  # Text: no markup
     from perfgate.cli._common import console_for
 
     console_for().print(table)

@@ -21,7 +21,9 @@ from perfgate.cli._common import add_config_argument, config_from
 from perfgate.config import Config
 from perfgate.core.compare import CheckResult
 from perfgate.core.policy import Policy
+from perfgate.core.redact import mask_url
 from perfgate.core.schema import Run
+from perfgate.core.text import one_line
 from perfgate.errors import ConfigError, InputError, PerfgateError
 
 __all__ = ["add_arguments", "push_check", "push_runs", "require_extra", "run"]
@@ -103,9 +105,9 @@ def _push_quietly(url: str, states: Sequence[Any], policy: Policy) -> None:
 
         groups = push_states(url, states, metric_info=policy.metric_info)
     except (PerfgateError, ModuleNotFoundError) as exc:
-        print(f"perfgate: warning: metrics not pushed: {exc}", file=sys.stderr)
+        print(f"perfgate: warning: metrics not pushed: {mask_url(one_line(exc))}", file=sys.stderr)
         return
-    print(f"pushed {groups} group(s) of metrics to {url}", file=sys.stderr)
+    print(f"pushed {groups} group(s) of metrics to {mask_url(url)}", file=sys.stderr)
 
 
 def push_check(url: str, result: CheckResult, policy: Policy) -> None:
@@ -128,7 +130,8 @@ def push_runs(url: str, runs: Sequence[Run], policy: Policy) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfgate.export.prometheus import PerfgateCollector, make_registry, push_states, write_textfile
+    from perfgate.export.prometheus import PerfgateCollector, exposition, make_registry, push_states
+    from perfgate.output import write_output
 
     require_extra("prometheus_client", "perfgate export prometheus")
     config = config_from(args)
@@ -140,15 +143,17 @@ def run(args: argparse.Namespace) -> int:
     states = read()  # a bad store URL fails here, before anything is served or written
     for state in states:
         if state.note:
-            print(f"{state.run.model_key} on {state.machine}: no check exported: {state.note}", file=sys.stderr)
+            print(
+                one_line(f"{state.run.model_key} on {state.machine}: no check exported: {state.note}"), file=sys.stderr
+            )
     if args.push is not None:
         groups = push_states(args.push, states, job=args.job, metric_info=config.policy.metric_info)
-        print(f"pushed {groups} group(s) to {args.push}", file=sys.stderr)
+        print(f"pushed {groups} group(s) to {mask_url(args.push)}", file=sys.stderr)
         return 0
     if args.textfile is not None:
         registry = make_registry(PerfgateCollector(lambda: states, config.policy.metric_info))
-        write_textfile(args.textfile, registry)
-        print(f"wrote {len(states)} run(s) to {args.textfile}", file=sys.stderr)
+        write_output(args.textfile, exposition(registry))  # atomic: the collector never reads half a file
+        print(one_line(f"wrote {len(states)} run(s) to {args.textfile}"), file=sys.stderr)
         return 0
     registry = make_registry(PerfgateCollector(read, config.policy.metric_info))
     return _serve(registry, args.serve)

@@ -22,11 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from perfgate.cli._common import add_config_argument, config_from, console_for, stderr_console
+from perfgate.cli._common import add_config_argument, config_from, console_for, stderr_console, term, term_cell
 from perfgate.core.changepoints import METHODS, ChangePoint, detect
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import normalised
 from perfgate.core.stats import QUANTILES
+from perfgate.core.text import plain
 from perfgate.errors import InputError
 from perfgate.report.format import fmt_change, fmt_p, fmt_time, fmt_value
 
@@ -139,8 +140,8 @@ def _print(reports: list[dict[str, Any]], head: dict[str, Any], args: argparse.N
     console = console_for()
     where = head["branch"] or "all branches"
     console.print(
-        f"[bold]{head['model']}[/] on machine {head['machine'] or 'unknown'}, {where}, "
-        f"{args.statistic} per run — store {head['store']}",
+        f"[bold]{term(head['model'])}[/] on machine {term(head['machine'] or 'unknown')}, {term(where)}, "
+        f"{args.statistic} per run — store {term(head['store'])}",
         soft_wrap=True,
     )
     for rep in reports:
@@ -148,24 +149,32 @@ def _print(reports: list[dict[str, Any]], head: dict[str, Any], args: argparse.N
         values = [p["value"] for p in points]
         direction = rep["direction"].replace("_", " ")
         console.print()
-        console.print(f"[bold]{rep['metric']}[/] ({rep['unit']}, {direction}): {len(points)} run(s)", soft_wrap=True)
+        console.print(
+            f"[bold]{term(rep['metric'])}[/] ({term(rep['unit'])}, {direction}): {len(points)} run(s)", soft_wrap=True
+        )
         if not points:
             continue
         console.print(
-            f"  {sparkline(values)}  {fmt_value(values[0])} → {fmt_value(values[-1])} {rep['unit']}", soft_wrap=True
+            f"  {sparkline(values)}  {fmt_value(values[0])} → {fmt_value(values[-1])} {term(rep['unit'])}",
+            soft_wrap=True,
         )
         if "normalised" in rep:
             scaled = rep["normalised"]
             console.print(
-                f"  {sparkline(scaled)}  {fmt_value(scaled[0])} → {fmt_value(scaled[-1])} {rep['unit']} "
+                f"  {sparkline(scaled)}  {fmt_value(scaled[0])} → {fmt_value(scaled[-1])} {term(rep['unit'])} "
                 "normalised by the machine-speed index (change points are searched on this one)",
                 soft_wrap=True,
             )
         table = Table(title=f"newest {min(args.rows, len(points))}", title_justify="left")
-        for col in ("date (UTC)", "commit", "run", rep["unit"] or "value"):
-            table.add_column(col, justify="right" if col == (rep["unit"] or "value") else "left")
+        for col in ("date (UTC)", "commit", "run", plain(rep["unit"]) or "value"):
+            table.add_column(term_cell(col), justify="right" if col == (plain(rep["unit"]) or "value") else "left")
         for p in points[-args.rows :]:
-            table.add_row(fmt_time(p["created_at"]), (p["commit"] or "?")[:12], p["run_id"][:12], fmt_value(p["value"]))
+            table.add_row(
+                term_cell(fmt_time(p["created_at"])),
+                term_cell((p["commit"] or "?")[:12]),
+                term_cell(p["run_id"][:12]),
+                fmt_value(p["value"]),
+            )
         console.print(table)
         if "changepoints" not in rep:
             continue
@@ -179,8 +188,8 @@ def _print(reports: list[dict[str, Any]], head: dict[str, Any], args: argparse.N
         for cp in cps:
             label = {True: "[red]worse[/]", False: "[green]better[/]", None: ""}[cp["worse"]]
             cp_table.add_row(
-                (cp["commit"] or "?")[:12],
-                fmt_time(cp["created_at"]),
+                term_cell((cp["commit"] or "?")[:12]),
+                term_cell(fmt_time(cp["created_at"])),
                 fmt_value(cp["before"]),
                 fmt_value(cp["after"]),
                 fmt_change(cp["change"]),
@@ -213,8 +222,11 @@ def run(args: argparse.Namespace) -> int:
         others = sorted({r.machine.fingerprint or "unknown" for r in newest[1:]} - {machine or "unknown"})
         if others and args.machine is None and not args.json:
             stderr_console().print(
-                f"showing machine {machine or 'unknown'} (the latest run's); also in the store: {', '.join(others)} "
-                "(choose with --machine)"
+                plain(
+                    f"showing machine {machine or 'unknown'} (the latest run's); also in the store: "
+                    f"{', '.join(others)} (choose with --machine)"
+                ),
+                markup=False,
             )
         names = [args.metric] if args.metric else sorted(latest.metrics)
         reports = [_metric_report(store, args, machine, name, latest) for name in names]

@@ -8,10 +8,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from perfgate.cli._common import add_config_argument, config_from, content_run_id, stderr_console
+from perfgate.cli._common import add_config_argument, config_from, content_run_id, stderr_console, store_file
 from perfgate.core.codec import format_timestamp
 from perfgate.core.schema import GitInfo, Machine, Run
+from perfgate.core.text import plain
 from perfgate.importers import FORMATS, TIME_UNITS, ImportOptions, import_file
+from perfgate.output import check_distinct
 from perfgate.runfile import save_run
 
 __all__ = ["add_arguments", "run"]
@@ -67,6 +69,8 @@ def _provenance(run: Run, args: argparse.Namespace) -> Run:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
+    store = store_file(args.store, config.store) if args.store is not None or config.store is not None else None
+    check_distinct({"--output": args.output}, {"FILE": args.file, "--config": config.source, "the store": store})
     options = ImportOptions(model=args.model, suite=args.suite, time_unit=args.time_unit)
     result = import_file(args.format, args.file, options)
     imported = _provenance(result.run, args)
@@ -75,10 +79,12 @@ def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     for note in result.notes:  # notes quote benchmark names, which may hold [brackets]
-        console.print(f"[yellow]note[/]: {escape(note)}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]note[/]: {escape(plain(note))}", highlight=False, soft_wrap=True)
     console.print(
-        f"imported {len(imported.metrics)} metric(s) from {args.format} file {args.file} → {args.output} "
-        f"(model {imported.model}, suite {imported.suite})",
+        plain(
+            f"imported {len(imported.metrics)} metric(s) from {args.format} file {args.file} → {args.output} "
+            f"(model {imported.model}, suite {imported.suite})"
+        ),
         markup=False,
         soft_wrap=True,
     )
@@ -91,5 +97,5 @@ def run(args: argparse.Namespace) -> int:
         finally:
             store.close()
         state = "recorded" if added else "already recorded"
-        console.print(f"{state} in {store.url}: run {imported.run_id}", markup=False, soft_wrap=True)
+        console.print(plain(f"{state} in {store.url}: run {imported.run_id}"), markup=False, soft_wrap=True)
     return 0

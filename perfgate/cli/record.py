@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from perfgate.cli._common import add_config_argument, config_from, content_run_id, stderr_console
+from perfgate.core.text import plain
 from perfgate.runfile import load_run
 from perfgate.store import RunStatus, open_store, resolve_store_url
 
@@ -37,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
             verdict = store.status(r.run_id or "")  # a run checked before it was recorded keeps its verdict
             kept = f", status {verdict}" if verdict not in (None, RunStatus.RECORDED) else ""
             console.print(
-                f"{state}: {path} → run {r.run_id} (model {r.model}, commit {r.git.commit or 'unknown'}{kept})"
+                plain(f"{state}: {path} → run {r.run_id} (model {r.model}, commit {r.git.commit or 'unknown'}{kept})"),
+                markup=False,
             )
     finally:
         store.close()

@@ -6,9 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from perfgate.cli._common import add_config_argument, config_from
+from perfgate.cli._common import add_config_argument, config_from, store_file
+from perfgate.core.text import one_line
 from perfgate.errors import InputError
-from perfgate.runfile import write_text_atomic
+from perfgate.output import check_distinct, write_output
 
 __all__ = ["add_arguments", "run"]
 
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
         if value < 1:
             raise InputError(f"must be at least 1, got {value}", field=flag)
     url = resolve_store_url(args.store, config.store)
+    check_distinct({"--html": args.html}, {"the store": store_file(url), "--config": config.source})
     with open_store(url) as store:
         states = latest_states(
             store,
@@ -76,12 +78,12 @@ def run(args: argparse.Namespace) -> int:
         sections = []
         for state in states:
             if state.note:
-                print(f"{state.run.model_key} on {state.machine}: {state.note}", file=sys.stderr)
+                print(one_line(f"{state.run.model_key} on {state.machine}: {state.note}"), file=sys.stderr)
             result = state.result or budgets_only(state.run, config.policy)
             sections.append(ReportSection(result=result, history=_series(store, state, args.history)))
     title = f"perfgate report: {args.model}" if args.model else "perfgate report"
     text = render_html(sections, title=title, source=f"store {mask_url(url)}")
-    write_text_atomic(args.html, text)
+    write_output(args.html, text)
     size = len(text.encode("utf-8"))
     print(f"wrote {args.html} ({size / 1e6:.1f} MB, {len(sections)} model/machine section(s))", file=sys.stderr)
     return 0

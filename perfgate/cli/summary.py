@@ -16,12 +16,17 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfgate.errors import InputError
+from perfgate.core.text import plain
+from perfgate.errors import InputError, os_error_text
+from perfgate.inputs import read_capped
+from perfgate.output import append_output, check_distinct, write_output
+from perfgate.report.escape import md_link_url, md_text
 
 __all__ = ["DEFAULT_MARKER", "GITHUB_COMMENT_LIMIT", "Section", "add_arguments", "compose", "run", "size"]
 
 GITHUB_COMMENT_LIMIT = 65_536
 DEFAULT_MARKER = "<!-- perfgate-report -->"
+MAX_REPORT_BYTES = 16 << 20
 TRUNCATED = "✂️ *Truncated by perfgate summary: {shown} of {total} lines shown. The full report is in the {where}.*"
 
 
@@ -65,16 +70,18 @@ def _cut(text: str, limit: int, notice: str) -> str:
 
 def _wrap(section: Section, body: str) -> str:
     state = " open" if section.failed else ""
-    label = html.escape(section.label)
-    verdict = html.escape(section.verdict)
+    label = html.escape(plain(section.label))
+    verdict = html.escape(plain(section.verdict))
     return f"<details{state}>\n<summary><b>{label}</b>: {verdict}</summary>\n\n{body.rstrip()}\n\n</details>\n\n"
 
 
-def _fit(section: Section, budget: int, where: str) -> str:
-    whole = _wrap(section, section.markdown)
+def _fit(section: Section, budget: int, where: str, marker: str) -> str:
+    # a report that carries the marker would make the workflow find the wrong comment
+    markdown = section.markdown.replace(marker, md_text(marker))
+    whole = _wrap(section, markdown)
     if size(whole) <= budget:
         return whole
-    lines = section.markdown.rstrip().splitlines()
+    lines = markdown.rstrip().splitlines()
     notice = "\n\n" + TRUNCATED.format(shown=len(lines), total=len(lines), where=where)
     room = budget - size(_wrap(section, "")) - size(notice)
     kept: list[str] = []
@@ -105,32 +112,43 @@ def compose(
         overall = f"❌ {failed} of {len(sections)} report(s) failed or could not decide."
     else:
         overall = f"✅ No regression in {len(sections)} report(s)."
-    head = f"{marker}\n## {title}\n\n{overall}\n\n"
-    where = f"[workflow run]({details_url})" if details_url else "workflow artifacts"
-    tail = f"Full reports (HTML, JSON, run files): [workflow run]({details_url}).\n" if details_url else ""
+    head = f"{marker}\n## {md_text(title)}\n\n{overall}\n\n"
+    url = md_link_url(details_url, field="--details-url") if details_url else None
+    where = f"[workflow run]({url})" if url else "workflow artifacts"
+    tail = f"Full reports (HTML, JSON, run files): [workflow run]({url}).\n" if url else ""
     remaining = limit - size(head) - size(tail)
     parts = []
     # the failing sections first: they are what a reader needs when space runs out
     ordered = sorted(sections, key=lambda s: not s.failed)
     for i, section in enumerate(ordered):
         share = remaining // (len(ordered) - i)  # what is left, shared fairly; short reports leave room to others
-        part = _fit(section, share, where)
+        part = _fit(section, share, where, marker)
         parts.append(part)
         remaining -= size(part)
     text = head + "".join(parts) + tail
     return _cut(text, limit, "\n\n" + TRUNCATED.format(shown="some", total="all", where=where) + "\n")
 
 
-def _section(arg: str) -> Section:
+def _split(arg: str) -> tuple[str, str]:
     label, sep, path = arg.rpartition("=")
     if not sep or Path(arg).exists():  # a path may hold "=" itself
         label, path = Path(arg).stem, arg
+    return label, path
+
+
+def _section(arg: str) -> Section:
+    label, path = _split(arg)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with Path(path).open("rb") as handle:  # a report of perfgate check is under 60,000 characters
+            text = read_capped(handle, MAX_REPORT_BYTES, source=path, what="the report", env=None).decode()
     except FileNotFoundError:
         raise InputError("report not found; check the path", source=path) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read: {exc}", source=path) from None
+    except IsADirectoryError:
+        raise InputError("is a directory; give a Markdown report of perfgate check", source=path) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {os_error_text(exc)}", source=path) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte offset {exc.start})", source=path) from None
     return Section(label=label, markdown=text)
 
 
@@ -162,14 +180,14 @@ def run(args: argparse.Namespace) -> int:
     if "\n" in args.marker or size(args.marker) > 200:
         raise InputError("must be one line of at most 200 bytes", field="--marker")
     sections = [_section(arg) for arg in args.reports]
+    check_distinct(
+        {"--output": args.output, "--append": args.append}, {_split(a)[1]: _split(a)[1] for a in args.reports}
+    )
     body = compose(sections, limit=args.max_chars, marker=args.marker, title=args.title, details_url=args.details_url)
     if args.output is not None:
-        from perfgate.runfile import write_text_atomic
-
-        write_text_atomic(args.output, body)
+        write_output(args.output, body)
     if args.append is not None:
-        with args.append.open("a", encoding="utf-8") as handle:
-            handle.write(body)
+        append_output(args.append, body)
     if args.output is None and args.append is None:
         print(body, end="")
     return 0

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from perfgate.core.metrics import BUILTIN_METRICS, Direction, MetricInfo
-from perfgate.core.schema import REFERENCE_KINDS, SCHEMA_VERSION, GitInfo, Machine, Metric, Reference, Run
+from perfgate.core.schema import MAX_SAMPLE, REFERENCE_KINDS, SCHEMA_VERSION, GitInfo, Machine, Metric, Reference, Run
 from perfgate.errors import InputError, SchemaVersionError
 
 __all__ = [
@@ -83,7 +83,10 @@ def format_timestamp(moment: datetime) -> str:
 
 def is_flat_format(data: Mapping[str, Any]) -> bool:
     """True for the original specification's flat single-number files."""
-    return "metrics" not in data and "schema_version" not in data and ("model_type" in data or "model" in data)
+    if "metrics" in data or "schema_version" in data:
+        return False
+    # a flat file that lost its model_type is still flat: its error must name model_type
+    return "model_type" in data or "model" in data or any(k in data for k in (*FLAT_FIELDS, *BUILTIN_METRICS))
 
 
 def _known(name: str, extra: Mapping[str, MetricInfo]) -> MetricInfo | None:
@@ -93,6 +96,12 @@ def _known(name: str, extra: Mapping[str, MetricInfo]) -> MetricInfo | None:
 def _sample(value: object, *, source: str | None, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InputError(f"expected a number, got {value!r}", source=source, field=field)
+    if abs(value) > MAX_SAMPLE and (isinstance(value, int) or math.isfinite(value)):  # and ints beyond a float
+        raise InputError(
+            f"sample {str(value)[:12]}… is beyond {MAX_SAMPLE:g}; samples must be at most that",
+            source=source,
+            field=field,
+        )
     number = float(value)
     if not math.isfinite(number):
         raise InputError(

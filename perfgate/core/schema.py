@@ -15,6 +15,7 @@ from typing import Any
 from perfgate.core.metrics import Direction
 
 __all__ = [
+    "MAX_SAMPLE",
     "REFERENCE_KINDS",
     "SCHEMA_VERSION",
     "GitInfo",
@@ -35,6 +36,7 @@ SCHEMA_VERSION = 2
 
 # the kinds of reference kernel (perfgate.bench.reference): what a stage's time tracks
 REFERENCE_KINDS = ("compute", "interpreter", "memory")
+MAX_SAMPLE = 1e150
 
 
 def normalize_model(name: str) -> str:
@@ -97,6 +99,8 @@ class Metric:
         for i, value in enumerate(self.samples):
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"metric {self.name!r}: samples[{i}] is not a number: {value!r}")
+            if abs(value) > MAX_SAMPLE and (isinstance(value, int) or math.isfinite(value)):  # squares overflow
+                raise ValueError(f"metric {self.name!r}: samples[{i}] is beyond 1e150; samples must be at most that")
             if not math.isfinite(value):
                 raise ValueError(f"metric {self.name!r}: samples[{i}] is {value!r}; samples must be finite")
             if value < 0:

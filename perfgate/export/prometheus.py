@@ -47,6 +47,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from perfgate.core.metrics import BUILTIN_METRICS, MetricInfo
+from perfgate.core.redact import mask, mask_url, url_secrets
 from perfgate.core.stats import quantile
 from perfgate.errors import InputError
 from perfgate.export.latest import RunState, state_key
@@ -398,11 +399,15 @@ def push_states(
         except urllib.error.HTTPError as exc:
             body = exc.read().decode("utf-8", "replace").strip().splitlines()
             detail = f": {body[0]}" if body else ""
-            raise InputError(f"the Pushgateway refused the push (HTTP {exc.code}){detail}", source=gateway) from None
+            raise InputError(
+                f"the Pushgateway refused the push (HTTP {exc.code}){mask(detail, url_secrets(gateway))}",
+                source=mask_url(gateway),
+            ) from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", exc)
             raise InputError(
-                f"cannot push to the Pushgateway: {reason}; check the URL and that the Pushgateway runs",
-                source=gateway,
+                f"cannot push to the Pushgateway: {mask(str(reason), url_secrets(gateway))}; "
+                "check the URL and that the Pushgateway runs",
+                source=mask_url(gateway),
             ) from None
     return len(groups)

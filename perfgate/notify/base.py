@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from perfgate.core import redact
 from perfgate.errors import PerfgateError
 
 if TYPE_CHECKING:
@@ -91,7 +92,5 @@ def retrying(
 
 
 def mask(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every secret value replaced by :data:`MASK` (longest first)."""
-    for secret in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
-        text = text.replace(secret, MASK)
-    return text
+    """``text`` with every secret value replaced by :data:`MASK` (:func:`perfgate.core.redact.mask`)."""
+    return redact.mask(text, secrets)

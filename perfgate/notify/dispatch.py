@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from perfgate.core.compare import CheckResult
+from perfgate.core.redact import smtp_secrets, url_secrets
 from perfgate.notify.base import Notifier, NotifyError, mask
 from perfgate.notify.message import events_of, summarize_check
 from perfgate.notify.settings import NotifyConfig
@@ -33,7 +34,12 @@ def _env(env: Mapping[str, str], name: str | None) -> str | None:
 def secrets_of(config: NotifyConfig, env: Mapping[str, str]) -> list[str]:
     """The secret values the configuration points at (to mask them wherever text is printed)."""
     names = (config.slack_webhook_env, config.webhook_url_env, config.smtp_user_env, config.smtp_password_env)
-    return [v for v in (_env(env, n) for n in names) if v]
+    values = [v for v in (_env(env, n) for n in names) if v]
+    # what a server may echo of the login, and what a webhook URL carries
+    values += smtp_secrets(_env(env, config.smtp_user_env), _env(env, config.smtp_password_env))
+    for name in (config.slack_webhook_env, config.webhook_url_env):
+        values += url_secrets(_env(env, name))
+    return values
 
 
 def build_targets(

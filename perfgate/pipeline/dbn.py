@@ -41,7 +41,7 @@ from perfgate.pipeline.dbn_schemas import (
     record_dtype,
     rtype_name,
 )
-from perfgate.pipeline.dbn_zstd import ZSTD_MAGIC, decompress_frames, is_skippable_frame
+from perfgate.pipeline.dbn_zstd import ZSTD_MAGIC, decompress_stream, is_skippable_frame
 
 __all__ = ["OHLCV_KEYS", "DbnFile", "load_dbn", "ohlcv_arrays", "prices_as_float"]
 
@@ -210,7 +210,8 @@ def _open_stream(path: Path, source: str) -> tuple[mmap.mmap | bytes, bool]:
         with path.open("rb") as fh:
             head = fh.read(4)
             if head.startswith(ZSTD_MAGIC):
-                return decompress_frames(head + fh.read(), source=source), True
+                fh.seek(0)
+                return decompress_stream(fh, source=source), True
             if len(head) == 4 and is_skippable_frame(head):
                 raise DataError(
                     f"legacy DBZ file: it starts with a zstd skippable frame ({head.hex(' ')}) at byte offset 0, "

@@ -17,7 +17,7 @@ from perfgate.pipeline.dbn_schemas import record_dtype, rtype_name
 
 __all__ = ["check_uniform", "walk_records"]
 
-Buffer = mmap.mmap | bytes
+Buffer = mmap.mmap | bytes | bytearray
 
 # Compare in slices so the temporary boolean array stays small (64 KiB) for any file.
 _CHUNK = 1 << 16

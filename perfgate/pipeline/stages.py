@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
@@ -267,11 +267,13 @@ def _inference_torch(ctx: StageContext) -> Callable[[], object]:
     return _serving(ctx, eager_server)
 
 
-def save_checkpoint(ctx: StageContext, path: Path) -> Path:
-    """Write the trained model of a benchmark run (weights, config, training steps) to ``path``."""
+def save_checkpoint(ctx: StageContext, path: Path | BinaryIO) -> Path | BinaryIO:
+    """Write the trained model of a benchmark run (weights, config, training steps) to ``path``
+    (a file name, or an open binary file)."""
     task = ctx.state["task"]
     trainer: Trainer = ctx.state["trainer"]
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(path, Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(
         {
             "model": ctx.model,

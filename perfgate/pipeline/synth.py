@@ -53,6 +53,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
+from typing import BinaryIO
 
 import databento_dbn as dbn
 import numba
@@ -73,6 +74,7 @@ __all__ = [
     "synthesize_ohlcv",
     "synthesize_trades",
     "write_synthetic",
+    "write_synthetic_to",
 ]
 
 DBN_VERSION = 3
@@ -510,21 +512,42 @@ def write_synthetic(path: Path, *, schema: str, records: int, seed: int, instrum
     return SynthInfo(path=path, schema=schema, records=int(records), symbols=symbols, bytes_written=size)
 
 
+def write_synthetic_to(
+    handle: BinaryIO, *, schema: str, records: int, seed: int, compress: bool, instruments: int | None = None
+) -> tuple[str, ...]:
+    """Write the same bytes as :func:`write_synthetic` to an open binary ``handle``.
+
+    For a caller that chooses where the bytes go (``perfgate data synth`` writes through
+    :mod:`perfgate.output`, so a device or a pipe is written in place). Returns the symbols.
+    """
+    if schema not in _SYNTHESIZERS:
+        raise InputError(f"unknown schema {schema!r}; choose one of {', '.join(SCHEMAS)}", field="schema")
+    _check_count(records, seed)
+    rec = _SYNTHESIZERS[schema](records, seed, instruments=instruments)
+    header, symbols = _metadata(schema, rec)
+    _write_body(handle, header, rec.view(np.uint8), compress=compress)
+    return symbols
+
+
+def _write_body(f: BinaryIO, header: bytes, body: np.ndarray, *, compress: bool) -> None:
+    if compress:
+        # Single-threaded on purpose: multi-threaded zstd output depends on the
+        # worker count, and a seed must give the same bytes on every machine.
+        cctx = zstandard.ZstdCompressor(level=3, write_checksum=True, write_content_size=False)
+        with cctx.stream_writer(f, closefd=False) as zf:
+            zf.write(header)
+            zf.write(body.data)
+    else:
+        f.write(header)
+        f.write(body.data)
+
+
 def _atomic_write(path: Path, header: bytes, body: np.ndarray, *, compress: bool) -> None:
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as f:
-            if compress:
-                # Single-threaded on purpose: multi-threaded zstd output depends on the
-                # worker count, and a seed must give the same bytes on every machine.
-                cctx = zstandard.ZstdCompressor(level=3, write_checksum=True, write_content_size=False)
-                with cctx.stream_writer(f, closefd=False) as zf:
-                    zf.write(header)
-                    zf.write(body.data)
-            else:
-                f.write(header)
-                f.write(body.data)
+            _write_body(f, header, body, compress=compress)
             f.flush()
             os.fsync(f.fileno())
         tmp.chmod(0o644)  # mkstemp makes 0600; a data file is meant to be shared

@@ -23,6 +23,7 @@ from typing import Any
 
 from perfgate.core.compare import BudgetCheck, CheckResult, Comparison, Verdict
 from perfgate.core.metrics import Direction, describe
+from perfgate.core.text import plain
 from perfgate.errors import ConfigError
 from perfgate.report.format import fmt_change, fmt_ci, fmt_p, fmt_time, fmt_value
 from perfgate.report.plots import HistoryPoint, distribution_chart, history_chart
@@ -55,7 +56,7 @@ def embed_json(data: object) -> str:
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    return html.escape(plain(value), quote=True)  # control characters shown as escapes, as everywhere
 
 
 def _verdict_of(result: CheckResult) -> str:

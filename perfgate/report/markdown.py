@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from perfgate.core.compare import BudgetCheck, CheckResult, Comparison, Verdict
 from perfgate.core.metrics import Direction
+from perfgate.report.escape import Markdown, md_cell, md_code, md_prose, md_text
 from perfgate.report.format import fmt_change, fmt_ci, fmt_p, fmt_time, fmt_value
 
 __all__ = ["MAX_CHARS", "render_markdown"]
@@ -28,7 +29,7 @@ def _severity(c: Comparison) -> float:
 def _table(header: Sequence[str], rows: list[list[str]], cap: int | None, what: str) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("-" * (len(h) + 2) for h in header) + "|"]
     shown = rows if cap is None else rows[:cap]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in shown]
+    lines += ["| " + " | ".join(md_cell(cell) for cell in row) + " |" for row in shown]
     if len(rows) > len(shown):
         lines += ["", f"… and {len(rows) - len(shown)} more {what} (smaller changes; all are in the JSON report)"]
     return lines
@@ -42,7 +43,7 @@ def _n(c: Comparison) -> str:
 
 def _sentence(c: Comparison) -> str:
     verb = "increased" if (c.change or 0) > 0 else "decreased"
-    what = c.description if c.statistic == "median" else f"{c.description} {c.statistic}"
+    what = md_text(c.description if c.statistic == "median" else f"{c.description} {c.statistic}")
     size = abs(c.change or 0) * 100
     return f"{what} {verb} by {size:.1f}% ({fmt_value(c.baseline_value)} → {fmt_value(c.current_value)})"
 
@@ -62,7 +63,7 @@ def _verdict_block(result: CheckResult, cap: int | None) -> list[str]:
         lines.append("## ❌ Regression Detected")
         regressed = {c.metric for c in regs}
         names = [name for name in result.current.metrics if name in regressed]  # the run's own order
-        listed = ", ".join(names if cap is None else names[:cap])
+        listed = ", ".join(md_text(n) for n in (names if cap is None else names[:cap]))
         if cap is not None and len(names) > cap:
             listed += f" and {len(names) - cap} more"
         lines += [
@@ -80,7 +81,7 @@ def _verdict_block(result: CheckResult, cap: int | None) -> list[str]:
         lines += [
             "",
             f"Performance budget exceeded: {len(broken)} budget(s) broken: "
-            + ", ".join(f"{b.budget.metric} {b.budget.statistic}" for b in broken),
+            + ", ".join(md_text(f"{b.budget.metric} {b.budget.statistic}") for b in broken),
         ]
     return lines
 
@@ -89,8 +90,8 @@ def _notes(result: CheckResult) -> list[str]:
     notes = []
     if result.machine_mismatch and result.baseline is not None:
         notes.append(
-            f"⚠️ **Cross-machine comparison**: baseline from machine `{result.baseline.machine.fingerprint}`, "
-            f"current from `{result.current.machine.fingerprint}` (allowed by --allow-machine-mismatch); "
+            f"⚠️ **Cross-machine comparison**: baseline from machine {md_code(result.baseline.machine.fingerprint)}, "
+            f"current from {md_code(result.current.machine.fingerprint)} (allowed by --allow-machine-mismatch); "
             "differences may be the hardware, not the change."
         )
     if any(c.threshold_only for c in result.comparisons):
@@ -99,7 +100,7 @@ def _notes(result: CheckResult) -> list[str]:
             "without a significance test. Record several repetitions to get one."
         )
     if result.baseline_source:
-        notes.append(f"Baseline: {result.baseline_source}.")
+        notes.append(f"Baseline: {md_prose(result.baseline_source)}.")
     notes += _noise_notes(result)
     p = result.policy
     tests = sum(1 for c in result.comparisons if c.p_adjusted is not None)
@@ -218,16 +219,18 @@ def _section(
     return ["", f"### {title}", "", *_table([*_STAT_HEADER, *extra_header], rows, cap, what)]
 
 
-def _decide_text(c: Comparison) -> str:
+def _decide_text(c: Comparison) -> Markdown:
+    if c.required_n is None and c.baseline_value == 0:  # no relative change exists, whatever the samples
+        return Markdown("none: a change relative to a baseline of 0 is undefined; set an absolute budget instead")
     if c.required_n is None and c.noise:  # unpaired: the noise of a whole run, which more samples don't touch
-        return "`perfgate ab` (paired), or `perfgate calibrate` from this machine's history"
+        return Markdown("`perfgate ab` (paired), or `perfgate calibrate` from this machine's history")
     if c.required_n is None:
-        return "more samples will not settle it: the change sits at the threshold" if c.reason else "—"
+        return Markdown("more samples will not settle it: the change sits at the threshold" if c.reason else "—")
     if c.required_unit == "pairs":  # perfgate ab: more worker pairs, that is a longer time budget
         if c.required_seconds is not None:
-            return f"about {c.required_n:,} worker pairs: `--time-budget {math.ceil(c.required_seconds):,}`"
-        return f"about {c.required_n:,} worker pairs: a larger `--time-budget`"
-    return f"{c.required_n:,} {c.required_unit} per side (or `perfgate ab`)"
+            return Markdown(f"about {c.required_n:,} worker pairs: `--time-budget {math.ceil(c.required_seconds):,}`")
+        return Markdown(f"about {c.required_n:,} worker pairs: a larger `--time-budget`")
+    return Markdown(f"{c.required_n:,} {md_text(c.required_unit)} per side (or `perfgate ab`)")
 
 
 def _why(c: Comparison) -> str:
@@ -255,13 +258,13 @@ def _conditions(result: CheckResult, cap: int | None) -> list[str]:
     if isinstance(env, dict):
         parts = []
         if "load_avg_1m_start" in env:
-            parts.append(f"load average {env['load_avg_1m_start']} → {env.get('load_avg_1m_end')}")
+            parts.append(f"load average {md_text(env['load_avg_1m_start'])} → {md_text(env.get('load_avg_1m_end'))}")
         if "other_processes_cpu_pct" in env:
-            parts.append(f"other processes used {env['other_processes_cpu_pct']}% of the CPU")
+            parts.append(f"other processes used {md_text(env['other_processes_cpu_pct'])}% of the CPU")
         if "steal_pct" in env:
-            parts.append(f"steal {env['steal_pct']}%")
+            parts.append(f"steal {md_text(env['steal_pct'])}%")
         if env.get("governor"):
-            parts.append(f"governor {env['governor']}")
+            parts.append(f"governor {md_text(env['governor'])}")
         if parts:
             lines.append("Current run: " + ", ".join(parts) + ".")
     processes = result.current.config.get("processes")
@@ -276,7 +279,7 @@ def _conditions(result: CheckResult, cap: int | None) -> list[str]:
         lines += [
             "",
             "Unstable metrics (robust CV above a third of the threshold): "
-            + ", ".join(f"{c.metric} {cv:.0%}" for cv, c in shown)
+            + ", ".join(f"{md_text(c.metric)} {cv:.0%}" for cv, c in shown)
             + ". Run more worker processes (`perfgate bench --processes N` or `--time-budget S`) "
             "or compare interleaved (`perfgate ab`).",
         ]
@@ -296,14 +299,18 @@ def _index_line(result: CheckResult) -> str:
     return "Machine-speed index (reference kernel times, baseline → current): " + ", ".join(parts) + "."
 
 
+def _when(created_at: str | None) -> str:
+    return md_text(fmt_time(created_at))
+
+
 def _footer(result: CheckResult) -> list[str]:
     base = result.baseline
     cur = result.current
     lines = [""]
     if base is not None:
-        lines.append(f"**Baseline**: {fmt_time(base.created_at)} (commit: {base.git.commit or 'unknown'})")
+        lines.append(f"**Baseline**: {_when(base.created_at)} (commit: {md_text(base.git.commit or 'unknown')})")
         lines.append("")
-    lines.append(f"**Current**: {fmt_time(cur.created_at)} (commit: {cur.git.commit or 'unknown'})")
+    lines.append(f"**Current**: {_when(cur.created_at)} (commit: {md_text(cur.git.commit or 'unknown')})")
     return lines
 
 

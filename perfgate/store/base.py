@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import NamedTuple, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
+from perfgate.core import redact
 from perfgate.core.schema import Run, normalize_model
 from perfgate.errors import StorageError
 
@@ -182,27 +182,21 @@ class Store(Protocol):
 
 
 def resolve_store_url(url: str | None, configured: str | None = None) -> str:
-    """--store wins, then PERFGATE_STORE, then the configuration, then the default."""
-    return url or os.environ.get("PERFGATE_STORE") or configured or DEFAULT_STORE_URL
+    """--store wins, then PERFGATE_STORE, then the configuration, then the default.
 
-
-_KEYWORD_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)", re.IGNORECASE)
+    An empty ``--store ""`` is an error (a variable that expanded to nothing in a CI
+    script), not the default store; an empty PERFGATE_STORE counts as unset.
+    """
+    if url is not None and not url.strip():
+        raise StorageError("is empty; give a store URL such as sqlite:///.perfgate/perfgate.db", source="--store")
+    if configured is not None and not configured.strip():
+        raise StorageError("is empty; give a store URL or remove the key", source="configuration key 'store'")
+    return url or os.environ.get("PERFGATE_STORE", "").strip() or configured or DEFAULT_STORE_URL
 
 
 def mask_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (URL userinfo, ``password=`` keywords)."""
-    masked = _KEYWORD_PASSWORD.sub(r"\1***", url)
-    if "://" not in masked:
-        return masked
-    try:
-        parts = urlsplit(masked)
-    except ValueError:
-        return re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", masked)
-    if parts.password is None:
-        return masked
-    user, _, host = parts.netloc.rpartition("@")
-    name = user.split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{name}:***@{host}"))
+    """``url`` with any password replaced by ``***`` (see :func:`perfgate.core.redact.mask_url`)."""
+    return redact.mask_url(url)
 
 
 def open_store(url: str) -> Store:

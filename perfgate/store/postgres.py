@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlsplit
 
+from perfgate.core.redact import mask, url_secrets
 from perfgate.errors import StorageError
 from perfgate.store.base import mask_url
 from perfgate.store.sql import INSERT_RUN, PreparedRun, SQLStore, check_schema_version, hint, one_line, tables_ddl
@@ -67,11 +67,7 @@ class PostgresStore(SQLStore):
 
     def __init__(self, url: str) -> None:
         self.url = mask_url(url)
-        try:
-            password = urlsplit(url).password
-        except ValueError:
-            password = None
-        self._secret = password or None
+        self._secrets = url_secrets(url)
         try:
             import psycopg
         except ImportError:
@@ -99,7 +95,7 @@ class PostgresStore(SQLStore):
             raise
 
     def _scrub(self, message: str) -> str:
-        return message.replace(self._secret, "***") if self._secret else message
+        return mask(message, self._secrets)
 
     def _version(self) -> int:
         if self._fetch("SELECT to_regclass('schema_migrations')")[0][0] is None:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from perfgate.core.codec import run_from_dict
 from perfgate.errors import StorageError
@@ -91,30 +92,82 @@ class SQLiteStore(SQLStore):
     def __init__(self, url: str) -> None:
         self.url = url
         self.path = _path_of(url)
+        self.read_only = False
+        if self.path.exists() and not self.path.is_file():  # /dev/null would get a -journal beside it in /dev
+            kind = "a directory" if self.path.is_dir() else "not a regular file"
+            raise StorageError(f"the store path is {kind}; give the path of an SQLite file", source=url)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
         except (sqlite3.Error, OSError) as exc:
-            message = one_line(exc)
-            raise StorageError(f"cannot open the SQLite store: {message}{hint(message)}", source=url) from None
+            if not self._open_read_only():
+                message = one_line(exc)
+                raise StorageError(f"cannot open the SQLite store: {message}{hint(message)}", source=url) from None
+            return
         try:
             self._conn.execute("PRAGMA busy_timeout = 60000")
+            self._refuse_foreign()
             if self._conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 self._conn.execute("PRAGMA journal_mode = WAL")
             self._migrate()
         except (sqlite3.Error, OSError) as exc:
             self._conn.close()
-            message = one_line(exc)
-            raise StorageError(f"cannot open the SQLite store: {message}{hint(message)}", source=url) from None
+            if not self._open_read_only():
+                message = one_line(exc)
+                raise StorageError(f"cannot open the SQLite store: {message}{hint(message)}", source=url) from None
         except BaseException:
             self._conn.close()
             raise
+
+    def _open_read_only(self) -> bool:
+        """A store in a folder perfgate may not write (a read-only mount, an archive) can still
+        be read: open it read-only when it is a perfgate store of the current schema. Writing
+        to it then fails with a message that says the store is read-only."""
+        if not self.path.is_file():
+            return False
+        target = f"file:{quote(str(self.path.resolve()))}"
+        for flags in ("mode=ro", "mode=ro&immutable=1"):
+            try:
+                conn = sqlite3.connect(f"{target}?{flags}", uri=True, timeout=60.0, isolation_level=None)
+                self._conn = conn
+                self._refuse_foreign()
+                if check_schema_version(self._version(), len(MIGRATIONS), self.url):
+                    conn.close()
+                    raise StorageError(
+                        "the store is read-only here and has an older schema; open it once where it can be "
+                        "written, so that perfgate can upgrade it",
+                        source=self.url,
+                    )
+            except sqlite3.Error:
+                continue
+            self.read_only = True
+            return True
+        return False
 
     def _version(self) -> int:
         conn = self._conn
         if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").fetchone():
             return int(conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0])
         return 0
+
+    def _refuse_foreign(self) -> None:
+        """Someone else's database: adding perfgate's tables (or WAL mode) to it would be a surprise."""
+        if self._version() != 0:
+            return
+        foreign = self._foreign_tables()
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (" …" if len(foreign) > 5 else "")
+            raise StorageError(
+                f"is an SQLite database of something else (tables {shown}), not a perfgate store; perfgate "
+                "changes nothing in it: give a new file or an existing perfgate store",
+                source=self.url,
+            )
+
+    def _foreign_tables(self) -> list[str]:
+        rows = self._conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+        ).fetchall()
+        return [str(r[0]) for r in rows]
 
     def _migrate(self) -> None:
         if not check_schema_version(self._version(), len(MIGRATIONS), self.url):

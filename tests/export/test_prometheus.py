@@ -209,7 +209,7 @@ def test_textfile_from_the_command_is_the_golden_exposition(sample_sqlite, sampl
     ("extra", "message"),
     [
         (["--textfile", "metrics.txt"], "reads only *.prom files"),
-        (["--textfile", "/nonexistent-dir/x.prom"], "cannot write"),
+        (["--textfile", "/dev/null/x.prom"], "cannot write"),  # a folder that is a device: nothing is created
         (["--push", "http://127.0.0.1:1"], "cannot push to the Pushgateway"),
         (["--serve", "127.0.0.1:notaport"], "expected HOST:PORT"),
         (["--textfile", "x.prom", "--baseline-runs", "0"], "must be at least 1"),

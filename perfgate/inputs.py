@@ -1,0 +1,132 @@
+"""Reading JSON input with limits: size-capped, streamed, strict.
+
+Every JSON file perfgate reads — run files, baselines, calibration files, the five
+importers' formats, gzip-compressed or not — goes through :func:`read_json`:
+
+- **Size cap.** At most :data:`DEFAULT_MAX_JSON_MB` MiB of JSON text (after gzip
+  decompression), read in chunks, so a 2 MB gzip that expands to 2 GiB stops at the cap
+  instead of filling memory. Decoding JSON costs up to ~16 times its size in Python
+  objects, so the cap bounds the peak memory too. Raise it with the environment variable
+  ``PERFGATE_MAX_JSON_MB`` (``docs/limits.md``).
+- **Depth.** A document nested deeper than Python's recursion allows is an input error,
+  not a crash.
+- **Duplicate keys** in an object are an error: with "the last one wins", a second
+  ``training_step_time_ms`` would silently hide the first.
+- Text must be UTF-8.
+
+Every failure is an :class:`~perfgate.errors.InputError` naming the file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import zlib
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from perfgate.errors import ConfigError, InputError, os_error_text
+
+__all__ = ["DEFAULT_MAX_JSON_MB", "MAX_JSON_ENV", "max_json_bytes", "parse_json", "read_capped", "read_json"]
+
+DEFAULT_MAX_JSON_MB = 64
+MAX_JSON_ENV = "PERFGATE_MAX_JSON_MB"
+_CHUNK = 1 << 20
+
+
+def _limit_from_env(name: str, default_mb: int) -> int:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default_mb << 20
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise ConfigError(f"must be a positive number of MiB, got {text!r}", source=f"${name}")
+    return int(value * (1 << 20))
+
+
+def max_json_bytes() -> int:
+    """The cap on JSON text, in bytes (``PERFGATE_MAX_JSON_MB``, default 64 MiB)."""
+    return _limit_from_env(MAX_JSON_ENV, DEFAULT_MAX_JSON_MB)
+
+
+def read_capped(handle: BinaryIO, limit: int, *, source: str, what: str, env: str | None) -> bytes:
+    """At most ``limit`` bytes of ``handle``, read in chunks; more is an :class:`InputError`
+    (whose message names ``env``, the variable that raises the limit, if there is one)."""
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        chunk = handle.read(min(_CHUNK, limit + 1 - total))
+        if not chunk:
+            return b"".join(parts)
+        total += len(chunk)
+        parts.append(chunk)
+        if total > limit:
+            how = "no such file is meant for it"
+            if env:
+                how = f"raise it with {env}=<MiB> if the file is meant to be this large"
+            raise InputError(f"{what} is larger than the limit of {limit / (1 << 20):g} MiB; {how}", source=source)
+
+
+class _Duplicate(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Duplicate(key)
+        out[key] = value
+    return out
+
+
+def parse_json(raw: bytes, *, source: str) -> object:
+    """Decode ``raw`` strictly: UTF-8, no duplicate keys, depth within the recursion limit."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte offset {exc.start}); JSON must be UTF-8", source=source) from None
+    if text.startswith("\ufeff"):  # a byte-order mark, as some Windows tools write
+        text = text[1:]
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=source) from None
+    except _Duplicate as exc:
+        raise InputError(
+            f"duplicate key {exc.key!r} in a JSON object; each key may appear once (the file is ambiguous)",
+            source=source,
+        ) from None
+    except RecursionError:
+        raise InputError("JSON nested too deeply to read; no perfgate input nests that deep", source=source) from None
+
+
+def read_json(path: Path | str) -> object:
+    """Read and decode a JSON file (``.gz``: gzip-compressed) within the size cap."""
+    p = Path(path)
+    source = str(p)
+    limit = max_json_bytes()
+    try:
+        with p.open("rb") as handle:
+            if p.suffix == ".gz":
+                with gzip.GzipFile(fileobj=handle, mode="rb") as unzipped:
+                    raw = read_capped(unzipped, limit, source=source, what="the decompressed JSON", env=MAX_JSON_ENV)
+            else:
+                raw = read_capped(handle, limit, source=source, what="the JSON file", env=MAX_JSON_ENV)
+    except FileNotFoundError:
+        raise InputError("file not found; check the path", source=source) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, expected a JSON file", source=source) from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise InputError(f"cannot read gzip file: {exc}", source=source) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {os_error_text(exc)}", source=source) from None
+    except ValueError as exc:  # a NUL byte in the path
+        raise InputError(f"cannot read: {exc}", source=source) from None
+    return parse_json(raw, source=source)
