@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Stage", "StageContext", "clear", "register", "stage", "stages_for"]
+from perfgate.core.schema import normalize_model
+
+__all__ = ["Stage", "StageContext", "clear", "register", "registered", "stage", "stages_for"]
 
 _TIME_UNITS = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
 
@@ -99,7 +101,8 @@ class Stage:
         return _TIME_UNITS[self.unit]
 
     def applies_to(self, model: str) -> bool:
-        return self.models is None or model in self.models
+        """Whether the stage measures ``model``; names compare as model keys ("My-Net" is "mynet")."""
+        return self.models is None or normalize_model(model) in {normalize_model(m) for m in self.models}
 
 
 _REGISTRY: dict[tuple[str, str], Stage] = {}
@@ -156,6 +159,11 @@ def stage(
 def stages_for(suite: str, model: str) -> list[Stage]:
     """The stages of ``suite`` that apply to ``model``, in registration order."""
     return [s for (su, _), s in _REGISTRY.items() if su == suite and s.applies_to(model)]
+
+
+def registered(suite: str | None = None) -> list[Stage]:
+    """Every registered stage (of one suite), in registration order."""
+    return [s for (su, _), s in _REGISTRY.items() if suite is None or su == suite]
 
 
 def clear(suite: str | None = None) -> None:
