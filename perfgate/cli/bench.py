@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfgate.cli._common import add_config_argument, config_from, model_key, stderr_console
+from perfgate.cli._common import add_config_argument, config_from, model_key, needs_extra, stderr_console
 from perfgate.core.codec import format_timestamp
 from perfgate.core.schema import Run
 from perfgate.errors import InputError
@@ -283,7 +283,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         models = _own_suite_models(args.suite, requested, args.stages_module)
     if args.suite == "pipeline":
-        from perfgate.pipeline.stages import resolve_device  # importing registers the reference pipeline
+        with needs_extra("pipeline", "the built-in pipeline (--suite pipeline)"):
+            from perfgate.pipeline.stages import resolve_device  # importing registers the reference pipeline
 
         args.device = resolve_device(args.device)
     from perfgate.bench.gitinfo import collect_git

@@ -57,7 +57,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _synth(args: argparse.Namespace) -> int:
-    from perfgate.pipeline.synth import write_synthetic
+    from perfgate.cli._common import needs_extra
+
+    with needs_extra("pipeline", "perfgate data synth"):
+        from perfgate.pipeline.synth import write_synthetic
 
     write_synthetic(args.output, schema=args.schema, records=args.records, seed=args.seed)
     size = args.output.stat().st_size
