@@ -159,3 +159,14 @@ def test_readme_own_suite_example_runs_as_written(tmp_path):
         assert len(doc["metrics"]["tokenizer_time_ms"]["samples"]) >= 3
     assert "tokenizer_time_ms" in (tmp_path / "report.md").read_text()
     assert json.loads((tmp_path / "current.json").read_text())["machine"]["fingerprint"]
+
+
+def test_an_ab_worker_without_stages_names_the_modules_it_imported():
+    """The same hint from ``perfgate ab``'s resident worker, which imports each revision's modules."""
+    from perfgate.bench.resident import Worker
+
+    reply = Worker().setup({"suite": "nothing-here", "model": "x", "stages_modules": ["json"]})
+    assert reply["ok"] is False
+    assert "modules imported: json" in reply["error"] and "--stages-module MODULE" in reply["error"]
+    reply = Worker().setup({"suite": "nothing-here", "model": "x", "stages_modules": []})
+    assert "modules imported: none (no --stages-module)" in reply["error"]
