@@ -25,9 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfgate.core.schema import normalize_model
-
-__all__ = ["Stage", "StageContext", "clear", "register", "registered", "stage", "stages_for"]
+__all__ = ["Stage", "StageContext", "clear", "register", "stage", "stages_for"]
 
 _TIME_UNITS = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
 
@@ -102,6 +100,8 @@ class Stage:
 
     def applies_to(self, model: str) -> bool:
         """Whether the stage measures ``model``; names compare as model keys ("My-Net" is "mynet")."""
+        from perfgate.core.schema import normalize_model
+
         return self.models is None or normalize_model(model) in {normalize_model(m) for m in self.models}
 
 
