@@ -55,7 +55,7 @@ def _run(tmp_path: Path, name: str, factor: float, run_id: str) -> Path:
 
 def test_the_long_name_is_whole_in_the_check_verdict_and_the_report(tmp_path):
     assert len(LONG) == 200
-    base, cur = _run(tmp_path, "base.json", 1.0, "a1"), _run(tmp_path, "cur.json", 1.5, "b2")
+    base, cur = _run(tmp_path, "base.json", 1.0, "a1"), _run(tmp_path, "cur.json", 3.0, "b2")
     done = _perfgate(tmp_path, "check", "--baseline", str(base), "--current", str(cur), "--output", "report.md")
     assert done.returncode == 1, done.stderr
     lines = [line for line in done.stderr.splitlines() if LONG in line]
@@ -102,7 +102,7 @@ def test_the_long_name_is_whole_in_the_bench_summary_line(tmp_path):
 @pytest.mark.parametrize(("no_color", "coloured"), [(None, True), ("1", False)])
 def test_no_color_is_honoured(tmp_path, no_color, coloured):
     """FORCE_COLOR stands in for a terminal; NO_COLOR then takes the colours away (https://no-color.org)."""
-    base, cur = _run(tmp_path, "base.json", 1.0, "a1"), _run(tmp_path, "cur.json", 1.5, "b2")
+    base, cur = _run(tmp_path, "base.json", 1.0, "a1"), _run(tmp_path, "cur.json", 3.0, "b2")
     env = {"FORCE_COLOR": "1", **({"NO_COLOR": no_color} if no_color else {})}
     done = _perfgate(tmp_path, "check", "--baseline", str(base), "--current", str(cur), **env)
     assert done.returncode == 1
