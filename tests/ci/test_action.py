@@ -549,6 +549,11 @@ def test_the_comment_is_the_bots_own_and_a_read_only_token_only_warns(tmp_path, 
     refused = _script("comment.py", tmp_path, _comment_env(tmp_path, github, body))
     assert refused.returncode == 0 and "::warning title=perfgate::could not comment (HTTP 403)" in refused.stdout
 
+    github.refuse = False
+    github.comments[:] = [{"id": 7, "user": {"login": "perf-bot"}, "body": f"{DEFAULT_MARKER}\nold"}]
+    as_user = _script("comment.py", tmp_path, {**_comment_env(tmp_path, github, body), "COMMENT_AUTHOR": "perf-bot"})
+    assert as_user.returncode == 0 and "comment updated" in as_user.stdout  # a personal token's own comment
+
     missing = _script("comment.py", tmp_path, {**_comment_env(tmp_path, github, body), "PR_NUMBER": ""})
     assert missing.returncode == 2 and "PR_NUMBER" in missing.stdout
 
