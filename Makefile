@@ -21,7 +21,7 @@ demo: $(BIN)/.installed
 	PATH="$(CURDIR)/$(BIN):$$PATH" MODEL=$(MODEL) ./scripts/demo.sh
 
 lint: $(BIN)/.installed
-	$(BIN)/ruff check perfgate tests benchmarks
+	$(BIN)/ruff check perfgate tests benchmarks scripts
 	$(BIN)/mypy
 
 test: $(BIN)/.installed lint

@@ -113,6 +113,7 @@ def test_bench_on_a_missing_gpu_exits_2(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "x.json").exists()
 
 
+@pytest.mark.hardware
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.slow
 def test_quick_bench_on_cuda_reports_gpu_memory(bars_file, tmp_path):

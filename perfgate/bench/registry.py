@@ -113,7 +113,10 @@ class Stage:
         return _TIME_UNITS[self.unit]
 
     def applies_to(self, model: str) -> bool:
-        return self.models is None or model in self.models
+        """Whether the stage measures ``model``; names compare as model keys ("My-Net" is "mynet")."""
+        from perfgate.core.schema import normalize_model
+
+        return self.models is None or normalize_model(model) in {normalize_model(m) for m in self.models}
 
 
 _REGISTRY: dict[tuple[str, str], Stage] = {}
@@ -172,6 +175,11 @@ def stage(
 def stages_for(suite: str, model: str) -> list[Stage]:
     """The stages of ``suite`` that apply to ``model``, in registration order."""
     return [s for (su, _), s in _REGISTRY.items() if su == suite and s.applies_to(model)]
+
+
+def registered(suite: str | None = None) -> list[Stage]:
+    """Every registered stage (of one suite), in registration order."""
+    return [s for (su, _), s in _REGISTRY.items() if suite is None or su == suite]
 
 
 def clear(suite: str | None = None) -> None:

@@ -71,7 +71,11 @@ class Worker:
         suite, model = str(req["suite"]), str(req["model"])
         stages = stages_for(suite, model)
         if not stages:
-            return _error(f"no stages registered for model {model!r} in suite {suite!r}")
+            modules = ", ".join(req.get("stages_modules", [])) or "none (no --stages-module)"
+            return _error(
+                f"no stages registered for model {model!r} in suite {suite!r}; modules imported: {modules}; "
+                "pass --stages-module MODULE, the module that defines the suite's stages"
+            )
         data = req.get("data")
         options = BenchOptions(
             model=model,

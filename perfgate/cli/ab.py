@@ -55,7 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"git ref of the current version, or {WORKTREE} for the working tree as it is "
         f"(default: HEAD when the working tree is clean, {WORKTREE} when it has uncommitted changes)",
     )
-    parser.add_argument("--model", required=True, help="the model to measure (one)")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="the model to measure (one): with the built-in suite dqn, ppo, mamba2 or tft; with --suite NAME any "
+        "name that suite's stages accept",
+    )
     parser.add_argument(
         "--time-budget",
         type=float,

