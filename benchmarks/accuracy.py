@@ -30,6 +30,7 @@ over the threshold) on the same single-process runs.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -319,7 +320,10 @@ def evaluate(args: argparse.Namespace) -> None:
             continue
         runs = {e["file"]: _load(corpus, e) for e in entries}
         a_seq = [e for e in entries if e["kind"] == "A"]
-        aa = [(runs[a_seq[i - 1]["file"]], runs[a_seq[i]["file"]]) for i in range(1, len(a_seq))]
+        if args.all_pairs:  # every earlier unchanged run as a baseline of every later one (checks not independent)
+            aa = [(runs[x["file"]], runs[y["file"]]) for x, y in itertools.combinations(a_seq, 2)]
+        else:
+            aa = [(runs[a_seq[i - 1]["file"]], runs[a_seq[i]["file"]]) for i in range(1, len(a_seq))]
         ab: dict[float, list[tuple[Run, Run]]] = {}
         for e in entries:
             if e["kind"] != "B":
@@ -360,10 +364,18 @@ def evaluate(args: argparse.Namespace) -> None:
                         float(np.median(c.metrics[metric].samples) / np.median(b.metrics[metric].samples))
                         for b, c in pairs
                     ]
-                    print(
-                        f"    measured {metric} at nominal +{factor:.0%}: median raw ratio "
+                    scaled = [
+                        float(np.median(nc.samples) / np.median(nb.samples))
+                        for nb, nc in ((normalised(b.metrics[metric]), normalised(c.metrics[metric])) for b, c in pairs)
+                        if nb is not None and nc is not None
+                    ]
+                    line = (
+                        f"    measured {metric} at nominal +{factor:.0%}: median ratio raw "
                         f"{np.median(ratios):.3f} (range {min(ratios):.3f}-{max(ratios):.3f})"
                     )
+                    if scaled:
+                        line += f", normalised {np.median(scaled):.3f} (range {min(scaled):.3f}-{max(scaled):.3f})"
+                    print(line)
 
 
 def _locations(metric: Metric, scaled: bool) -> list[float]:
@@ -421,6 +433,9 @@ def main() -> None:
     ev.add_argument("corpus")
     ev.add_argument("--threshold", type=float, default=10.0)
     ev.add_argument("--verbose", action="store_true")
+    ev.add_argument(
+        "--all-pairs", action="store_true", help="A/A over every pair of unchanged runs, not consecutive ones"
+    )
     args = parser.parse_args()
     record(args) if args.command == "record" else evaluate(args)
 
