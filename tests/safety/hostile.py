@@ -71,7 +71,7 @@ def hostile_result(names: list[str], *, commit: str, fingerprint: str, source: s
     baseline = run_from_dict(doc(base, fingerprint, "2026-11-29T18:00:00Z"))
     current = run_from_dict(doc(cur, fingerprint + "-other", "2026-11-29T19:00:00Z"))
     budgets = tuple(Budget(model="dqn", metric=name, statistic="p99", limit=1.0) for name in names[:3])
-    policy = Policy(budgets=budgets)
+    policy = Policy.quiet(budgets=budgets)  # simulated samples: no run-to-run noise assumed
     return compare_runs(baseline, current, policy, allow_machine_mismatch=True, baseline_source=source)
 
 

@@ -47,10 +47,12 @@ def _clean(text: str) -> None:
     assert "\x1b" not in text and "\x07" not in text and "\r" not in text and "\x00" not in text
 
 
-def test_check_prints_hostile_names_as_text(hostile_runs, capsys):
+def test_check_prints_hostile_names_as_text(hostile_runs, tmp_path, capsys):
     """Regression: "[/]" in a metric name crashed check (exit 2 with a traceback)."""
     base, cur = hostile_runs
-    assert main(["check", "--baseline", str(base), "--current", str(cur)]) == 1
+    quiet = tmp_path / "perfgate.toml"  # simulated samples: a machine without run-to-run noise
+    quiet.write_text("[tool.perfgate.assumed_noise]\nphase_pct = 0\nprocess_pct = 0\nmemory_pct = 0\n")
+    assert main(["check", "--baseline", str(base), "--current", str(cur), "--config", str(quiet)]) == 1
     out, err = capsys.readouterr()
     _clean(out + err)
     assert "[/]" in err and "[link=http://evil.example]click[/link]" in err
