@@ -84,7 +84,9 @@ def _worse(change: float, direction: Direction) -> bool | None:
     return change > 0 if direction is Direction.LOWER else change < 0
 
 
-def _metric_report(store: Any, args: argparse.Namespace, machine: str | None, name: str, latest: Any) -> dict[str, Any]:
+def _metric_report(
+    store: Any, args: argparse.Namespace, machine: str | None, name: str, latest: Any, runs: dict[str, Any]
+) -> dict[str, Any]:
     branch = None if args.all_branches else args.branch
     points = store.series(args.model, machine, name, args.statistic, branch=branch, limit=args.limit)
     metric = latest.metrics.get(name)
@@ -95,7 +97,7 @@ def _metric_report(store: Any, args: argparse.Namespace, machine: str | None, na
         "direction": direction.value,
         "points": [p._asdict() for p in points],
     }
-    normalised_values = _normalised_series(store, points, name, args.statistic, metric)
+    normalised_values = _normalised_series(store, points, name, args.statistic, metric, runs)
     if normalised_values is not None:
         report["normalised"] = normalised_values
     if args.changepoints:
@@ -118,7 +120,9 @@ def _metric_report(store: Any, args: argparse.Namespace, machine: str | None, na
     return report
 
 
-def _normalised_series(store: Any, points: list[Any], name: str, statistic: str, latest: Any) -> list[float] | None:
+def _normalised_series(
+    store: Any, points: list[Any], name: str, statistic: str, latest: Any, runs: dict[str, Any]
+) -> list[float] | None:
     """Each point's statistic in units of its reference kernel, times the newest run's reference
     median; None unless every point's run has a reference for the metric (all of one kernel)."""
     if latest is None or latest.reference is None or not points or statistic not in QUANTILES:
@@ -126,7 +130,9 @@ def _normalised_series(store: Any, points: list[Any], name: str, statistic: str,
     scale = float(np.median(latest.reference.seconds))
     values = []
     for point in points:
-        metric = store.get_run(point.run_id).metrics.get(name)
+        if point.run_id not in runs:  # read each run once for all of its metrics
+            runs[point.run_id] = store.get_run(point.run_id)
+        metric = runs[point.run_id].metrics.get(name)
         scaled = normalised(metric) if metric is not None else None
         if scaled is None or metric.reference.kernel != latest.reference.kernel:
             return None
@@ -229,7 +235,8 @@ def run(args: argparse.Namespace) -> int:
                 markup=False,
             )
         names = [args.metric] if args.metric else sorted(latest.metrics)
-        reports = [_metric_report(store, args, machine, name, latest) for name in names]
+        runs: dict[str, Any] = {}
+        reports = [_metric_report(store, args, machine, name, latest, runs) for name in names]
         if args.metric and not reports[0]["points"]:
             raise InputError(
                 f"no values of metric {args.metric!r} for model {args.model!r}; "

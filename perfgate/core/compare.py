@@ -31,6 +31,7 @@ from perfgate.core.metrics import BUILTIN_METRICS, Direction, describe
 from perfgate.core.noise import (
     TAIL_FACTOR,
     NoiseModel,
+    between_groups,
     common_kernel,
     group_locations,
     independent_runs,
@@ -269,10 +270,6 @@ def _required_n(n_now: int, se: float | None, margin: float, z: float) -> int | 
     return min(max(need, n_now + 1), _MAX_REQUIRED_N)
 
 
-def _location(metric: Metric, statistic: str) -> float:
-    return _statistic_value(metric.samples, statistic)
-
-
 def _prepare(
     base: Metric,
     cur: Metric,
@@ -284,11 +281,14 @@ def _prepare(
     threshold = policy.threshold_for(cur.name)
     n_base, n_cur = len(base.samples), len(cur.samples)
     threshold_only = min(n_base, n_cur) == 1
-    raw_base, raw_cur = _location(base, statistic), _location(cur, statistic)
+    raw_base, raw_cur = _statistic_value(base.samples, statistic), _statistic_value(cur.samples, statistic)
     kernel = None if threshold_only or paired else common_kernel(base, cur)
     tb, tc = (normalised(base), normalised(cur)) if kernel else (None, None)
     test_base, test_cur = (tb, tc) if tb is not None and tc is not None else (base, cur)
-    base_value, cur_value = _location(test_base, statistic), _location(test_cur, statistic)
+    base_value, cur_value = (
+        _statistic_value(test_base.samples, statistic),
+        _statistic_value(test_cur.samples, statistic),
+    )
     log_worse: float | None = None
     if base_value > 0 and cur_value > 0:
         log_ratio = math.log(cur_value / base_value)
@@ -341,17 +341,6 @@ def _prepare(
     return pending
 
 
-def _process_spread(sides: list[Metric], q: float) -> tuple[float, int] | None:
-    """Pooled SD (and degrees of freedom) of the log group locations of worker-process groups."""
-    ss, df = 0.0, 0
-    for metric in sides:
-        logs = group_locations(metric, q)
-        if len(logs) > 1:
-            ss += float(((logs - logs.mean()) ** 2).sum())
-            df += len(logs) - 1
-    return (math.sqrt(ss / df), df) if df else None
-
-
 def _assumed(policy: Policy, unit: str, kernel: str, statistic: str) -> NoiseModel:
     if unit in _MEMORY_UNITS:
         return policy.assumed_memory
@@ -396,10 +385,10 @@ def _fold_run_noise(p: _Pending, policy: Policy, base: Metric, cur: Metric, runs
         p.noise = f"run-to-run σ {spread:.1%} {scale} (the spread of the baseline's {r_base} runs)".replace("  ", " ")
     else:
         model = _assumed(policy, p.cur.unit, p.kernel, p.statistic)
-        process_sides = [m for m, r in ((base, r_base), (cur, r_cur)) if r == 1]
-        spread_of_processes = _process_spread(process_sides, q)
-        if spread_of_processes is not None and spread_of_processes[1] >= _MIN_NOISE_DF:
-            model = NoiseModel(phase=model.phase, process=max(model.process, spread_of_processes[0]))
+        # only worker-process groups; a pooled side's groups are runs, whose spread is another thing
+        processes = between_groups(base if r_base == 1 else None, cur if r_cur == 1 else None, q)
+        if processes is not None and processes.df >= _MIN_NOISE_DF:
+            model = NoiseModel(phase=model.phase, process=max(model.process, processes.sigma))
         p.fixed_variance = model.phase**2 * (1.0 / r_base + 1.0 / r_cur)
         p.process_sigma = model.process
         p.noise_assumed = True

@@ -145,9 +145,13 @@ def group_locations(metric: Metric, q: float) -> np.ndarray:
     return logs
 
 
-def between_groups(baseline: Metric, current: Metric, q: float = 0.5) -> BetweenGroups | None:
-    """Pooled SD of log group locations across both sides; None with fewer than 3 groups in all."""
-    a, b = group_locations(baseline, q), group_locations(current, q)
+def between_groups(baseline: Metric | None, current: Metric | None, q: float = 0.5) -> BetweenGroups | None:
+    """Pooled SD of log group locations around each side's mean; a side may be left out (None).
+
+    None when no side has a spare group (fewer than 2 groups on each given side).
+    """
+    a = group_locations(baseline, q) if baseline is not None else np.empty(0)
+    b = group_locations(current, q) if current is not None else np.empty(0)
     df = (len(a) - 1 if len(a) > 1 else 0) + (len(b) - 1 if len(b) > 1 else 0)
     if df < 1:
         return None

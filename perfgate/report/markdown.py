@@ -252,7 +252,8 @@ def _conditions(result: CheckResult, cap: int | None) -> list[str]:
         cv = max(c.baseline.cv, c.current.cv)
         if c.threshold > 0 and cv > c.threshold / 3:
             unstable.append((cv, c))
-    if not unstable and not isinstance(env, dict) and not _index_line(result):
+    index = _index_line(result)
+    if not unstable and not isinstance(env, dict) and not index:
         return []
     lines = ["", "### Measurement conditions", ""]
     if isinstance(env, dict):
@@ -270,7 +271,6 @@ def _conditions(result: CheckResult, cap: int | None) -> list[str]:
     processes = result.current.config.get("processes")
     if isinstance(processes, int) and processes > 1:
         lines.append(f"Measured in {processes} worker processes; the spread between them is part of the test.")
-    index = _index_line(result)
     if index:
         lines.append(index)
     if unstable:

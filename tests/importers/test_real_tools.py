@@ -40,6 +40,12 @@ def _import_and_check(fmt: str, result_file: Path, tmp_path: Path, *extra: str) 
     return doc
 
 
+def _run_pytest_benchmark(folder: Path, result: Path, *options: str) -> None:
+    """The real pytest-benchmark on ``folder/test_tiny.py``, its results written to ``result``."""
+    pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_tiny.py"]
+    run([*pytest_cmd, f"--benchmark-json={result}", *options], cwd=folder)
+
+
 def test_pytest_benchmark(tmp_path):
     need("pytest-benchmark", importlib.util.find_spec("pytest_benchmark") is not None, "pip install -e .[dev]")
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
@@ -51,21 +57,8 @@ def test_pytest_benchmark(tmp_path):
         "    benchmark(sorted, list(range(300, 0, -1)))\n"
     )
     result_file = tmp_path / "out.json"
-    run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "test_tiny.py",
-            f"--benchmark-json={result_file}",
-            "--benchmark-save-data",
-            "--benchmark-min-rounds=8",
-            "--benchmark-max-time=0.05",
-        ],
-        cwd=tmp_path,
+    _run_pytest_benchmark(
+        tmp_path, result_file, "--benchmark-save-data", "--benchmark-min-rounds=8", "--benchmark-max-time=0.05"
     )
     raw = json.loads(result_file.read_text())
     doc = _import_and_check("pytest-benchmark", result_file, tmp_path)
@@ -325,20 +318,6 @@ def test_pytest_benchmark_identical_work_recorded_twice_raises_no_alarm(tmp_path
     results = []
     for i in range(2):
         result = tmp_path / f"pytest{i}.json"
-        run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                "test_tiny.py",
-                f"--benchmark-json={result}",
-                "--benchmark-min-rounds=200",
-                "--benchmark-max-time=0.2",
-            ],
-            cwd=tmp_path,
-        )
+        _run_pytest_benchmark(tmp_path, result, "--benchmark-min-rounds=200", "--benchmark-max-time=0.2")
         results.append(result)
     _check_pair("pytest-benchmark", results[0], results[1], tmp_path)
