@@ -8,7 +8,7 @@ can also check the peak resident memory of every case::
 
 Properties, per case: exit code 0, 1 or 2; an exit 2 prints one line; no traceback and
 no "internal error"; peak RSS under ``--max-rss-mb``; the inputs unchanged and nothing
-written outside the output folder. A failing case prints its kind and seed; rerun it with
+written outside the output folder. A failing case prints its kind and its seed; rerun it with
 ``--only KIND:SEED``. Exit status: 0 when every case held, 1 otherwise.
 """
 
@@ -28,12 +28,12 @@ sys.path.insert(0, str(ROOT))
 from tests.safety import mutate  # noqa: E402
 from tests.safety.procs import perfgate  # noqa: E402
 
-SEED_BASELINE = (ROOT / "tests" / "data" / "runs" / "seed_flat_dqn.json").read_bytes()
+FLAT_BASELINE = (ROOT / "tests" / "data" / "runs" / "seed_flat_dqn.json").read_bytes()
 FORMATS = sorted(mutate.IMPORT_FIXTURES)
 
 
 def _run(inputs: Path, outputs: Path, seed: int) -> list[str]:
-    (inputs / "base.json").write_bytes(SEED_BASELINE)
+    (inputs / "base.json").write_bytes(FLAT_BASELINE)
     (inputs / "cur.json").write_bytes(mutate.run_file(random.Random(seed)))
     out = ["--output", str(outputs / "r.md"), "--json", str(outputs / "r.json")]
     return ["check", "--baseline", str(inputs / "base.json"), "--current", str(inputs / "cur.json"), *out]
@@ -56,7 +56,7 @@ def _dbn(inputs: Path, outputs: Path, seed: int) -> list[str]:
 
 
 def _toml(inputs: Path, outputs: Path, seed: int) -> list[str]:
-    (inputs / "base.json").write_bytes(SEED_BASELINE)
+    (inputs / "base.json").write_bytes(FLAT_BASELINE)
     (inputs / "perfgate.toml").write_bytes(mutate.toml_file(random.Random(seed)))
     base = str(inputs / "base.json")
     return ["check", "--baseline", base, "--current", base, "--config", str(inputs / "perfgate.toml"), "--quiet"]

@@ -1,4 +1,4 @@
-"""Shared fixtures: run builders, the seed's example files, and the run-file schema check."""
+"""Shared fixtures: run builders, the original specification's example files, and the run-file schema check."""
 
 from __future__ import annotations
 

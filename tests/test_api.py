@@ -48,7 +48,7 @@ def test_tracker_detects_a_regression(tmp_path):
     assert result.exit_code == 1
 
 
-def test_seed_performance_metrics_six_numbers(tmp_path):
+def test_original_performance_metrics_six_numbers(tmp_path):
     tracker = PerformanceTracker("DQN", directory=tmp_path)
     tracker.record_metrics(
         PerformanceMetrics(

@@ -1,4 +1,4 @@
-"""`perfgate check` as the seed runs it: exit codes 0/1/2, messages naming file and field."""
+"""`perfgate check` as the original specification runs it: exit codes 0/1/2, messages naming file and field."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def check(*args: str | Path) -> int:
     return main(["check", *map(str, args)])
 
 
-def test_seed_worked_example_exit_1_names_both_metrics(seed_files, tmp_path, capsys):
+def test_original_worked_example_exit_1_names_both_metrics(seed_files, tmp_path, capsys):
     base, cur = seed_files
     report = tmp_path / "report.md"
     code = check("--baseline", base, "--current", cur, "--output", report, "--threshold", "10.0")
@@ -141,8 +141,8 @@ def test_machine_mismatch_needs_the_flag(run_doc, write_json, tmp_path, capsys):
     assert "Cross-machine comparison" in report.read_text()
 
 
-def test_seed_model_names_match_across_formats(run_doc, write_json, seed_files):
-    """'MAMBA-2' in a seed file and 'mamba2' in a run file are the same model."""
+def test_flat_model_names_match_across_formats(run_doc, write_json, seed_files):
+    """'MAMBA-2' in a flat file and 'mamba2' in a run file are the same model."""
     flat = write_json("flat.json", {**SEED_BASELINE, "model_type": "MAMBA-2"})
     doc = run_doc({"training_step_time_ms": 100.0}, model="mamba2", n=1, cv=0.0, fingerprint=None)
     cur = write_json("cur.json", doc)

@@ -27,7 +27,7 @@ def test_version_1_fixture_is_read_forever():
     assert run.git.dirty is False
 
 
-def test_seed_flat_fixture_one_sample_per_metric():
+def test_flat_fixture_one_sample_per_metric():
     run = load_run(DATA / "seed_flat_dqn.json")
     assert run.single_sample_format
     assert run.model_key == "dqn"
@@ -49,7 +49,7 @@ def test_round_trip_is_identical_and_deterministic(tmp_path):
     assert json.loads(out.read_text()) == {**json.loads((DATA / "v1_dqn.json").read_text()), "schema_version": 2}
 
 
-def test_seed_file_written_in_current_format_validates(tmp_path):
+def test_flat_file_written_in_current_format_validates(tmp_path):
     out = tmp_path / "upgraded.json"
     save_run(out, load_run(DATA / "seed_flat_dqn.json"))
     doc = validate_run_file(out)

@@ -1,4 +1,4 @@
-"""The layers of DESIGN §2: imports point down only, and `import perfgate` stays light."""
+"""The layers of docs/design.md §2: imports point down only, and `import perfgate` stays light."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Markdown report: the seed's example byte for byte (golden file), sections, size limit."""
+"""The Markdown report: the original specification's example byte for byte (golden file), sections, size limit."""
 
 from __future__ import annotations
 

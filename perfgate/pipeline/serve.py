@@ -13,7 +13,7 @@ Every server takes one sample as a float32 numpy array (an observation of
 the model's output for it: Q values; policy logits then the value; class logits;
 quantiles. Fast servers return their own output buffer, overwritten by the next call.
 The stateful ones carry the model's recurrent state between calls; ``reset()`` starts a
-new stream. All agree with the torch forward to 1e-5 (tests/pipeline/test_models_serve.py).
+new stream. All agree with the torch forward to 1e-5 (tests/pipeline/test_models_*.py).
 
 Serving runs on the CPU whatever device the model trained on: at batch 1 a GPU's launch
 latency alone exceeds these kernels' run time.

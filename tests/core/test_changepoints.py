@@ -1,9 +1,9 @@
 """Change points over a metric's history (:mod:`perfgate.core.changepoints`).
 
-Three ways, as STYLE asks: hand-computed values (the t statistic and the Bonferroni factor
+Three ways (docs/design.md §8): hand-computed values (the t statistic and the Bonferroni factor
 against scipy's t-test), seeded Monte-Carlo checks (false alarms on noise, precision and
-recall on steps of 3 sigma, the slow drift of ten +1 % steps: goal G9 of
-research/anchors-detection.md), and edge cases plus a property (affine invariance).
+recall on steps of 3 sigma, the slow drift of ten +1 % steps: target G9 of
+docs/design.md §11), and edge cases plus a property (affine invariance).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Tests for the decision of DESIGN §4 (:func:`perfgate.core.compare.compare_runs`).
+"""Tests for the decision of docs/design.md §4 (:func:`perfgate.core.compare.compare_runs`).
 
-Hand-checked verdicts on small runs (the seed's worked example, direction, thresholds,
+Hand-checked verdicts on small runs (the original specification's worked example, direction, thresholds,
 budgets, tail quantiles, mismatches, edge cases), then seeded Monte-Carlo checks of the
 whole rule: the family-wise false-alarm rate of an A/A check with and without Holm, the
 power at 1.5 x the threshold, and the false-alarm rate at the default threshold.
@@ -23,7 +23,7 @@ from perfgate.core.policy import Budget, Policy
 from perfgate.core.schema import Machine, Metric, Run
 from perfgate.errors import MismatchError
 
-SEED_METRICS = (
+ORIGINAL_METRICS = (
     "dbn_load_time_ms",
     "feature_extraction_time_ms",
     "training_step_time_ms",
@@ -32,7 +32,7 @@ SEED_METRICS = (
     "memory_usage_mb",
 )
 
-# Typical values of a DQN run (seed: ~100 ms training step, ~45 µs inference, 50-150 MB).
+# Typical values of a DQN run (original specification: ~100 ms training step, ~45 µs inference, 50-150 MB).
 TYPICAL = {
     "dbn_load_time_ms": 0.70,
     "feature_extraction_time_ms": 12.0,
@@ -46,7 +46,7 @@ CUSTOM = "checkpoint_save_time_ms"  # a lower-is-better metric outside the built
 
 
 def flat(**overrides: float | str) -> dict[str, Any]:
-    """A seed flat-format document (one number per metric) for model DQN."""
+    """A document in the flat single-number format (one number per metric) for model DQN."""
     doc: dict[str, Any] = {
         **TYPICAL,
         "timestamp": "2025-10-15T10:00:00Z",
@@ -73,7 +73,7 @@ def sampled_run(
     model: str = "dqn",
     fingerprint: str | None = "m1",
 ) -> Run:
-    """A run of the six seed metrics with log-normal noise of coefficient of variation ``cv``.
+    """A run of the six original metrics with log-normal noise of coefficient of variation ``cv``.
 
     ``factors`` multiplies a metric's samples (a slowdown); ``custom`` adds a lower-is-better
     metric outside the built-in table, declared with unit and direction in the document.
@@ -115,11 +115,11 @@ def by_label(result: CheckResult) -> dict[str, Comparison]:
     return {c.label: c for c in result.comparisons}
 
 
-# --- the seed's worked example ---------------------------------------------------------------
+# --- the original specification's worked example ---------------------------------------------
 
 
-def test_seed_worked_example() -> None:
-    """Seed "Example Report": DBN load 0.70 -> 0.81 (+15.7 %) and training step 100 -> 120
+def test_original_specification_worked_example() -> None:
+    """The original specification's "Example Report": DBN load 0.70 -> 0.81 (+15.7 %) and training step 100 -> 120
     (+20.0 %) regress at the 10 % threshold; the four unchanged metrics do not; exit 1."""
     baseline = run_from_dict(flat())
     current = run_from_dict(
@@ -131,18 +131,18 @@ def test_seed_worked_example() -> None:
     got = {c.metric: round(100 * c.worse, 1) for c in result.regressions if c.worse is not None}
     assert got == {"dbn_load_time_ms": 15.7, "training_step_time_ms": 20.0}
     others = [c for c in result.comparisons if c.metric not in got]
-    assert {c.metric for c in others} == set(SEED_METRICS) - set(got)
+    assert {c.metric for c in others} == set(ORIGINAL_METRICS) - set(got)
     assert all(c.verdict is Verdict.UNCHANGED for c in others)
 
 
-def test_seed_design_example_14_3_percent() -> None:
-    """Seed "Regression Threshold" example: 0.70 -> 0.80 ms is +14.3 % and fails."""
+def test_original_specification_threshold_example_14_3_percent() -> None:
+    """The original specification's "Regression Threshold" example: 0.70 -> 0.80 ms is +14.3 % and fails."""
     result = compare_runs(run_from_dict(flat()), run_from_dict(flat(dbn_load_time_ms=0.80)), Policy.quiet())
     assert [round(100 * (c.worse or 0), 1) for c in result.regressions] == [14.3]
 
 
 def test_single_sample_is_threshold_only_and_says_so() -> None:
-    """One sample per side (seed files): only the threshold decides, no p-value, and a note."""
+    """One sample per side (flat single-number files): only the threshold decides, no p-value, and a note."""
     result = compare_runs(run_from_dict(flat()), run_from_dict(flat(training_step_time_ms=109.0)), Policy.quiet())
     for c in result.comparisons:
         assert c.threshold_only
@@ -153,7 +153,7 @@ def test_single_sample_is_threshold_only_and_says_so() -> None:
 
 
 def test_single_sample_on_one_side_only_is_threshold_only() -> None:
-    """A seed-format baseline against a sampled current run still cannot be tested."""
+    """A flat-format baseline against a sampled current run still cannot be tested."""
     current = sampled_run(np.random.default_rng(1), fingerprint=None, factors={"memory_usage_mb": 1.3})
     result = compare_runs(run_from_dict(flat()), current, Policy.quiet())
     assert all(c.threshold_only for c in result.comparisons)
@@ -194,12 +194,12 @@ def test_direction_with_samples() -> None:
     assert result["training_step_time_ms"].worse == pytest.approx(-0.15, abs=0.03)
 
 
-# --- each seed metric on its own -------------------------------------------------------------
+# --- each original metric on its own ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", SEED_METRICS)
+@pytest.mark.parametrize("name", ORIGINAL_METRICS)
 def test_each_metric_regression_detected_single_sample(name: str) -> None:
-    """A 20 % worsening of any one seed metric (seed files) is found, and only that one."""
+    """A 20 % worsening of any one original metric (flat files) is found, and only that one."""
     current = run_from_dict(flat(**{name: TYPICAL[name] * worse_factor(name, 0.20)}))
     result = compare_runs(run_from_dict(flat()), current, Policy.quiet())
     assert [c.metric for c in result.regressions] == [name]
@@ -207,11 +207,11 @@ def test_each_metric_regression_detected_single_sample(name: str) -> None:
     assert result.exit_code == 1
 
 
-@pytest.mark.parametrize("name", SEED_METRICS)
+@pytest.mark.parametrize("name", ORIGINAL_METRICS)
 def test_each_metric_regression_detected_with_samples(name: str) -> None:
     """A 20 % worsening at 5 % CV, 60 samples per side (300 for inference, so p95 and p99
     are tested too), is significant and flagged for that metric only."""
-    rng = np.random.default_rng(SEED_METRICS.index(name))
+    rng = np.random.default_rng(ORIGINAL_METRICS.index(name))
     baseline = sampled_run(rng, n=60, n_inference=300)
     current = sampled_run(rng, n=60, n_inference=300, factors={name: worse_factor(name, 0.20)})
     result = compare_runs(baseline, current, Policy.quiet())
@@ -240,7 +240,7 @@ def test_per_metric_threshold_overrides_global() -> None:
 
 
 def test_change_exactly_at_threshold_does_not_regress() -> None:
-    """Regression for a rounding bug: the seed fails on "degrades by >10 %", but 100 -> 110 ms,
+    """Regression for a rounding bug: the original specification fails on "degrades by >10 %", but 100 -> 110 ms,
     0.70 -> 0.77 ms and 5000 -> 4500 samples/s (each exactly 10 %) regressed because
     log(110/100) is one ulp above log1p(0.10). Just past the threshold still regresses."""
     at = flat(training_step_time_ms=110.0, dbn_load_time_ms=0.77, throughput_samples_per_sec=4500.0)
@@ -521,7 +521,7 @@ def test_identical_runs_exit_zero() -> None:
 
 # --- seeded Monte-Carlo ----------------------------------------------------------------------
 
-CHECK_METRICS = (*SEED_METRICS, CUSTOM)  # seven gating metrics
+CHECK_METRICS = (*ORIGINAL_METRICS, CUSTOM)  # seven gating metrics
 
 
 def _worse_factor_any(name: str, worse: float) -> float:

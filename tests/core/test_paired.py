@@ -1,6 +1,6 @@
 """The paired decision of ``perfgate ab`` (perfgate.core.paired): hand values, seeded simulations, edge cases.
 
-The simulations draw what the resident engine measures on this machine kind (noise.md §2):
+The simulations draw what the resident engine measures on this machine kind (docs/noise.md §2):
 per pair a process offset (heavy-tailed: Student t with 3 degrees of freedom) and, per
 block, the machine's phase shared by both sides plus a little independent noise.
 """

@@ -1,5 +1,5 @@
-"""Hypothesis properties of the statistics and the decision (STYLE.md: "Hypothesis for
-properties"). Each property holds for every input, so a counter-example is a bug."""
+"""Hypothesis properties of the statistics and the decision (docs/design.md §8: Hypothesis for
+properties). Each property holds for every input, so a counter-example is a bug."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for :mod:`perfgate.core.significance`, three ways (STYLE.md).
+"""Tests for :mod:`perfgate.core.significance`, three ways (docs/design.md §8).
 
 Hand values: Holm's step-down (Holm 1979) on small vectors, normal tail areas for the z
 test, the delta-method standard error of a log ratio. Seeded Monte-Carlo: under H0 the

@@ -1,4 +1,4 @@
-"""Steady state within a run (:mod:`perfgate.core.stability`, goal G14 of research/anchors-detection.md).
+"""Steady state within a run (:mod:`perfgate.core.stability`, target G14 of docs/design.md §11).
 
 Warm-up trimming, drift with its interval, and the promise that a first step 10x slower
 than the rest never raises an alarm in a check. Seeded simulations; no timing.

@@ -1,4 +1,4 @@
-"""Tests for :mod:`perfgate.core.stats`, three ways (STYLE.md "Statistics tested three ways").
+"""Tests for :mod:`perfgate.core.stats`, three ways (docs/design.md §8).
 
 1. Hand-computed values: summaries of small samples worked out on paper, and order-statistic
    confidence intervals whose indices come from binomial tail sums written out with

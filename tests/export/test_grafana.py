@@ -67,7 +67,7 @@ def test_round_trip_through_the_sdk_model(dashboard):
     assert again == dashboard
 
 
-def test_the_panels_the_seed_asks_for(dashboard):
+def test_the_panels_the_original_specification_asks_for(dashboard):
     titles = [p["title"] for p in dashboard["panels"]]
     for wanted in (
         "DBN load time",

@@ -278,7 +278,7 @@ def test_check_push_metrics(prom_stack, seed_files, tmp_path, capsys):
     base, cur = seed_files
     args = ["check", "--baseline", str(base), "--current", str(cur), "--quiet", "--output", str(tmp_path / "r.md")]
     rc = main([*args, "--push-metrics", prom_stack.pushgateway])
-    assert rc == 1  # the seed's example regresses
+    assert rc == 1  # the original specification's example regresses
     assert "pushed 1 group(s)" in capsys.readouterr().err
     text = http_get(f"{prom_stack.pushgateway}/metrics")
     assert value(text, "perfgate_check_regressions", model="dqn", machine="unknown", job="perfgate") == 2

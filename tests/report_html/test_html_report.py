@@ -26,18 +26,18 @@ GOLDEN = Path(__file__).resolve().parent / "golden" / "check_seed.html"
 MAX_BYTES = 6_000_000  # plotly.js alone is about 4.8 MB
 
 
-def seed_check_html() -> str:
+def original_check_html() -> str:
     result = compare_runs(run_from_dict(SEED_BASELINE), run_from_dict(SEED_CURRENT), Policy(), baseline_source="file")
     return render_check_html(result, plotlyjs="")
 
 
 def test_check_report_matches_the_golden_file():
-    # regenerate: python -c "from tests.report_html.test_html_report import *; GOLDEN.write_text(seed_check_html())"
-    assert seed_check_html() == GOLDEN.read_text()
+    # regenerate: python -c "from tests.report_html.test_html_report import *; GOLDEN.write_text(original_check_html())"
+    assert original_check_html() == GOLDEN.read_text()
 
 
 def test_the_verdict_comes_first():
-    page = seed_check_html()
+    page = original_check_html()
     assert page.index("Regression detected") < page.index("<section")
     assert page.index("<header") < page.index("<main>")
 
@@ -93,7 +93,7 @@ def test_check_html(seed_files, tmp_path, capsys):
     base, cur = seed_files
     out = tmp_path / "report.html"
     rc = main(["check", "--baseline", str(base), "--current", str(cur), "--html", str(out), "--quiet"])
-    assert rc == 1  # the seed's example regresses; the HTML is written all the same
+    assert rc == 1  # the original specification's example regresses; the HTML is written all the same
     page = out.read_text()
     assert page.count(get_plotlyjs()) == 1  # inlined, once
     assert not re.search(r"<(script|link|img|iframe)\b[^>]*\b(src|href)=", page)  # nothing to fetch

@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL server for tests and benchmarks (research note components.md §1).
+"""A throwaway PostgreSQL server for tests and benchmarks (docs/design.md §8: real parts in the tests).
 
 ``initdb`` refuses to run as root, so as root the server programs run as the ``postgres``
 user (``runuser``) in a private directory chowned to it. TCP connections need a password
