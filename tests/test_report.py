@@ -25,6 +25,7 @@ from perfgate.core.policy import Budget, Policy
 from perfgate.report.comment import MAX_COLUMNS, render_comment
 from perfgate.report.format import fmt_duration
 from perfgate.report.markdown import MAX_CHARS, render_markdown
+from tests.ci.conftest import big_result
 from tests.conftest import SEED_BASELINE, SEED_CURRENT
 from tests.safety.hostile import HOSTILE, benign_names, hostile_result
 
@@ -381,25 +382,16 @@ def test_comment_changes_read_as_in_the_full_report():
 
 @pytest.mark.parametrize("name_length", [0, 400])
 def test_comment_stays_under_githubs_limit_with_5000_metrics(name_length):
-    base, cur = _runs(5000, n=20)
-    if name_length:
-        pad = "x" * name_length
-
-        def renamed(run):
-            metrics = {f"{k}{pad}": dataclasses.replace(m, name=f"{k}{pad}") for k, m in run.metrics.items()}
-            return dataclasses.replace(run, metrics=metrics)
-
-        base, cur = renamed(base), renamed(cur)
-    result = compare_runs(base, cur, Policy.quiet())
+    result = big_result(5000, name_length=name_length)  # every verdict class, names padded
     text = render_comment(result)
     assert len(text.encode("utf-8")) < 65_536
-    assert text.startswith("## ❌ Regression Detected\n\n5000 metric(s) compared: ")
+    assert re.match(r"## ❌ Regression Detected\n\n\d+ metric\(s\) compared: \d+ regressed, \d+ inconclusive", text)
     assert re.search(r"… [\d,]+ more metrics, see the full report\.", text)
     assert max(_table_widths(text)) <= MAX_COLUMNS
     assert text.count("<details>") == text.count("</details>")
     # the largest regression is the first row shown
     largest = max(result.regressions, key=lambda c: c.worse or 0.0)
-    first = next(line for line in text.split("**Regressions**")[1].splitlines() if line.startswith("| stage"))
+    first = next(line for line in text.split("**Regressions**")[1].splitlines() if line.startswith("| metric"))
     assert f"{largest.change * 100:+.1f}% slower" in first
 
 

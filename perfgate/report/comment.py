@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from perfgate.core.advice import measured_seconds
 from perfgate.core.compare import BudgetCheck, CheckResult, Comparison, Verdict
 from perfgate.core.metrics import Direction
 from perfgate.report.escape import Markdown, md_cell, md_code, md_prose, md_text
@@ -97,9 +98,9 @@ def _folded(title: str, count: int | None, body: list[str]) -> list[str]:
     return ["", "<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>"]
 
 
-def _why(c: Comparison, result: CheckResult) -> Markdown:
+def _why(c: Comparison, result: CheckResult, seconds: float | None) -> Markdown:
     reason = f"{c.reason}; {c.noise}" if c.noise else c.reason
-    return Markdown(f"{md_text(reason)}. Decide with: {advice(c, result)}")
+    return Markdown(f"{md_text(reason)}. Decide with: {advice(c, result, seconds)}")
 
 
 def _classes(result: CheckResult, by: dict[Verdict, list[Comparison]], cap: int | None) -> list[str]:
@@ -107,8 +108,10 @@ def _classes(result: CheckResult, by: dict[Verdict, list[Comparison]], cap: int 
     lines: list[str] = []
     unsure = by[Verdict.INCONCLUSIVE]
     if unsure:
+        seconds = measured_seconds(result.current)
         rows = [
-            [c.label, _pair(c), _change(c), fmt_interval(change_ci(c)), _why(c, result)] for c in _shown(unsure, cap)
+            [c.label, _pair(c), _change(c), fmt_interval(change_ci(c)), _why(c, result, seconds)]
+            for c in _shown(unsure, cap)
         ]
         table = _table(
             ["Metric", "Baseline → Current", "Change", "95% CI", "Why, and what would decide it"], rows, len(unsure)

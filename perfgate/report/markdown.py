@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from perfgate.core.advice import measured_seconds
 from perfgate.core.compare import BudgetCheck, CheckResult, Comparison, Verdict
 from perfgate.core.metrics import Direction
 from perfgate.report.escape import md_cell, md_code, md_prose, md_text
@@ -377,7 +378,8 @@ def _render(result: CheckResult, cap: int | None) -> str:
     lines += _regression_sections(result, by[Verdict.REGRESSED], cap)
     lines += _budget_section(result.budgets, cap)
     why: Column = ("Why", _why, False)
-    decide: Column = ("What would decide it", lambda c: advice(c, result), False)
+    seconds = measured_seconds(result.current)
+    decide: Column = ("What would decide it", lambda c: advice(c, result, seconds), False)
     lines += _section(
         result, Verdict.INCONCLUSIVE, by[Verdict.INCONCLUSIVE], cap, "inconclusive metrics",
         [_METRIC, _PAIR, _CHANGE, _EFFECT, _CI, why, decide, _N],

@@ -81,9 +81,8 @@ def change_ci(c: Comparison) -> tuple[float, float] | None:
     return (lo, hi)
 
 
-def _advice_time(c: Comparison, result: CheckResult) -> str:
+def _advice_time(c: Comparison, result: CheckResult, seconds: float | None) -> str:
     assert c.required_n is not None
-    seconds = measured_seconds(result.current)
     if seconds is None:
         return "a longer measurement (how long is unknown: the run records no time metric)"
     have = repetitions(result.current, c.metric, c.required_unit)
@@ -93,12 +92,19 @@ def _advice_time(c: Comparison, result: CheckResult) -> str:
     return f"about {fmt_duration(need)} of measurement per side (timed calls only; set-up adds to it)"
 
 
-def advice(c: Comparison, result: CheckResult) -> Markdown:
+_UNSET = -1.0
+
+
+def advice(c: Comparison, result: CheckResult, seconds: float | None = _UNSET) -> Markdown:
     """What a person can do to decide an inconclusive metric: a time, or another way to measure.
 
     Never a bare count of samples, processes or pairs; never ``perfgate ab`` in a report that
-    ``perfgate ab`` wrote (its runs carry ``config["ab"]``).
+    ``perfgate ab`` wrote (its runs carry ``config["ab"]``). ``seconds`` is
+    :func:`~perfgate.core.advice.measured_seconds` of the current run, when the caller has it
+    (a report with many inconclusive metrics computes it once).
     """
+    if seconds == _UNSET:
+        seconds = measured_seconds(result.current)
     ab = "ab" in result.current.config
     if c.required_n is None and c.baseline_value == 0:  # no relative change exists, whatever the samples
         return Markdown("none: a change relative to a baseline of 0 is undefined; set an absolute budget instead")
@@ -114,8 +120,8 @@ def advice(c: Comparison, result: CheckResult) -> Markdown:
             return Markdown("`perfgate ab` (paired), or `perfgate calibrate` from this machine's history")
         return Markdown("more samples will not settle it: the change sits at the threshold" if c.reason else "—")
     if ab:
-        return Markdown(f"a longer run (more `--pairs`): {md_text(_advice_time(c, result))}")
-    return Markdown(f"`perfgate ab` (paired), or {md_text(_advice_time(c, result))}")
+        return Markdown(f"a longer run (more `--pairs`): {md_text(_advice_time(c, result, seconds))}")
+    return Markdown(f"`perfgate ab` (paired), or {md_text(_advice_time(c, result, seconds))}")
 
 
 def unchanged_note(c: Comparison, alpha: float) -> str:
