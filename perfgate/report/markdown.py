@@ -394,7 +394,7 @@ def _render(result: CheckResult, cap: int | None) -> str:
     )  # fmt: skip
     lines += _section(
         result, Verdict.INFORMATIONAL, by[Verdict.INFORMATIONAL], cap, "informational metrics",
-        [_METRIC, _PAIR, _CHANGE, ("Direction", effect_word, True), _N],
+        [_METRIC, _PAIR, _CHANGE, _EFFECT, _N],
     )  # fmt: skip
     other = by[Verdict.NEW] + by[Verdict.MISSING]
     if other:
