@@ -39,7 +39,13 @@ def _severity(c: Comparison) -> float:
     return abs(c.worse) if c.worse is not None else 0.0
 
 
+_OPTIONAL = frozenset({"Note", "95% CI"})  # left out when no row has anything in them
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], total: int) -> list[str]:
+    keep = [i for i, h in enumerate(header) if h not in _OPTIONAL or any(row[i] not in ("", "—") for row in rows)]
+    header = [header[i] for i in keep]
+    rows = [[row[i] for i in keep] for row in rows]
     assert len(header) <= MAX_COLUMNS
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(md_cell(cell) for cell in row) + " |" for row in rows]
