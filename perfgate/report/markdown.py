@@ -180,7 +180,7 @@ def _regression_sections(result: CheckResult, regs: list[Comparison], cap: int |
         _N,
     ]
     cols = _stat_columns(result, regs, columns)
-    lines = ["", "### Regressions", "", *columns_table(cols, regs, cap, "regressions", drop_n=_only_one_sample(regs))]
+    lines = ["", "### Regressions", "", *_columns_table(cols, regs, cap, "regressions", drop_n=_only_one_sample(regs))]
     shown = regs if cap is None else regs[:cap]
     lines += ["", "### Details", ""] + [f"- {_sentence(c)}" for c in shown]
     return lines
@@ -213,10 +213,6 @@ def _budget_section(budgets: Sequence[BudgetCheck], cap: int | None) -> list[str
     ]
 
 
-def _n_cell(c: Comparison) -> str:
-    return _n(c)
-
-
 def _pair(c: Comparison) -> str:
     return f"{fmt_value(c.baseline_value)} → {fmt_value(c.current_value)}"
 
@@ -241,10 +237,10 @@ _PAIR: Column = ("Baseline → Current", _pair, False)
 _CHANGE: Column = ("Change", _change, False)
 _EFFECT: Column = ("Effect", effect_word, True)
 _CI: Column = ("95% CI", _ci, True)
-_N: Column = ("n (base/cur)", _n_cell, True)
+_N: Column = ("n (base/cur)", _n, True)
 
 
-def columns_table(
+def _columns_table(
     columns: Sequence[Column], items: Sequence[Comparison], cap: int | None, what: str, *, drop_n: bool = False
 ) -> list[str]:
     """A table of ``items``, one row each, leaving out optional columns nobody's row fills."""
@@ -286,7 +282,7 @@ def _section(
         return []
     cols = _stat_columns(result, items, columns)
     title = VERDICT_TITLES[verdict]
-    return ["", f"### {title}", "", *columns_table(cols, items, cap, what, drop_n=_only_one_sample(items))]
+    return ["", f"### {title}", "", *_columns_table(cols, items, cap, what, drop_n=_only_one_sample(items))]
 
 
 def _why(c: Comparison) -> str:
