@@ -102,6 +102,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", type=Path, dest="json_output", help="write the machine-readable report here")
     parser.add_argument("--html", type=Path, dest="html_output", help="write the HTML report with plots here")
     parser.add_argument(
+        "--comment",
+        type=Path,
+        help="write the compact pull-request comment form here (6 columns at most, details folded)",
+    )
+    parser.add_argument(
         "--repo", type=Path, default=None, help="the git repository (default: the one holding the working directory)"
     )
     parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
@@ -187,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     policy = policy_from(config, args)
     check_distinct(
-        {"--output": args.output, "--json": args.json_output, "--html": args.html_output},
+        {"--output": args.output, "--json": args.json_output, "--html": args.html_output, "--comment": args.comment},
         {"--data": args.data, "--config": config.source},
     )
     fallback = AbOptions(
@@ -256,6 +261,10 @@ def run(args: argparse.Namespace) -> int:
         from perfgate.report.html import render_check_html
 
         write_text_atomic(args.html_output, render_check_html(result))
+    if args.comment is not None:
+        from perfgate.report.comment import render_comment
+
+        write_text_atomic(args.comment, render_comment(result))
     if not args.quiet:
         if args.output is None:
             sys.stdout.write(markdown)

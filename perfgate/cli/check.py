@@ -37,6 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", type=Path, help="write the Markdown report here")
     parser.add_argument("--json", type=Path, dest="json_output", help="write the machine-readable report here")
     parser.add_argument("--html", type=Path, dest="html_output", help="write the HTML report with plots here")
+    parser.add_argument(
+        "--comment",
+        type=Path,
+        help="write the compact pull-request comment form here (6 columns at most, details folded)",
+    )
     parser.add_argument("--push-metrics", metavar="URL", help="push the current run and this check to a Pushgateway")
     parser.add_argument("--threshold", type=float, default=None, help="regression threshold in percent (default 10)")
     parser.add_argument("--alpha", type=float, default=None, help="family-wise significance level (default 0.01)")
@@ -103,7 +108,7 @@ def _with_calibration(args: argparse.Namespace, policy: Policy, current: Run) ->
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     check_distinct(
-        {"--output": args.output, "--json": args.json_output, "--html": args.html_output},
+        {"--output": args.output, "--json": args.json_output, "--html": args.html_output, "--comment": args.comment},
         {
             "--baseline": args.baseline,
             "--current": args.current,
@@ -150,6 +155,10 @@ def run(args: argparse.Namespace) -> int:
         from perfgate.report.html import render_check_html
 
         write_text_atomic(args.html_output, render_check_html(result))
+    if args.comment is not None:
+        from perfgate.report.comment import render_comment
+
+        write_text_atomic(args.comment, render_comment(result))
     if not args.quiet:
         if args.output is None:
             sys.stdout.write(markdown)

@@ -19,6 +19,9 @@ _TAILS = ("p95", "p99")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--html", type=Path, required=True, help="write the self-contained HTML report here")
     parser.add_argument(
+        "--comment", type=Path, help="also write the compact pull-request comment form, one section per model/machine"
+    )
+    parser.add_argument(
         "--store", default=None, help="store URL (default: PERFGATE_STORE, the configuration, .perfgate/)"
     )
     parser.add_argument("--model", default=None, help="only this model (default: every model in the store)")
@@ -58,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
         if value < 1:
             raise InputError(f"must be at least 1, got {value}", field=flag)
     url = resolve_store_url(args.store, config.store)
-    check_distinct({"--html": args.html}, {"the store": store_file(url), "--config": config.source})
+    check_distinct(
+        {"--html": args.html, "--comment": args.comment}, {"the store": store_file(url), "--config": config.source}
+    )
     with open_store(url) as store:
         states = latest_states(
             store,
@@ -76,14 +81,20 @@ def run(args: argparse.Namespace) -> int:
                 field="--model" if args.model else "--store",
             )
         sections = []
+        labelled = []
         for state in states:
             if state.note:
                 print(one_line(f"{state.run.model_key} on {state.machine}: {state.note}"), file=sys.stderr)
             result = state.result or budgets_only(state.run, config.policy)
             sections.append(ReportSection(result=result, history=_series(store, state, args.history)))
+            labelled.append((f"{state.run.model_key} on {state.machine}", result))
     title = f"perfgate report: {args.model}" if args.model else "perfgate report"
     text = render_html(sections, title=title, source=f"store {mask_url(url)}")
     write_output(args.html, text)
+    if args.comment is not None:
+        from perfgate.report.comment import render_comment
+
+        write_output(args.comment, render_comment(labelled))
     size = len(text.encode("utf-8"))
     print(f"wrote {args.html} ({size / 1e6:.1f} MB, {len(sections)} model/machine section(s))", file=sys.stderr)
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["fmt_change", "fmt_ci", "fmt_p", "fmt_time", "fmt_value"]
+__all__ = ["fmt_change", "fmt_ci", "fmt_duration", "fmt_interval", "fmt_p", "fmt_time", "fmt_value"]
 
 
 def fmt_value(value: float | None) -> str:
@@ -30,6 +30,25 @@ def fmt_ci(ci: tuple[float, float] | None) -> str:
     if ci is None:
         return "—"
     return f"[{ci[0] * 100:+.1f}%, {ci[1] * 100:+.1f}%]"
+
+
+def fmt_interval(ci: tuple[float, float] | None) -> str:
+    """An interval of relative changes, each end signed (an unbounded end as ∞): ``[-71.2%, -29.1%]``."""
+    if ci is None:
+        return "—"
+    return f"[{fmt_change(ci[0])}, {fmt_change(ci[1])}]"
+
+
+def fmt_duration(seconds: float) -> str:
+    """A time a person plans with: ``45 s``, ``6 min``, ``1.5 h``, rounded up (never promising less)."""
+    if not math.isfinite(seconds):
+        return "an unbounded time"
+    if seconds < 90:
+        return f"{max(math.ceil(seconds), 1)} s"
+    if seconds < 90 * 60:
+        return f"{math.ceil(seconds / 60)} min"
+    hours = math.ceil(seconds / 360) / 10
+    return f"{hours:,.1f} h" if hours < 48 else f"{math.ceil(hours / 24):,} days"
 
 
 def fmt_p(p: float | None) -> str:

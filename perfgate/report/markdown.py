@@ -1,23 +1,31 @@
 """The Markdown report of a check, shaped after the original specification's example report.
 
-Sections, most severe first: regressions (the original specification's table and detail sentences), over
-budget, inconclusive, improvements, unchanged, new/missing, then the statistics of every
-comparison. However many metrics there are, the report stays under :data:`MAX_CHARS`
-(GitHub's comment limit is 65,536): rows are sorted by size of change and the tail of
-each long section is summarised in one line.
+Sections, most severe first: regressions (the original specification's table and detail
+sentences), over budget, inconclusive, improvements, unchanged, new/missing. Each verdict
+class has one table that carries its own statistics, in one sign convention: the change of
+the metric in its own terms (throughput ``-30.0%``), its interval in the same sign, and a
+word for which way that is (:mod:`perfgate.report.terms`). p-values appear only where they
+explain a decision: a regression's, an inconclusive metric's reason, an unchanged metric
+whose significant change is below its threshold. Optional columns nobody's row fills are
+left out. However many metrics there are, the report stays under :data:`MAX_CHARS`
+(GitHub's comment limit is 65,536): rows are sorted by size of change and the tail of each
+long section is summarised in one line. The compact pull-request form is
+:mod:`perfgate.report.comment`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
+from perfgate.core.advice import measured_seconds
 from perfgate.core.compare import BudgetCheck, CheckResult, Comparison, Verdict
 from perfgate.core.metrics import Direction
-from perfgate.report.escape import Markdown, md_cell, md_code, md_prose, md_text
-from perfgate.report.format import fmt_change, fmt_ci, fmt_p, fmt_time, fmt_value
+from perfgate.report.conditions import conditions
+from perfgate.report.escape import md_cell, md_code, md_prose, md_text
+from perfgate.report.format import fmt_change, fmt_interval, fmt_p, fmt_time, fmt_value
+from perfgate.report.terms import VERDICT_TITLES, advice, change_ci, count_line, effect_word, unchanged_note
 
-__all__ = ["MAX_CHARS", "render_markdown"]
+__all__ = ["MAX_CHARS", "render_markdown", "verdict_heading"]
 
 MAX_CHARS = 60_000
 
@@ -55,12 +63,20 @@ def _threshold_text(regressions: list[Comparison], default: float) -> str:
     return f"beyond their thresholds (default {default:g}%)"
 
 
+def verdict_heading(result: CheckResult) -> str:
+    """The verdict as the original specification's heading names it (without the ``## ``)."""
+    if result.regressions:
+        return "❌ Regression Detected"
+    if result.broken_budgets:
+        return "❌ Budget Exceeded"
+    return "✅ No Regression Detected"
+
+
 def _verdict_block(result: CheckResult, cap: int | None) -> list[str]:
     regs = sorted(result.regressions, key=_severity, reverse=True)
     broken = result.broken_budgets
-    lines: list[str] = []
+    lines: list[str] = [f"## {verdict_heading(result)}"]
     if regs:
-        lines.append("## ❌ Regression Detected")
         regressed = {c.metric for c in regs}
         names = [name for name in result.current.metrics if name in regressed]  # the run's own order
         listed = ", ".join(md_text(n) for n in (names if cap is None else names[:cap]))
@@ -71,12 +87,16 @@ def _verdict_block(result: CheckResult, cap: int | None) -> list[str]:
             f"Performance regression detected: {len(names)} metric(s) degraded by "
             f"{_threshold_text(regs, result.policy.threshold_pct)}: {listed}",
         ]
-    elif broken:
-        lines.append("## ❌ Budget Exceeded")
-    else:
-        lines.append("## ✅ No Regression Detected")
-        compared = len({c.metric for c in result.comparisons if c.verdict not in (Verdict.NEW, Verdict.MISSING)})
-        lines += ["", f"No metric degraded beyond its threshold ({compared} metric(s) compared)."]
+    elif not broken:
+        unsure = result.with_verdict(Verdict.INCONCLUSIVE)
+        if unsure:
+            lines += [
+                "",
+                f"No regression detected, but {len(unsure)} metric(s) could not be decided: over the threshold "
+                "without a significant test, or too noisy to rule a regression out (see Inconclusive).",
+            ]
+        else:
+            lines += ["", "No metric degraded beyond its threshold."]
     if broken:
         lines += [
             "",
@@ -115,13 +135,19 @@ def _noise_notes(result: CheckResult) -> list[str]:
     """How the run-to-run noise entered the decision: assumed, and whether times were normalised."""
     notes = []
     p = result.policy
+    ab = "ab" in result.current.config
     if any(c.noise_assumed for c in result.comparisons):
         processes = result.current.config.get("processes")
         g = processes if isinstance(processes, int) and processes > 0 else 1
         notes.append(
             f"ℹ️ Run-to-run noise unknown on this machine: assumed σ {p.assumed_raw.sigma(1, g):.0%} for raw times "
             f"and {p.assumed_normalised.sigma(1, g):.0%} for times in units of their reference kernel "
-            f"(one run of {g} process(es)); `perfgate calibrate` or `perfgate ab` would decide."
+            f"(one run of {g} process(es)); "
+            + (
+                "`perfgate calibrate` would measure it."
+                if ab
+                else "`perfgate calibrate` or `perfgate ab` would decide."
+            )
         )
     if any(c.reference for c in result.comparisons):
         notes.append(
@@ -140,11 +166,22 @@ def _change(c: Comparison) -> str:
     return fmt_change(c.change)
 
 
-def _regression_sections(regs: list[Comparison], cap: int | None) -> list[str]:
+def _regression_sections(result: CheckResult, regs: list[Comparison], cap: int | None) -> list[str]:
+    """The original specification's table (Metric, Baseline, Current, Change) with the statistics that decided."""
     if not regs:
         return []
-    rows = [[c.label, fmt_value(c.baseline_value), fmt_value(c.current_value), _change(c)] for c in regs]
-    lines = ["", "### Regressions", "", *_table(["Metric", "Baseline", "Current", "Change"], rows, cap, "regressions")]
+    columns: list[Column] = [
+        _METRIC,
+        ("Baseline", lambda c: fmt_value(c.baseline_value), False),
+        ("Current", lambda c: fmt_value(c.current_value), False),
+        _CHANGE,
+        _EFFECT,
+        _CI,
+        ("p (Holm)", _p_holm, True),
+        _N,
+    ]
+    cols = _stat_columns(result, regs, columns)
+    lines = ["", "### Regressions", "", *_columns_table(cols, regs, cap, "regressions", drop_n=_only_one_sample(regs))]
     shown = regs if cap is None else regs[:cap]
     lines += ["", "### Details", ""] + [f"- {_sentence(c)}" for c in shown]
     return lines
@@ -160,8 +197,7 @@ def _budget_section(budgets: Sequence[BudgetCheck], cap: int | None) -> list[str
         status = "❌ over budget" if not b.ok else ("— not measured" if b.value is None else "✅ ok")
         rows.append(
             [
-                b.budget.metric,
-                b.budget.statistic,
+                f"{b.budget.metric} ({b.budget.statistic})",
                 f"{op} {fmt_value(b.budget.limit)} {b.unit}",
                 fmt_value(b.value),
                 str(b.n),
@@ -174,129 +210,84 @@ def _budget_section(budgets: Sequence[BudgetCheck], cap: int | None) -> list[str
         "",
         title,
         "",
-        *_table(["Metric", "Statistic", "Limit", "Current", "n", "Status", "Note"], rows, cap, "budgets"),
+        *_table(["Metric", "Limit", "Current", "n", "Status", "Note"], rows, cap, "budgets"),
     ]
 
 
-def _stat_row(c: Comparison) -> list[str]:
-    return [
-        c.label,
-        _n(c),
-        fmt_value(c.baseline_value),
-        fmt_value(c.current_value),
-        _change(c),
-        fmt_ci(c.ci),
-        fmt_p(c.p_value),
-        fmt_p(c.p_adjusted),
-        f"{c.threshold * 100:g}%",
+def _pair(c: Comparison) -> str:
+    return f"{fmt_value(c.baseline_value)} → {fmt_value(c.current_value)}"
+
+
+def _ci(c: Comparison) -> str:
+    return fmt_interval(change_ci(c))
+
+
+def _p_holm(c: Comparison) -> str:
+    return fmt_p(c.p_adjusted)
+
+
+def _threshold(c: Comparison) -> str:
+    return f"{c.threshold * 100:g}%"
+
+
+# a column: its header, its cell, and whether a column that is empty ("" or "—") in every row is left out
+Column = tuple[str, Callable[[Comparison], str], bool]
+
+_METRIC: Column = ("Metric", lambda c: c.label, False)
+_PAIR: Column = ("Baseline → Current", _pair, False)
+_CHANGE: Column = ("Change", _change, False)
+_EFFECT: Column = ("Effect", effect_word, True)
+_CI: Column = ("95% CI", _ci, True)
+_N: Column = ("n (base/cur)", _n, True)
+
+
+def _columns_table(
+    columns: Sequence[Column], items: Sequence[Comparison], cap: int | None, what: str, *, drop_n: bool = False
+) -> list[str]:
+    """A table of ``items``, one row each, leaving out optional columns nobody's row fills."""
+    shown = items if cap is None else items[:cap]
+    cells = [[cell(c) for _, cell, _ in columns] for c in shown]
+    keep = [
+        i
+        for i, (header, _, optional) in enumerate(columns)
+        if not (header == _N[0] and drop_n) and not (optional and all(row[i] in ("", "—") for row in cells))
     ]
+    header = [columns[i][0] for i in keep]
+    rows = [[row[i] for i in keep] for row in cells]
+    lines = _table(header, rows, None, what)
+    if len(items) > len(shown):
+        lines += ["", f"… and {len(items) - len(shown)} more {what} (smaller changes; all are in the JSON report)"]
+    return lines
 
 
-_STAT_HEADER = [
-    "Metric",
-    "n (base/cur)",
-    "Baseline",
-    "Current",
-    "Change",
-    "95% CI (worse)",
-    "p",
-    "p (Holm)",
-    "Threshold",
-]
+def _stat_columns(result: CheckResult, items: Sequence[Comparison], first: Sequence[Column]) -> list[Column]:
+    cols = [*first]
+    if any(abs(c.threshold * 100 - result.policy.threshold_pct) > 1e-9 for c in items):
+        cols.append(("Threshold", _threshold, False))
+    return cols
+
+
+def _only_one_sample(items: Sequence[Comparison]) -> bool:
+    return all(c.threshold_only for c in items)
 
 
 def _section(
-    title: str,
+    result: CheckResult,
+    verdict: Verdict,
     items: list[Comparison],
     cap: int | None,
     what: str,
-    extra: Callable[[Comparison], list[str]] | None = None,
-    extra_header: Sequence[str] = (),
+    columns: Sequence[Column],
 ) -> list[str]:
     if not items:
         return []
-    rows = [_stat_row(c) + (extra(c) if extra else []) for c in items]
-    return ["", f"### {title}", "", *_table([*_STAT_HEADER, *extra_header], rows, cap, what)]
-
-
-def _decide_text(c: Comparison) -> Markdown:
-    if c.required_n is None and c.baseline_value == 0:  # no relative change exists, whatever the samples
-        return Markdown("none: a change relative to a baseline of 0 is undefined; set an absolute budget instead")
-    if c.required_n is None and c.noise:  # unpaired: the noise of a whole run, which more samples don't touch
-        return Markdown("`perfgate ab` (paired), or `perfgate calibrate` from this machine's history")
-    if c.required_n is None:
-        return Markdown("more samples will not settle it: the change sits at the threshold" if c.reason else "—")
-    if c.required_unit == "pairs":  # perfgate ab: more worker pairs, that is a longer time budget
-        if c.required_seconds is not None:
-            return Markdown(f"about {c.required_n:,} worker pairs: `--time-budget {math.ceil(c.required_seconds):,}`")
-        return Markdown(f"about {c.required_n:,} worker pairs: a larger `--time-budget`")
-    return Markdown(f"{c.required_n:,} {md_text(c.required_unit)} per side (or `perfgate ab`)")
+    cols = _stat_columns(result, items, columns)
+    title = VERDICT_TITLES[verdict]
+    return ["", f"### {title}", "", *_columns_table(cols, items, cap, what, drop_n=_only_one_sample(items))]
 
 
 def _why(c: Comparison) -> str:
     return f"{c.reason}; {c.noise}" if c.noise else c.reason
-
-
-def _conditions(result: CheckResult, cap: int | None) -> list[str]:
-    """What disturbed the current run, and which metrics were too noisy for their threshold.
-
-    A metric is flagged unstable when its robust coefficient of variation exceeds a third of
-    its threshold on either side (as ``pyperf check`` and ``bencher noise`` warn).
-    """
-    env = result.current.config.get("environment")
-    unstable = []
-    # an interleaved A/B run tests block and pair ratios, not the spread of its pooled samples
-    for c in [] if "ab" in result.current.config else result.comparisons:
-        if c.statistic != "median" or c.baseline is None or c.current is None:
-            continue
-        cv = max(c.baseline.cv, c.current.cv)
-        if c.threshold > 0 and cv > c.threshold / 3:
-            unstable.append((cv, c))
-    index = _index_line(result)
-    if not unstable and not isinstance(env, dict) and not index:
-        return []
-    lines = ["", "### Measurement conditions", ""]
-    if isinstance(env, dict):
-        parts = []
-        if "load_avg_1m_start" in env:
-            parts.append(f"load average {md_text(env['load_avg_1m_start'])} → {md_text(env.get('load_avg_1m_end'))}")
-        if "other_processes_cpu_pct" in env:
-            parts.append(f"other processes used {md_text(env['other_processes_cpu_pct'])}% of the CPU")
-        if "steal_pct" in env:
-            parts.append(f"steal {md_text(env['steal_pct'])}%")
-        if env.get("governor"):
-            parts.append(f"governor {md_text(env['governor'])}")
-        if parts:
-            lines.append("Current run: " + ", ".join(parts) + ".")
-    processes = result.current.config.get("processes")
-    if isinstance(processes, int) and processes > 1:
-        lines.append(f"Measured in {processes} worker processes; the spread between them is part of the test.")
-    if index:
-        lines.append(index)
-    if unstable:
-        unstable.sort(key=lambda t: t[0], reverse=True)
-        shown = unstable if cap is None else unstable[:cap]
-        lines += [
-            "",
-            "Unstable metrics (robust CV above a third of the threshold): "
-            + ", ".join(f"{md_text(c.metric)} {cv:.0%}" for cv, c in shown)
-            + ". Run more worker processes (`perfgate bench --processes N` or `--time-budget S`) "
-            "or compare interleaved (`perfgate ab`).",
-        ]
-    return lines
-
-
-def _index_line(result: CheckResult) -> str:
-    """The machine-speed index of both runs: how much slower or faster the machine itself was."""
-    base, cur = result.baseline, result.current
-    if base is None or not base.machine_index or not cur.machine_index:
-        return ""
-    parts = [
-        f"{kind} {base.machine_index[kind] * 1e3:.3g} → {cur.machine_index[kind] * 1e3:.3g} ms "
-        f"({fmt_change(cur.machine_index[kind] / base.machine_index[kind] - 1.0)})"
-        for kind in sorted(set(base.machine_index) & set(cur.machine_index))
-    ]
-    return "Machine-speed index (reference kernel times, baseline → current): " + ", ".join(parts) + "."
 
 
 def _when(created_at: str | None) -> str:
@@ -316,20 +307,30 @@ def _footer(result: CheckResult) -> list[str]:
 
 def _render(result: CheckResult, cap: int | None) -> str:
     by = {v: sorted(result.with_verdict(v), key=_severity, reverse=True) for v in Verdict}
-    lines = ["# Performance Regression Check", "", *_verdict_block(result, cap), *_notes(result)]
-    lines += _regression_sections(by[Verdict.REGRESSED], cap)
+    alpha = result.policy.alpha
+    lines = ["# Performance Regression Check", "", *_verdict_block(result, cap), "", count_line(result)]
+    lines += _notes(result)
+    lines += _regression_sections(result, by[Verdict.REGRESSED], cap)
     lines += _budget_section(result.budgets, cap)
+    why: Column = ("Why", _why, False)
+    seconds = measured_seconds(result.current)
+    decide: Column = ("What would decide it", lambda c: advice(c, result, seconds), False)
     lines += _section(
-        "Inconclusive",
-        by[Verdict.INCONCLUSIVE],
-        cap,
-        "inconclusive metrics",
-        extra=lambda c: [_why(c), _decide_text(c)],
-        extra_header=["Why", "Samples that would decide"],
+        result, Verdict.INCONCLUSIVE, by[Verdict.INCONCLUSIVE], cap, "inconclusive metrics",
+        [_METRIC, _PAIR, _CHANGE, _EFFECT, _CI, why, decide, _N],
+    )  # fmt: skip
+    lines += _section(
+        result, Verdict.IMPROVED, by[Verdict.IMPROVED], cap, "improvements", [_METRIC, _PAIR, _CHANGE, _EFFECT, _CI, _N]
     )
-    lines += _section("Improvements", by[Verdict.IMPROVED], cap, "improvements")
-    lines += _section("Unchanged", by[Verdict.UNCHANGED], cap, "unchanged metrics")
-    lines += _section("Informational", by[Verdict.INFORMATIONAL], cap, "informational metrics")
+    note: Column = ("Note", lambda c: unchanged_note(c, alpha), True)
+    lines += _section(
+        result, Verdict.UNCHANGED, by[Verdict.UNCHANGED], cap, "unchanged metrics",
+        [_METRIC, _PAIR, _CHANGE, _EFFECT, _CI, note, _N],
+    )  # fmt: skip
+    lines += _section(
+        result, Verdict.INFORMATIONAL, by[Verdict.INFORMATIONAL], cap, "informational metrics",
+        [_METRIC, _PAIR, _CHANGE, _EFFECT, _N],
+    )  # fmt: skip
     other = by[Verdict.NEW] + by[Verdict.MISSING]
     if other:
         rows = [
@@ -347,8 +348,7 @@ def _render(result: CheckResult, cap: int | None) -> str:
             "",
             *_table(["Metric", "Status", "Median", "Note"], rows, cap, "metrics"),
         ]
-    lines += _section("Regression statistics", by[Verdict.REGRESSED], cap, "regressions")
-    lines += _conditions(result, cap)
+    lines += conditions(result, cap)
     lines += _footer(result)
     return "\n".join(lines) + "\n"
 
