@@ -115,7 +115,9 @@ def _metric(index: int, m_index: int, name: str, comps: Sequence[Comparison], se
     return (
         f'<article class="metric" id="s{index}-m{m_index}">'
         f"<h3>{_e(describe(name))} <code>{_e(name)}</code> {_badge(verdict)}</h3>"
-        f'<div class="charts">{"".join(charts)}</div>' + (f'<p class="note">{_e(note)}</p>' if note else "") + "</article>"
+        f'<div class="charts">{"".join(charts)}</div>'
+        + (f'<p class="note">{_e(note)}</p>' if note else "")
+        + "</article>"
     )
 
 

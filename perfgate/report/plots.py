@@ -120,7 +120,9 @@ def _y_axis(scale: Scale, left: float, right: float, title: str, top: float) -> 
         y = num(scale(value))
         parts.append(f'<line class="grid" x1="{num(left)}" x2="{num(right)}" y1="{y}" y2="{y}"/>')
         label = text(tick_label(value))
-        parts.append(f'<text class="tick" x="{num(left - 4)}" y="{num(scale(value) + 4)}" text-anchor="end">{label}</text>')
+        parts.append(
+            f'<text class="tick" x="{num(left - 4)}" y="{num(scale(value) + 4)}" text-anchor="end">{label}</text>'
+        )
     parts.append(f'<text class="atl" x="{num(left)}" y="{num(top - 6)}" text-anchor="start">{text(title)}</text>')
     parts.append("</g>")
     return "".join(parts)
@@ -161,9 +163,13 @@ def distribution_chart(name: str, comps: Sequence[Comparison], result: CheckResu
     scale = Scale.for_values(values, left, right, log=log, zero=not log)
     shown = unit_label(unit) or "value"
     body = [
-        f'<text class="lgd" x="8" y="36">box p25–p75 · bar p50 · ◆ p95 · ▲ p99</text>',
-        _x_axis(scale, top - 6, bottom, f"{shown} (log scale)" if scale.log else f"{shown} (axis from 0)"
-                if scale.lo == 0 else shown),
+        '<text class="lgd" x="8" y="36">box p25–p75 · bar p50 · ◆ p95 · ▲ p99</text>',
+        _x_axis(
+            scale,
+            top - 6,
+            bottom,
+            f"{shown} (log scale)" if scale.log else f"{shown} (axis from 0)" if scale.lo == 0 else shown,
+        ),
     ]
     body.append('<g class="axis">')
     for i, (side, samples, _) in enumerate(rows):
@@ -305,12 +311,12 @@ def history_chart(
     median point, in the metric's unit); when given, it is drawn too and the change points
     are searched in it, so a slow hour of the machine is not a change of the code.
 
-    Returns the chart (None without a median series), the change points, and a note for the
+    Returns the chart (None under two runs), the change points, and a note for the
     reader (what was searched, or why nothing was), or "".
     """
     median = list(series.get("median", ()))
-    if not median:
-        return None, [], "no history of this metric in the store"
+    if len(median) < 2:
+        return None, [], f"{len(median) or 'no'} run of this metric in the store: no trend to draw yet"
     if normalised is not None and len(normalised) != len(median):
         normalised = None
     u = unit_label(unit)
@@ -320,8 +326,10 @@ def history_chart(
         if len(points) != len(median):  # a tail without a value in some run: leave it out
             continue
         tips = (
-            [f"{fmt_value(p.value)} {u} · run {p.run_id} · commit {p.commit or '?'} · {fmt_time(p.created_at)}"
-             for p in points]
+            [
+                f"{fmt_value(p.value)} {u} · run {p.run_id} · commit {p.commit or '?'} · {fmt_time(p.created_at)}"
+                for p in points
+            ]
             if stat == "median"
             else ()
         )
@@ -335,9 +343,7 @@ def history_chart(
     if len(median) >= MIN_CHANGEPOINT_RUNS:
         found = detect(searched)
         note = f"change points searched in {where}: " + (
-            ", ".join(
-                f"{fmt_change(cp.change)} at commit {median[cp.index].commit or '?'}" for cp in found
-            )
+            ", ".join(f"{fmt_change(cp.change)} at commit {median[cp.index].commit or '?'}" for cp in found)
             if found
             else "none found"
         )
@@ -350,9 +356,9 @@ def history_chart(
 
 
 def machine_index_chart(points: Sequence[IndexPoint]) -> str | None:
-    """Each reference kernel's median time per run, in ms, on an axis from 0; None without any."""
+    """Each reference kernel's median time per run, in ms, on an axis from 0; None under two runs."""
     kernels = sorted({k for p in points for k in p.seconds})
-    if not points or not kernels:
+    if len(points) < 2 or not kernels:
         return None
     lines = [
         _Line(
