@@ -102,7 +102,7 @@ def _metric_verdict(comps: Sequence[Comparison]) -> str:
 
 def _metric(index: int, m_index: int, name: str, comps: Sequence[Comparison], section: ReportSection) -> str:
     result = section.result
-    charts = [distribution_chart(name, comps, result)]
+    charts = [distribution_chart(name, result)]
     note = ""
     if section.has_history:
         series = section.history.get(name, {})

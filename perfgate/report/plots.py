@@ -31,7 +31,7 @@ from typing import Protocol
 import numpy as np
 
 from perfgate.core.changepoints import ChangePoint, detect
-from perfgate.core.compare import BudgetCheck, CheckResult, Comparison
+from perfgate.core.compare import BudgetCheck, CheckResult
 from perfgate.core.metrics import Direction
 from perfgate.report.format import fmt_change, fmt_time, fmt_value
 from perfgate.report.svg import Scale, is_time_unit, num, text, tick_label, unit_label
@@ -144,9 +144,12 @@ def _percentile(values: np.ndarray, q: float) -> float:
 # ---- distributions ------------------------------------------------------------------------
 
 
-def distribution_chart(name: str, comps: Sequence[Comparison], result: CheckResult) -> str:
-    """Baseline and current samples of metric ``name``, with p25–p75, p50, p95, p99 and budgets."""
-    del comps  # the marks come from the samples themselves, for both sides alike
+def distribution_chart(name: str, result: CheckResult) -> str:
+    """Baseline and current samples of metric ``name``, with p25–p75, p50, p95, p99 and budgets.
+
+    The marks are the samples' own percentiles, the same way for both sides (the compared
+    statistics with their intervals are in the report's tables).
+    """
     rows = []
     for side, run, colour in (("baseline", result.baseline, BASELINE), ("current", result.current, CURRENT)):
         m = run.metrics.get(name) if run is not None else None

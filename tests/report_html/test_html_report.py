@@ -3,7 +3,7 @@ axes, the size limit, the commands, and real rendering in headless Chromium (eve
 drawn and not blank, no console error, no request leaving the file, and names that carry
 markup shown as text, never run).
 
-Golden file: tests/report_html/golden/check_seed.html; to refresh after an intended change,
+Golden file: tests/report_html/golden/check_example.html; to refresh after an intended change,
 run with PERFGATE_REFRESH_GOLDEN=1 and review the diff.
 """
 
@@ -33,13 +33,13 @@ from tests.conftest import SEED_BASELINE, SEED_CURRENT
 from tests.export.sample_store import HOSTILE_METRIC, HOSTILE_MODEL, hostile_runs, sample_store
 from tests.report_html.conftest import Watched, distinct_colours, ink_fractions
 
-GOLDEN = Path(__file__).resolve().parent / "golden" / "check_seed.html"
+GOLDEN = Path(__file__).resolve().parent / "golden" / "check_example.html"
 MAX_BYTES = 1_500_000
 SVG = "{http://www.w3.org/2000/svg}"
 PLOT_WIDTH = 640 - 16 - 118  # the distribution chart's data area (plots.distribution_chart)
 
 
-def seed_check_html() -> str:
+def example_check_html() -> str:
     result = compare_runs(run_from_dict(SEED_BASELINE), run_from_dict(SEED_CURRENT), Policy(), baseline_source="file")
     return render_check_html(result)
 
@@ -74,20 +74,20 @@ def page_text(page: str) -> str:
 
 
 def test_check_report_matches_the_golden_file():
-    page = seed_check_html()
+    page = example_check_html()
     if os.environ.get("PERFGATE_REFRESH_GOLDEN"):
         GOLDEN.write_text(page)
     assert page == GOLDEN.read_text()
 
 
 def test_the_verdict_comes_first():
-    page = seed_check_html()
+    page = example_check_html()
     assert page.index("Regression detected") < page.index("<section")
     assert page.index("<header") < page.index("<main>")
 
 
 def test_no_script_and_nothing_to_fetch():
-    page = seed_check_html()
+    page = example_check_html()
     assert "<script" not in page.lower()
     assert not re.search(r"\b(src|href)=\"(?!#)", page)  # only links inside the page
     assert not re.search(r"\bon[a-z]+=", page)
