@@ -228,7 +228,7 @@ class _Line:
     colour: str
     values: Sequence[float]
     dashed: bool = False
-    tips: Sequence[str] = ()  # one tooltip per point; points are drawn only where given
+    tips: Sequence[str] = ()  # one tooltip per point; points are drawn only where given (a few KB per 100)
 
 
 def _lines_chart(
@@ -275,14 +275,14 @@ def _lines_chart(
             continue
         dash = ' stroke-dasharray="5 3"' if line.dashed else ""
         d = "M" + "L".join(f"{num(px)} {num(py)}" for px, py in pts)
-        body.append(f'<path class="line" d="{d}" stroke="{line.colour}"{dash}/>')
-        for i, tip in enumerate(line.tips):
-            v = line.values[i]
-            if math.isfinite(v):
-                body.append(
-                    f'<circle cx="{num(x(i))}" cy="{num(y(v))}" r="3" fill="{line.colour}"><title>{text(tip)}</title>'
-                    "</circle>"
-                )
+        body.append(f'<path class="line" d="{d}" stroke="{line.colour}"{dash}><title>{text(line.name)}</title></path>')
+        dots = [
+            f'<circle cx="{num(x(i))}" cy="{num(y(v))}" r="3"><title>{text(tip)}</title></circle>'
+            for i, (v, tip) in enumerate(zip(line.values, line.tips, strict=False))
+            if math.isfinite(v)
+        ]
+        if dots:
+            body.append(f'<g fill="{line.colour}">{"".join(dots)}</g>')
     body.append("</g>")
     for cp in changes:
         cx = num(x(cp.index - 0.5))
@@ -329,10 +329,7 @@ def history_chart(
         if len(points) != len(median):  # a tail without a value in some run: leave it out
             continue
         tips = (
-            [
-                f"{fmt_value(p.value)} {u} · run {p.run_id} · commit {p.commit or '?'} · {fmt_time(p.created_at)}"
-                for p in points
-            ]
+            [f"{fmt_value(p.value)} {u}, commit {(p.commit or '?')[:12]}, {fmt_time(p.created_at)}" for p in points]
             if stat == "median"
             else ()
         )
@@ -368,12 +365,6 @@ def machine_index_chart(points: Sequence[IndexPoint]) -> str | None:
             kernel,
             _KERNEL_COLOURS[i % len(_KERNEL_COLOURS)],
             [p.seconds[kernel] * 1e3 if kernel in p.seconds else math.nan for p in points],
-            tips=[
-                f"{kernel} {p.seconds[kernel] * 1e3:.3g} ms · run {p.run_id} · commit {p.commit or '?'}"
-                if kernel in p.seconds
-                else ""
-                for p in points
-            ],
         )
         for i, kernel in enumerate(kernels)
     ]

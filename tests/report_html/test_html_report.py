@@ -271,7 +271,9 @@ def test_a_long_history_stays_under_the_size_limit(tmp_path, capsys):
     assert len(page.encode()) <= MAX_BYTES
     index = [svg for svg in charts(page) if "index" in (svg.get("class") or "")]
     assert len(index) == 1
-    assert sum(1 for c in index[0].iter(f"{SVG}circle")) == 2 * 100  # two kernels, every run
+    lines = [p for p in index[0].iter(f"{SVG}path") if p.get("class") == "line"]
+    assert ["".join(p.itertext()) for p in lines] == ["compute", "memory"]
+    assert [p.get("d", "").count("L") for p in lines] == [99, 99]  # every run
 
 
 def test_report_of_one_model(sample_sqlite, tmp_path):
