@@ -39,7 +39,7 @@ __all__ = [
 # the third-party packages each optional extra brings (pyproject.toml's [project.optional-dependencies])
 EXTRA_PACKAGES = {
     "pipeline": frozenset({"torch", "databento_dbn", "zstandard", "numba", "onnx", "onnxruntime"}),
-    "export": frozenset({"prometheus_client", "plotly", "grafana_foundation_sdk"}),
+    "export": frozenset({"prometheus_client", "grafana_foundation_sdk"}),
 }
 _HOW = {
     "pipeline": "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu (the CPU build), then "

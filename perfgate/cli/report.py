@@ -50,6 +50,45 @@ def _series(store, state, history: int):  # type: ignore[no-untyped-def]
     return out
 
 
+def _machine_history(store, state, series, history: int):  # type: ignore[no-untyped-def]
+    """The machine-speed index of the history's runs (oldest first), and each metric's median
+    series normalised by it (as ``perfgate history`` searches change points), where every run
+    of the series timed the same reference kernel with the metric."""
+    import numpy as np
+
+    from perfgate.core.noise import normalised
+    from perfgate.report.plots import IndexPoint
+    from perfgate.store import RunQuery
+
+    run = state.run
+    query = RunQuery(model=run.model_key, machine=run.machine.fingerprint, suite=run.suite, limit=history)
+    runs = {r.run_id: r for r in store.runs(query)}
+    index = [
+        IndexPoint(run_id=r.run_id, created_at=r.created_at, commit=r.git.commit, seconds=dict(r.machine_index))
+        for r in reversed(list(runs.values()))
+        if r.machine_index
+    ]
+    scaled: dict[str, list[float]] = {}
+    for name, stats in series.items():
+        latest = run.metrics.get(name)
+        points = stats.get("median", [])
+        if latest is None or latest.reference is None or not points:
+            continue
+        scale = float(np.median(latest.reference.seconds))
+        values = []
+        for point in points:
+            if point.run_id not in runs:
+                runs[point.run_id] = store.get_run(point.run_id)
+            metric = runs[point.run_id].metrics.get(name)
+            norm = normalised(metric) if metric is not None else None
+            if norm is None or metric.reference.kernel != latest.reference.kernel:
+                break
+            values.append(float(np.median(norm.samples)) * scale)
+        else:
+            scaled[name] = values
+    return index, scaled
+
+
 def run(args: argparse.Namespace) -> int:
     from perfgate.core.compare import budgets_only
     from perfgate.export.latest import latest_states
@@ -86,7 +125,9 @@ def run(args: argparse.Namespace) -> int:
             if state.note:
                 print(one_line(f"{state.run.model_key} on {state.machine}: {state.note}"), file=sys.stderr)
             result = state.result or budgets_only(state.run, config.policy)
-            sections.append(ReportSection(result=result, history=_series(store, state, args.history)))
+            series = _series(store, state, args.history)
+            index, scaled = _machine_history(store, state, series, args.history)
+            sections.append(ReportSection(result=result, history=series, normalised=scaled, machine_index=index))
             labelled.append((f"{state.run.model_key} on {state.machine}", result))
     title = f"perfgate report: {args.model}" if args.model else "perfgate report"
     text = render_html(sections, title=title, source=f"store {mask_url(url)}")

@@ -18,7 +18,7 @@ import pytest
 
 from tests.export.conftest import in_ci, sample_config, sample_sqlite
 
-__all__ = ["browser", "distinct_colours", "sample_config", "sample_sqlite", "watched"]
+__all__ = ["browser", "distinct_colours", "ink_fractions", "sample_config", "sample_sqlite", "watched"]
 
 FLAGS = [
     "--no-sandbox",
@@ -113,5 +113,37 @@ def distinct_colours(browser: Any, png: bytes) -> int:
                 base64.b64encode(png).decode("ascii"),
             )
         )
+    finally:
+        page.close()
+
+
+def ink_fractions(browser: Any, png: bytes, boxes: list[dict[str, float]]) -> list[float]:
+    """Per box (``x``, ``y``, ``width``, ``height`` in the PNG's pixels), the share of its pixels
+    that are not (near) white, in a PNG screenshot decoded by the browser's canvas."""
+    page = browser.new_page()
+    try:
+        page.set_content("<canvas id='c'></canvas>")
+        return [
+            float(v)
+            for v in page.evaluate(
+                """async ([b64, boxes]) => {
+                    const img = new Image();
+                    img.src = "data:image/png;base64," + b64;
+                    await img.decode();
+                    const c = document.getElementById("c");
+                    c.width = img.width; c.height = img.height;
+                    const ctx = c.getContext("2d");
+                    ctx.drawImage(img, 0, 0);
+                    return boxes.map((b) => {
+                        const w = Math.max(1, Math.floor(b.width)), h = Math.max(1, Math.floor(b.height));
+                        const d = ctx.getImageData(Math.floor(b.x), Math.floor(b.y), w, h).data;
+                        let ink = 0;
+                        for (let i = 0; i < d.length; i += 4) if (d[i] + d[i + 1] + d[i + 2] < 3 * 235) ink++;
+                        return ink / (w * h);
+                    });
+                }""",
+                [base64.b64encode(png).decode("ascii"), boxes],
+            )
+        ]
     finally:
         page.close()

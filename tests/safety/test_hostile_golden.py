@@ -64,7 +64,7 @@ class _Html(HTMLParser):
 
 def _html(result) -> _Html:
     parser = _Html()
-    parser.feed(render_check_html(result, plotlyjs=""))
+    parser.feed(render_check_html(result))
     parser.close()
     return parser
 
