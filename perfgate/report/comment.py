@@ -20,7 +20,7 @@ from perfgate.core.advice import measured_seconds
 from perfgate.core.compare import BudgetCheck, CheckResult, Comparison, Verdict
 from perfgate.core.metrics import Direction
 from perfgate.report.escape import Markdown, md_cell, md_code, md_prose, md_text
-from perfgate.report.format import fmt_change, fmt_interval, fmt_p, fmt_time, fmt_value
+from perfgate.report.format import fmt_change, fmt_interval, fmt_p, fmt_time, fmt_value, unit_label
 from perfgate.report.markdown import verdict_heading
 from perfgate.report.terms import VERDICT_TITLES, advice, change_ci, count_line, effect_word, unchanged_note
 
@@ -89,7 +89,7 @@ def _budget_rows(budgets: Sequence[BudgetCheck]) -> list[list[str]]:
         rows.append(
             [
                 f"{b.budget.metric} ({b.budget.statistic})",
-                f"{op} {fmt_value(b.budget.limit)} {b.unit}",
+                f"{op} {fmt_value(b.budget.limit)} {unit_label(b.unit)}",
                 fmt_value(b.value),
                 status,
                 b.note,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["fmt_change", "fmt_ci", "fmt_duration", "fmt_interval", "fmt_p", "fmt_time", "fmt_value"]
+__all__ = ["fmt_change", "fmt_ci", "fmt_duration", "fmt_interval", "fmt_p", "fmt_time", "fmt_value", "unit_label"]
 
 
 def fmt_value(value: float | None) -> str:
@@ -64,3 +64,11 @@ def fmt_time(iso: str | None) -> str:
     if not iso:
         return "unknown"
     return iso.replace("T", " ").rstrip("Z").split(".")[0]
+
+
+_UNIT_LABELS = {"us": "µs", "μs": "µs"}
+
+
+def unit_label(unit: str) -> str:
+    """The unit as a reader writes it: ``us`` is shown as ``µs``."""
+    return _UNIT_LABELS.get(unit, unit)

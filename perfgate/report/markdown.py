@@ -22,7 +22,7 @@ from perfgate.core.compare import BudgetCheck, CheckResult, Comparison, Verdict
 from perfgate.core.metrics import Direction
 from perfgate.report.conditions import conditions
 from perfgate.report.escape import md_cell, md_code, md_prose, md_text
-from perfgate.report.format import fmt_change, fmt_interval, fmt_p, fmt_time, fmt_value
+from perfgate.report.format import fmt_change, fmt_interval, fmt_p, fmt_time, fmt_value, unit_label
 from perfgate.report.terms import VERDICT_TITLES, advice, change_ci, count_line, effect_word, unchanged_note
 
 __all__ = ["MAX_CHARS", "render_markdown", "verdict_heading"]
@@ -198,7 +198,7 @@ def _budget_section(budgets: Sequence[BudgetCheck], cap: int | None) -> list[str
         rows.append(
             [
                 f"{b.budget.metric} ({b.budget.statistic})",
-                f"{op} {fmt_value(b.budget.limit)} {b.unit}",
+                f"{op} {fmt_value(b.budget.limit)} {unit_label(b.unit)}",
                 fmt_value(b.value),
                 str(b.n),
                 status,

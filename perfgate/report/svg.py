@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from perfgate.core.text import plain
+from perfgate.report.format import unit_label
 
 __all__ = [
     "TIME_UNITS",
@@ -28,12 +29,6 @@ __all__ = [
 
 # seconds per unit, for the units a time metric may carry
 TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0}
-_UNIT_LABELS = {"us": "µs", "μs": "µs"}
-
-
-def unit_label(unit: str) -> str:
-    """The unit as a reader writes it: ``us`` is shown as ``µs``."""
-    return _UNIT_LABELS.get(unit, unit)
 
 
 def is_time_unit(unit: str) -> bool:

@@ -101,7 +101,7 @@ def test_the_markdown_report_is_all_there():
     markdown, text = render_markdown(result), page_text(render_check_html(result))
     for heading in re.findall(r"^#+ (.*)$", markdown, flags=re.M):
         assert heading.replace("**", "") in text
-    for phrase in ("Inconclusive", "Samples that would decide", "Measurement conditions", "Unstable metrics"):
+    for phrase in ("Inconclusive", "What would decide it", "Measurement conditions", "Unstable metrics"):
         assert phrase in markdown and phrase in text
     assert "| " not in text  # the tables were rendered as tables
 
