@@ -252,7 +252,7 @@ def run_check(repo: Path, case: str, base: str, cur: str, out: Path, seed: int, 
 
 def legacy_check(repo: Path, case: str, base: str, cur: str) -> tuple[dict[float, dict], float]:
     """The older process-level design: a fresh ``perfgate bench`` per measurement, ABBA, paired t test."""
-    from perfgate.bench.ab import AbOptions, checkout, measure_interleaved
+    from perfgate.orchestrate.ab import AbOptions, checkout, measure_interleaved
     from perfgate.core.compare import compare_runs
 
     c = CASES[case]

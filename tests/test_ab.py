@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.bench.ab import WORKTREE, AbOptions, abba_order, checkout
+from perfgate.orchestrate.ab import WORKTREE, AbOptions, abba_order, checkout
 from perfgate.cli import main
 from perfgate.errors import InputError
 

@@ -236,7 +236,7 @@ def test_time_budget_stops_early_on_quiet_metrics(tmp_path, monkeypatch):
 
 
 def test_child_argv_replaces_parent_flags():
-    from perfgate.bench.workers import child_argv
+    from perfgate.orchestrate.workers import child_argv
 
     argv = [
         "--model",
