@@ -185,7 +185,10 @@ def add_deprecated_alias(
     else:
         kwargs.update(type=new.type, choices=new.choices, metavar=new.metavar or old.lstrip("-").upper())
     return parser.add_argument(
-        old, action=_DeprecatedAlias, help=f"deprecated spelling of {spelling}", **kwargs  # type: ignore[arg-type]
+        old,
+        action=_DeprecatedAlias,
+        help=f"deprecated spelling of {spelling}",
+        **kwargs,  # type: ignore[arg-type]
     )
 
 

@@ -53,8 +53,8 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from perfgate.orchestrate.ab import DEFAULT_PAIRS, WORKTREE
     from perfgate.bench.interleave import DEFAULT_TIME_BUDGET
+    from perfgate.orchestrate.ab import DEFAULT_PAIRS, WORKTREE
 
     parser.add_argument("--baseline-ref", required=True, help="git ref of the baseline (branch, tag or SHA)")
     parser.add_argument(
@@ -101,12 +101,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_flag(parser, "--quick", action="store_true")
     add_flag(
-        parser, "--rounds", type=int, default=None, default_text="perfgate bench's; used only for a revision too old "
-        "for resident workers"
+        parser,
+        "--rounds",
+        type=int,
+        default=None,
+        default_text="perfgate bench's; used only for a revision too old for resident workers",
     )
     add_flag(
-        parser, "--repeat", type=int, default=None, default_text="perfgate bench's; used only for a revision too old "
-        "for resident workers"
+        parser,
+        "--repeat",
+        type=int,
+        default=None,
+        default_text="perfgate bench's; used only for a revision too old for resident workers",
     )
     add_flag(parser, "--device", default=None, default_text="cpu")
     add_flag(parser, "--data", type=Path, default=None, default_text="synthetic OHLCV-1m bars")
@@ -186,6 +192,7 @@ def _resident_options(args: argparse.Namespace, policy: Policy, seed: int) -> Re
 def run(args: argparse.Namespace) -> int:
     import secrets
 
+    from perfgate.bench.interleave import ProtocolMissing, measure_resident
     from perfgate.orchestrate.ab import (
         DEFAULT_PAIRS,
         WORKTREE,
@@ -196,7 +203,6 @@ def run(args: argparse.Namespace) -> int:
         measure_interleaved,
         sides,
     )
-    from perfgate.bench.interleave import ProtocolMissing, measure_resident
 
     config = config_from(args)
     policy = policy_from(config, args)

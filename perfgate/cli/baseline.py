@@ -77,7 +77,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dir",
         type=Path,
         default=None,
-        help=f"{dir_help} (default: benchmark_results; read unless a store is chosen: --store, PERFGATE_STORE or the configuration)",
+        help=f"{dir_help} (default: benchmark_results; read unless a store is chosen: --store, PERFGATE_STORE "
+        "or the configuration)",
     )
     _store_argument(show)
     update = _action(

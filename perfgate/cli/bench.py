@@ -57,9 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--data", type=Path, default=None, default_text="synthetic OHLCV-1m bars")
     add_store_argument(parser)
     add_flag(parser, "--push-metrics", metavar="URL")
-    add_flag(
-        parser, "--rounds", type=int, default=None, default_text="3; 5 for the built-in pipeline, 2 with --quick"
-    )
+    add_flag(parser, "--rounds", type=int, default=None, default_text="3; 5 for the built-in pipeline, 2 with --quick")
     add_flag(parser, "--repeat", type=int, default=None, default_text="from each stage's speed")
     parser.add_argument(
         "--warmup", type=int, default=None, help="untimed calls per stage first (default: from each stage's speed)"

@@ -62,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
         )
         done = 0
         for model in models:
-            runs = store.runs(RunQuery(model=model, machine=machine, branch=args.baseline_branch, limit=args.baseline_runs))
+            runs = store.runs(
+                RunQuery(model=model, machine=machine, branch=args.baseline_branch, limit=args.baseline_runs)
+            )
             if len(runs) < 3:
                 console.print(
                     f"{term(model)}: {len(runs)} run(s) on {term(args.baseline_branch)} from machine {term(machine)}; "
@@ -87,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
         store.close()
     if not done:
         raise InputError(
-            f"no model has 3 runs on {args.baseline_branch} from machine {machine}; record more runs first", source=store.url
+            f"no model has 3 runs on {args.baseline_branch} from machine {machine}; record more runs first",
+            source=store.url,
         )
     console.print(f"written: {term(args.output)}")
     return 0

@@ -82,9 +82,7 @@ def _inspect(args: argparse.Namespace) -> int:
 
     as_json = args.format == "json"
     if args.ts_out and args.dbn_version is None:
-        raise DataError(
-            "--ts-out applies only to header-less fragments; give --dbn-version too", source=str(args.file)
-        )
+        raise DataError("--ts-out applies only to header-less fragments; give --dbn-version too", source=str(args.file))
     try:
         dbn = load_dbn(args.file, version=args.dbn_version, ts_out=args.ts_out, mixed=args.mixed)
     except DataError as exc:
