@@ -162,7 +162,7 @@ def test_a_deprecated_spelling_works_and_warns_once(tmp_path, capsys):
     # history --limit: the old spelling of --trend-runs, given twice; the store is empty (exit 2 after parsing)
     assert main(["history", "--model", "dqn", "--store", url, "--limit", "0", "--limit", "5"]) == 2
     err = capsys.readouterr().err
-    assert err.count("perfgate history --limit is deprecated") == 1
+    assert err.count("perfgate history: warning: --limit is deprecated") == 1
     assert "use --trend-runs" in err
     # a value given with the old spelling is the new flag's value
     assert main(["history", "--model", "dqn", "--store", url, "--limit", "0"]) == 2

@@ -100,8 +100,8 @@ FLAG_HELP: dict[str, str] = {
     "--json": "write the machine-readable report (JSON) here",
     "--format": "text, for people (tables), or json, for programs",
     "--machine": "machine fingerprint, as perfgate history and the reports show it",
-    "--model": "the model, by name, any case (DQN is dqn): dqn, ppo, mamba2, tft, or one of your own suite's; "
-    "all for every model, where the command takes several",
+    "--model": "the model, by name, any case (DQN is dqn): with the built-in suite dqn, ppo, mamba2 or tft; with "
+    "--suite NAME any name that suite's stages accept; all for every model, where the command takes several",
     "--push-metrics": "push the new results as Prometheus metrics to this Pushgateway URL",
     "--quick": "smoke run: fewer and shorter repetitions, to see that every stage runs (not for baselines or "
     "decisions)",
@@ -137,20 +137,20 @@ def add_flag(
 _warned: set[str] = set()
 
 
-def warn_deprecated(old: str, new: str) -> None:
+def warn_deprecated(command: str, old: str, new: str) -> None:
     """One line on stderr, once per process and spelling, naming the spelling to use instead."""
-    if old in _warned:
+    if f"{command} {old}" in _warned:
         return
-    _warned.add(old)
-    print(f"perfgate: warning: {old} is deprecated and will be removed; use {new}", file=sys.stderr)
+    _warned.add(f"{command} {old}")
+    print(f"perfgate {command}: warning: {old} is deprecated and will be removed; use {new}", file=sys.stderr)
 
 
 class _DeprecatedAlias(argparse.Action):
     """An old spelling of a flag: stores into the new flag's destination, after a one-time warning."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str, *, new: str, label: str, **kwargs: object) -> None:
+    def __init__(self, option_strings: Sequence[str], dest: str, *, new: str, command: str, **kwargs: object) -> None:
         self.new = new
-        self.label = label
+        self.command = command
         super().__init__(option_strings, dest, **kwargs)  # type: ignore[arg-type]
 
     def __call__(
@@ -160,7 +160,7 @@ class _DeprecatedAlias(argparse.Action):
         values: object,
         option_string: str | None = None,
     ) -> None:
-        warn_deprecated(self.label, self.new)
+        warn_deprecated(self.command, option_string or self.option_strings[0], self.new)
         setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
 
 
@@ -178,8 +178,7 @@ def add_deprecated_alias(
     ``command`` (``"history"``) names where the spelling was used, in the warning.
     """
     spelling = new_spelling or new.option_strings[-1]
-    label = f"perfgate {command} {old}"
-    kwargs: dict[str, object] = {"dest": new.dest, "default": argparse.SUPPRESS, "new": spelling, "label": label}
+    kwargs: dict[str, object] = {"dest": new.dest, "default": argparse.SUPPRESS, "new": spelling, "command": command}
     if const is not None:
         kwargs.update(nargs=0, const=const)
     else:
