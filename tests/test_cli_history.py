@@ -80,7 +80,17 @@ def test_every_metric_of_the_latest_run_and_no_false_change(history_url, capsys)
 
 
 def test_statistic_limit_branches_and_machine(history_url, capsys):
-    base = ["history", "--model", "dqn", "--metric", "training_step_time_ms", "--format", "json", "--store", history_url]
+    base = [
+        "history",
+        "--model",
+        "dqn",
+        "--metric",
+        "training_step_time_ms",
+        "--format",
+        "json",
+        "--store",
+        history_url,
+    ]
     p95 = _json(capsys, [*base, "--statistic", "p95", "--trend-runs", "5"])["metrics"][0]["points"]
     assert [p["run_id"] for p in p95] == [f"run{i}" for i in range(55, 60)]
     with open_store(history_url) as s:
@@ -88,7 +98,9 @@ def test_statistic_limit_branches_and_machine(history_url, capsys):
     assert p95[-1]["value"] == pytest.approx(float(np.percentile(samples, 95)))
     everything = _json(capsys, [*base, "--all-branches"])
     assert everything["branch"] is None and everything["metrics"][0]["points"][-1]["run_id"] == "pr1"
-    other = _json(capsys, ["history", "--model", "dqn", "--machine", "machine-b", "--format", "json", "--store", history_url])
+    other = _json(
+        capsys, ["history", "--model", "dqn", "--machine", "machine-b", "--format", "json", "--store", history_url]
+    )
     assert other["machine"] == "machine-b" and [m["metric"] for m in other["metrics"]] == ["memory_usage_mb"]
 
 

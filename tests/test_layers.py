@@ -70,4 +70,3 @@ def test_the_measurement_layer_starts_no_perfgate_command():
         if '"-m", "perfgate",' in path.read_text() or "'-m', 'perfgate'," in path.read_text()
     ]
     assert offenders == []
-

@@ -122,6 +122,19 @@ FLAG_HELP: dict[str, str] = {
 }
 
 
+_METAVARS = {
+    "--baseline-branch": "BRANCH",
+    "--branch": "BRANCH",
+    "--config": "FILE",
+    "--data": "FILE",
+    "--git-commit": "SHA",
+    "--html": "FILE",
+    "--json": "FILE",
+    "--machine": "FINGERPRINT",
+    "--baseline-runs": "K",
+}
+
+
 def add_flag(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup,
     flag: str,
@@ -131,6 +144,8 @@ def add_flag(
 ) -> argparse.Action:
     """Add ``flag`` with its one help text of :data:`FLAG_HELP` (and this command's default, if given)."""
     text = FLAG_HELP[flag] + (f" (default: {default_text})" if default_text else "")
+    if flag in _METAVARS and kwargs.get("action") is None and "metavar" not in kwargs:
+        kwargs["metavar"] = _METAVARS[flag]
     return parser.add_argument(flag, help=text, **kwargs)  # type: ignore[arg-type]
 
 

@@ -347,8 +347,8 @@ def run(args: argparse.Namespace) -> int:
     runs = []
     paths = {model: output_path(args.output, model, len(models) > 1) for model in models}
     url = chosen_store(args, config)  # record the runs there too: --store, PERFGATE_STORE or the configuration
-    store = store_file(url) if url is not None else None
-    inputs = {"--data": args.data, "--config": config.source, "the store": store}
+    store_path = store_file(url) if url is not None else None
+    inputs = {"--data": args.data, "--config": config.source, "the store": store_path}
     check_distinct({f"--output ({m})": p for m, p in paths.items()}, inputs)
     for model in models:
         path = paths[model]

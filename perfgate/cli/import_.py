@@ -81,8 +81,8 @@ def _provenance(run: Run, args: argparse.Namespace) -> Run:
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     url = chosen_store(args, config)  # record the run there too: --store, PERFGATE_STORE or the configuration
-    store = store_file(url) if url is not None else None
-    check_distinct({"--output": args.output}, {"FILE": args.file, "--config": config.source, "the store": store})
+    store_path = store_file(url) if url is not None else None
+    check_distinct({"--output": args.output}, {"FILE": args.file, "--config": config.source, "the store": store_path})
     options = ImportOptions(model=args.model, suite=args.suite, time_unit=args.time_unit)
     result = import_file(args.format, args.file, options)
     imported = _provenance(result.run, args)
