@@ -241,7 +241,7 @@ def run_check(repo: Path, case: str, base: str, cur: str, out: Path, seed: int, 
     c = CASES[case]
     argv = [sys.executable, "-m", "perfgate", "ab", "--repo", str(repo), "--baseline-ref", base, "--current-ref", cur]
     argv += ["--suite", c["suite"], "--stages-module", c["module"], "--model", c["model"], "--quiet"]
-    argv += ["--threshold", str(threshold), "--seed", str(seed), "--json", str(out)]
+    argv += ["--threshold", str(threshold), "--order-seed", str(seed), "--json", str(out)]
     t0 = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, env=env(), cwd=repo.parent, check=False)
     took = time.monotonic() - t0
@@ -252,8 +252,8 @@ def run_check(repo: Path, case: str, base: str, cur: str, out: Path, seed: int, 
 
 def legacy_check(repo: Path, case: str, base: str, cur: str) -> tuple[dict[float, dict], float]:
     """The older process-level design: a fresh ``perfgate bench`` per measurement, ABBA, paired t test."""
-    from perfgate.bench.ab import AbOptions, checkout, measure_interleaved
     from perfgate.core.compare import compare_runs
+    from perfgate.orchestrate.ab import AbOptions, checkout, measure_interleaved
 
     c = CASES[case]
     t0 = time.monotonic()

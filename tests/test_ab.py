@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.bench.ab import WORKTREE, AbOptions, abba_order, checkout
 from perfgate.cli import main
 from perfgate.errors import InputError
+from perfgate.orchestrate.ab import WORKTREE, AbOptions, abba_order, checkout
 
 STAGES = '''\
 """A user stage for the perfgate ab tests: a fixed numpy computation, allocation-free."""
@@ -136,7 +136,7 @@ def test_options_need_three_pairs_and_one_model():
 @pytest.mark.slow
 def test_more_work_is_a_paired_regression(repo, tmp_path):
     path, first, second = repo
-    code, text, data = ab(path, first, second, tmp_path, "--seed", "7")
+    code, text, data = ab(path, first, second, tmp_path, "--order-seed", "7")
     assert code == 1
     assert verdicts(data)["work_time_ms"] == "regressed"
     assert data["regressions"] == ["work_time_ms"]

@@ -235,36 +235,6 @@ def test_time_budget_stops_early_on_quiet_metrics(tmp_path, monkeypatch):
     assert 2 <= len(groups) <= 6
 
 
-def test_child_argv_replaces_parent_flags():
-    from perfgate.bench.workers import child_argv
-
-    argv = [
-        "--model",
-        "all",
-        "--output=x.json",
-        "--store",
-        "sqlite:///s.db",
-        "--processes",
-        "4",
-        "--quick",
-        "--time-budget",
-        "60",
-        "--seed",
-        "3",
-    ]
-    assert child_argv(argv, "ppo", Path("w.json")) == [
-        "--quick",
-        "--seed",
-        "3",
-        "--model",
-        "ppo",
-        "--output",
-        "w.json",
-        "--processes",
-        "1",
-    ]
-
-
 def test_missing_stages_module_is_exit_2(tmp_path, capsys):
     assert (
         main(["bench", "--stages-module", "no_such_module_xyz", "--model", "dqn", "--output", str(tmp_path / "r.json")])

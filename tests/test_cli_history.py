@@ -50,7 +50,7 @@ def _json(capsys, argv: list[str]) -> dict:
 
 
 def test_step_is_reported_at_its_commit_as_worse(history_url, capsys):
-    args = ["history", "--model", "DQN", "--metric", "training_step_time_ms", "--changepoints", "--json"]
+    args = ["history", "--model", "DQN", "--metric", "training_step_time_ms", "--changepoints", "--format", "json"]
     out = _json(capsys, [*args, "--store", history_url])
     assert (out["model"], out["machine"], out["branch"], out["statistic"]) == ("dqn", "machine-a", "main", "median")
     (metric,) = out["metrics"]
@@ -65,7 +65,7 @@ def test_step_is_reported_at_its_commit_as_worse(history_url, capsys):
 
 @pytest.mark.parametrize("method", ["seeded", "binseg", "edivisive"])
 def test_slow_throughput_drift_is_a_worse_change(history_url, capsys, method):
-    args = ["history", "--model", "dqn", "--metric", "throughput_samples_per_sec", "--changepoints", "--json"]
+    args = ["history", "--model", "dqn", "--metric", "throughput_samples_per_sec", "--changepoints", "--format", "json"]
     out = _json(capsys, [*args, "--method", method, "--store", history_url])
     cps = out["metrics"][0]["changepoints"]
     assert cps and all(30 <= c["index"] <= 41 for c in cps)
@@ -73,22 +73,34 @@ def test_slow_throughput_drift_is_a_worse_change(history_url, capsys, method):
 
 
 def test_every_metric_of_the_latest_run_and_no_false_change(history_url, capsys):
-    out = _json(capsys, ["history", "--model", "dqn", "--changepoints", "--json", "--store", history_url])
+    out = _json(capsys, ["history", "--model", "dqn", "--changepoints", "--format", "json", "--store", history_url])
     names = [m["metric"] for m in out["metrics"]]
     assert names == ["memory_usage_mb", "throughput_samples_per_sec", "training_step_time_ms"]
     assert out["metrics"][0]["changepoints"] == []
 
 
 def test_statistic_limit_branches_and_machine(history_url, capsys):
-    base = ["history", "--model", "dqn", "--metric", "training_step_time_ms", "--json", "--store", history_url]
-    p95 = _json(capsys, [*base, "--statistic", "p95", "--limit", "5"])["metrics"][0]["points"]
+    base = [
+        "history",
+        "--model",
+        "dqn",
+        "--metric",
+        "training_step_time_ms",
+        "--format",
+        "json",
+        "--store",
+        history_url,
+    ]
+    p95 = _json(capsys, [*base, "--statistic", "p95", "--trend-runs", "5"])["metrics"][0]["points"]
     assert [p["run_id"] for p in p95] == [f"run{i}" for i in range(55, 60)]
     with open_store(history_url) as s:
         samples = s.get_run("run59").metrics["training_step_time_ms"].samples
     assert p95[-1]["value"] == pytest.approx(float(np.percentile(samples, 95)))
     everything = _json(capsys, [*base, "--all-branches"])
     assert everything["branch"] is None and everything["metrics"][0]["points"][-1]["run_id"] == "pr1"
-    other = _json(capsys, ["history", "--model", "dqn", "--machine", "machine-b", "--json", "--store", history_url])
+    other = _json(
+        capsys, ["history", "--model", "dqn", "--machine", "machine-b", "--format", "json", "--store", history_url]
+    )
     assert other["machine"] == "machine-b" and [m["metric"] for m in other["metrics"]] == ["memory_usage_mb"]
 
 
@@ -109,7 +121,7 @@ def test_errors_exit_2_with_what_the_store_has(history_url, tmp_path, capsys):
     assert main(["history", "--model", "dqn", "--metric", "nope", "--store", history_url]) == 2
     err = capsys.readouterr().err
     assert "no values of metric 'nope'" in err and "training_step_time_ms" in err
-    assert main(["history", "--model", "dqn", "--alpha", "2", "--store", history_url]) == 2
+    assert main(["history", "--model", "dqn", "--changepoint-alpha", "2", "--store", history_url]) == 2
     assert main(["history", "--model", "dqn", "--store", f"sqlite:///{tmp_path}/empty.db"]) == 2
     assert "record some" in capsys.readouterr().err
 
@@ -154,7 +166,7 @@ def test_a_slow_hour_of_the_machine_is_no_change_point_when_normalised(tmp_path,
         runs.append(dataclasses.replace(r, metrics={metric.name: dataclasses.replace(metric, reference=ref)}))
     with open_store(url) as s:
         s.add_runs(runs)
-    args = ["history", "--model", "dqn", "--metric", "training_step_time_ms", "--changepoints", "--json"]
+    args = ["history", "--model", "dqn", "--metric", "training_step_time_ms", "--changepoints", "--format", "json"]
     (metric,) = _json(capsys, [*args, "--store", url])["metrics"]
     assert len(metric["normalised"]) == 60
     assert [cp["commit"] for cp in metric["changepoints"]] == ["c40"]

@@ -19,6 +19,8 @@ ALLOWED = {
     "export": {"export", "core", "errors", "store", "report"},
     "notify": {"notify", "core", "errors", "report"},
     "importers": {"importers", "core", "errors", "runfile"},
+    # starts perfgate's own processes (bench workers, the two sides of ab): above the measurement layer
+    "orchestrate": {"orchestrate", "bench", "core", "errors", "runfile", "store", "report"},
 }
 FORBIDDEN_IN_CORE = {"torch", "os", "subprocess", "socket", "sqlite3", "psycopg", "time", "pathlib", "random"}
 
@@ -58,3 +60,13 @@ def test_import_perfgate_does_not_import_torch():
     code = "import sys, perfgate, perfgate.cli, perfgate.core.compare; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "False"
+
+
+def test_the_measurement_layer_starts_no_perfgate_command():
+    """Code that runs ``python -m perfgate <command>`` knows the command line: it lives in orchestrate."""
+    offenders = [
+        str(path.relative_to(PACKAGE))
+        for path in (PACKAGE / "bench").rglob("*.py")
+        if '"-m", "perfgate",' in path.read_text() or "'-m', 'perfgate'," in path.read_text()
+    ]
+    assert offenders == []

@@ -12,14 +12,14 @@ import importlib
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from perfgate import __version__
 from perfgate.core.redact import mask_url
 from perfgate.core.text import one_line
 from perfgate.errors import EXIT_ERROR, PerfgateError, os_error_text
 
-__all__ = ["COMMANDS", "main"]
+__all__ = ["COMMANDS", "guarded", "main"]
 
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -40,7 +40,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from perfgate.cli._common import Parser
+
+    parser = Parser(
         prog="perfgate",
         description="Performance-regression gate for ML training pipelines.",
     )
@@ -54,7 +56,9 @@ def _build_parser() -> argparse.ArgumentParser:
 def _command_parser(name: str) -> tuple[argparse.ArgumentParser, object]:
     module_name, help_text = COMMANDS[name]
     module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(prog=f"perfgate {name}", description=help_text)
+    from perfgate.cli._common import Parser
+
+    parser = Parser(prog=f"perfgate {name}", description=help_text)
     module.add_arguments(parser)
     return parser, module
 
@@ -96,14 +100,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         top.print_help()
         return EXIT_ERROR
     name = args_list[0]
-    try:
+
+    def command() -> int:
         parser, module = _command_parser(name)
         try:
             args = parser.parse_args(args_list[1:])
         except SystemExit as exc:  # argparse: --help exits 0, a usage error exits 2
             return int(exc.code or 0)
-        args.raw_argv = args_list[1:]  # for commands that re-run themselves in worker processes
-        code = int(module.run(args))  # type: ignore[attr-defined]
+        return int(module.run(args))  # type: ignore[attr-defined]
+
+    return guarded(name, command)
+
+
+def guarded(name: str, command: Callable[[], int]) -> int:
+    """Run ``command`` with perfgate's error handling: every error a one-line message and exit 2."""
+    try:
+        code = command()
         sys.stdout.flush()  # a full disk or a closed pipe on stdout is an error of this command, not of exit
         return code
     except PerfgateError as exc:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,7 +21,13 @@ from perfgate.errors import ConfigError, PerfgateError
 from perfgate.report.format import fmt_change
 
 __all__ = [
+    "FLAG_HELP",
+    "Parser",
     "add_config_argument",
+    "add_deprecated_alias",
+    "add_flag",
+    "add_store_argument",
+    "chosen_store",
     "config_from",
     "config_warnings",
     "console_for",
@@ -31,6 +38,7 @@ __all__ = [
     "print_verdict",
     "stderr_console",
     "store_file",
+    "store_url",
     "term",
     "term_cell",
 ]
@@ -64,13 +72,170 @@ def needs_extra(extra: str, what: str) -> Iterator[None]:
         raise ConfigError(f"{what} needs {top}, from perfgate's {extra} extra: {_HOW[extra]}") from None
 
 
-def add_config_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config",
-        type=Path,
-        default=None,
-        help="perfgate.toml or pyproject.toml with [tool.perfgate] (default: found from the working directory)",
+class Parser(argparse.ArgumentParser):
+    """perfgate's argument parser: no abbreviations of long flags.
+
+    With abbreviations, ``--stor`` would mean ``--store`` today and become ambiguous (an
+    error) the day another flag starting with ``--stor`` is added; a flag is spelt in full.
+    Sub-parsers (``perfgate baseline update``) are of the same class, so they refuse them too.
+    """
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+
+# One help text per flag name, for every command that has the flag: a flag name means one
+# thing everywhere. A command may add what its default is, as a final "(default …)".
+FLAG_HELP: dict[str, str] = {
+    "--alpha": "family-wise significance level: the chance of a false alarm in any of the metrics compared",
+    "--baseline-branch": "the branch whose recorded runs are read as the reference: baselines, trends, noise",
+    "--baseline-runs": "how many of the newest recorded runs of the baseline branch are used",
+    "--branch": "the git branch to record with the new run",
+    "--comment": "write the compact pull-request comment form here (6 columns at most, details folded)",
+    "--config": "perfgate.toml or pyproject.toml with [tool.perfgate]",
+    "--data": "DBN market-data file to load (.dbn or .dbn.zst)",
+    "--device": "cpu or cuda[:N]",
+    "--git-commit": "the commit to record with the new run",
+    "--html": "write the HTML report (one self-contained file, with plots) here",
+    "--json": "write the machine-readable report (JSON) here",
+    "--format": "text, for people (tables), or json, for programs",
+    "--machine": "machine fingerprint, as perfgate history and the reports show it",
+    "--model": "the model, by name, any case (DQN is dqn): with the built-in suite dqn, ppo, mamba2 or tft; with "
+    "--suite NAME any name that suite's stages accept; all for every model, where the command takes several",
+    "--push-metrics": "push the new results as Prometheus metrics to this Pushgateway URL",
+    "--quick": "smoke run: fewer and shorter repetitions, to see that every stage runs (not for baselines or "
+    "decisions)",
+    "--quiet": "print nothing but errors",
+    "--repeat": "timed calls per stage and round",
+    "--rounds": "rounds over all stages",
+    "--seed": "random seed of the synthetic data (and, in bench, of the models' initial weights)",
+    "--stages-module": "import this module first (it registers your own stages with @stage), e.g. mystages or "
+    "bench.stages, found in the working directory or on PYTHONPATH; repeatable",
+    "--store": "result store URL: sqlite:///path.db or postgresql://user@host/db (default: the PERFGATE_STORE "
+    "environment variable, else the configuration's store; a command that needs a store falls back to "
+    "sqlite:///.perfgate/perfgate.db)",
+    "--suite": "the suite: pipeline (the built-in ML pipeline) or the name of one of your own",
+    "--time-budget": "seconds the measurement may take: worker processes (in ab, pairs of them) are added while "
+    "they fit and some timing is still uncertain",
+    "--threshold": "regression threshold in percent: a change smaller than this never fails the check",
+    "--trend-runs": "how many of the newest recorded runs are drawn in each trend",
+}
+
+
+_METAVARS = {
+    "--baseline-branch": "BRANCH",
+    "--branch": "BRANCH",
+    "--config": "FILE",
+    "--data": "FILE",
+    "--git-commit": "SHA",
+    "--comment": "FILE",
+    "--html": "FILE",
+    "--json": "FILE",
+    "--machine": "FINGERPRINT",
+    "--baseline-runs": "K",
+}
+
+
+def add_flag(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    flag: str,
+    *,
+    default_text: str | None = None,
+    **kwargs: object,
+) -> argparse.Action:
+    """Add ``flag`` with its one help text of :data:`FLAG_HELP` (and this command's default, if given)."""
+    text = FLAG_HELP[flag] + (f" (default: {default_text})" if default_text else "")
+    if flag in _METAVARS and kwargs.get("action") is None and "metavar" not in kwargs:
+        kwargs["metavar"] = _METAVARS[flag]
+    return parser.add_argument(flag, help=text, **kwargs)  # type: ignore[arg-type]
+
+
+_warned: set[str] = set()
+
+
+def warn_deprecated(command: str, old: str, new: str) -> None:
+    """One line on stderr, once per process and spelling, naming the spelling to use instead."""
+    if f"{command} {old}" in _warned:
+        return
+    _warned.add(f"{command} {old}")
+    print(f"perfgate {command}: warning: {old} is deprecated and will be removed; use {new}", file=sys.stderr)
+
+
+class _DeprecatedAlias(argparse.Action):
+    """An old spelling of a flag: stores into the new flag's destination, after a one-time warning."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, new: str, command: str, **kwargs: object) -> None:
+        self.new = new
+        self.command = command
+        super().__init__(option_strings, dest, **kwargs)  # type: ignore[arg-type]
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        warn_deprecated(self.command, option_string or self.option_strings[0], self.new)
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+
+
+def add_deprecated_alias(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    old: str,
+    new: argparse.Action,
+    *,
+    command: str,
+    new_spelling: str | None = None,
+    const: object = None,
+) -> argparse.Action:
+    """Keep ``old`` working as a spelling of ``new`` (``const``: ``old`` is a switch that sets it).
+
+    ``command`` (``"history"``) names where the spelling was used, in the warning.
+    """
+    spelling = new_spelling or new.option_strings[-1]
+    kwargs: dict[str, object] = {"dest": new.dest, "default": argparse.SUPPRESS, "new": spelling, "command": command}
+    if const is not None:
+        kwargs.update(nargs=0, const=const)
+    else:
+        kwargs.update(type=new.type, choices=new.choices, metavar=new.metavar or old.lstrip("-").upper())
+    return parser.add_argument(
+        old,
+        action=_DeprecatedAlias,
+        help=f"deprecated spelling of {spelling}",
+        **kwargs,  # type: ignore[arg-type]
     )
+
+
+def add_config_argument(parser: argparse.ArgumentParser) -> None:
+    add_flag(parser, "--config", type=Path, default=None, default_text="found from the working directory")
+
+
+def add_store_argument(parser: argparse.ArgumentParser) -> None:
+    """``--store URL``, the same in every command; read it with :func:`store_url` or :func:`chosen_store`."""
+    add_flag(parser, "--store", metavar="URL", default=None)
+
+
+def chosen_store(args: argparse.Namespace, config: Config) -> str | None:
+    """The store the user chose: ``--store``, else ``PERFGATE_STORE``, else the configuration; None for none.
+
+    For commands that use a store only when one is chosen (``bench`` and ``import`` record
+    their run there, ``check`` takes its baseline from it).
+    """
+    from perfgate.store import resolve_store_url
+
+    url = getattr(args, "store", None)
+    if url is None and not os.environ.get("PERFGATE_STORE", "").strip() and config.store is None:
+        return None
+    return resolve_store_url(url, config.store)
+
+
+def store_url(args: argparse.Namespace, config: Config) -> str:
+    """The store of a command that needs one: :func:`chosen_store`, else the default SQLite file."""
+    from perfgate.store import resolve_store_url
+
+    return resolve_store_url(getattr(args, "store", None), config.store)
 
 
 def config_from(args: argparse.Namespace) -> Config:

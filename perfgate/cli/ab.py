@@ -5,7 +5,7 @@ processes that import its own tree; fresh pairs of them alternate short blocks o
 stage on one CPU until every gated metric is decided or ``--time-budget`` is spent
 (:mod:`perfgate.bench.interleave`, decided by :mod:`perfgate.core.paired`). A revision whose
 perfgate predates the resident worker is measured the older way, one fresh ``perfgate
-bench`` process per measurement in ABBA order (:mod:`perfgate.bench.ab`), and the report
+bench`` process per measurement, alternating A B B A (:mod:`perfgate.orchestrate.ab`), and the report
 says so. The reports and exit codes are ``perfgate check``'s (0 pass, 1 regression or
 broken budget, 2 could not decide).
 
@@ -28,7 +28,15 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from perfgate.cli._common import add_config_argument, config_from, policy_from, print_verdict, stderr_console
+from perfgate.cli._common import (
+    add_config_argument,
+    add_deprecated_alias,
+    add_flag,
+    config_from,
+    policy_from,
+    print_verdict,
+    stderr_console,
+)
 from perfgate.core.compare import CheckResult, compare_runs
 from perfgate.core.policy import Policy
 from perfgate.core.schema import normalize_model
@@ -45,8 +53,8 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from perfgate.bench.ab import DEFAULT_PAIRS, WORKTREE
     from perfgate.bench.interleave import DEFAULT_TIME_BUDGET
+    from perfgate.orchestrate.ab import DEFAULT_PAIRS, WORKTREE
 
     parser.add_argument("--baseline-ref", required=True, help="git ref of the baseline (branch, tag or SHA)")
     parser.add_argument(
@@ -55,61 +63,69 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"git ref of the current version, or {WORKTREE} for the working tree as it is "
         f"(default: HEAD when the working tree is clean, {WORKTREE} when it has uncommitted changes)",
     )
-    parser.add_argument(
-        "--model",
-        required=True,
-        help="the model to measure (one): with the built-in suite dqn, ppo, mamba2 or tft; with --suite NAME any "
-        "name that suite's stages accept",
-    )
-    parser.add_argument(
+    add_flag(parser, "--model", required=True)
+    add_flag(
+        parser,
         "--time-budget",
         type=float,
         default=DEFAULT_TIME_BUDGET,
         metavar="SECONDS",
-        help=f"seconds the check may take; worker pairs are added while they fit and some metric is still "
-        f"undecided (default {DEFAULT_TIME_BUDGET:g}: a DQN or PPO check; give Mamba-2 or TFT about 240)",
+        default_text=f"{DEFAULT_TIME_BUDGET:g}, enough for a DQN or PPO check; give Mamba-2 or TFT about 240",
     )
     parser.add_argument(
         "--pairs",
         type=int,
         default=20,
         metavar="N",
-        help=f"at most N fresh worker pairs (default 20); an old revision measured process by process uses "
-        f"min(N, {DEFAULT_PAIRS}) ABBA pairs",
+        help=f"at most N fresh worker pairs (default 20); a revision too old for resident workers is measured "
+        f"in min(N, {DEFAULT_PAIRS}) pairs of whole perfgate bench processes",
     )
-    parser.add_argument(
-        "--seed", type=int, default=None, help="seed of the block order (default: random; the report gives it)"
+    seed = parser.add_argument(
+        "--order-seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="random seed of the order in which the two sides' blocks alternate (default: random; the report "
+        "gives it, so a check can be repeated)",
     )
-    parser.add_argument("--suite", default="pipeline", help="registered suite to run (default: pipeline)")
-    parser.add_argument(
+    add_deprecated_alias(parser, "--seed", seed, command="ab")
+    add_flag(parser, "--suite", default="pipeline", default_text="pipeline")
+    add_flag(
+        parser,
         "--stages-module",
         action="append",
         default=[],
         dest="stages_modules",
         metavar="MODULE",
-        help="module each side imports to register its stages (repeatable; from that side's tree)",
+        default_text="none; each side imports it from its own revision's tree",
     )
-    parser.add_argument(
-        "--quick", action="store_true", help="smoke run: 3 short pairs, to see that both sides run (not for decisions)"
+    add_flag(parser, "--quick", action="store_true")
+    add_flag(
+        parser,
+        "--rounds",
+        type=int,
+        default=None,
+        default_text="perfgate bench's; used only for a revision too old for resident workers",
     )
-    parser.add_argument("--rounds", type=int, default=None, help="process-level fallback only: perfgate bench --rounds")
-    parser.add_argument("--repeat", type=int, default=None, help="process-level fallback only: perfgate bench --repeat")
-    parser.add_argument("--device", default=None, help="cpu or cuda[:N] for both sides (default cpu)")
-    parser.add_argument("--data", type=Path, default=None, help="DBN file both sides load (default: synthetic)")
-    parser.add_argument("--threshold", type=float, default=None, help="regression threshold in percent (default 10)")
-    parser.add_argument("--alpha", type=float, default=None, help="family-wise significance level (default 0.01)")
+    add_flag(
+        parser,
+        "--repeat",
+        type=int,
+        default=None,
+        default_text="perfgate bench's; used only for a revision too old for resident workers",
+    )
+    add_flag(parser, "--device", default=None, default_text="cpu")
+    add_flag(parser, "--data", type=Path, default=None, default_text="synthetic OHLCV-1m bars")
+    add_flag(parser, "--threshold", type=float, default=None, default_text="10")
+    add_flag(parser, "--alpha", type=float, default=None, default_text="0.01")
     parser.add_argument("--output", type=Path, help="write the Markdown report here")
-    parser.add_argument("--json", type=Path, dest="json_output", help="write the machine-readable report here")
-    parser.add_argument("--html", type=Path, dest="html_output", help="write the HTML report with plots here")
-    parser.add_argument(
-        "--comment",
-        type=Path,
-        help="write the compact pull-request comment form here (6 columns at most, details folded)",
-    )
+    add_flag(parser, "--json", type=Path, dest="json_output")
+    add_flag(parser, "--html", type=Path, dest="html_output")
+    add_flag(parser, "--comment", type=Path)
     parser.add_argument(
         "--repo", type=Path, default=None, help="the git repository (default: the one holding the working directory)"
     )
-    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    add_flag(parser, "--quiet", action="store_true")
     add_config_argument(parser)
 
 
@@ -177,7 +193,8 @@ def _resident_options(args: argparse.Namespace, policy: Policy, seed: int) -> Re
 def run(args: argparse.Namespace) -> int:
     import secrets
 
-    from perfgate.bench.ab import (
+    from perfgate.bench.interleave import ProtocolMissing, measure_resident
+    from perfgate.orchestrate.ab import (
         DEFAULT_PAIRS,
         WORKTREE,
         AbOptions,
@@ -187,7 +204,6 @@ def run(args: argparse.Namespace) -> int:
         measure_interleaved,
         sides,
     )
-    from perfgate.bench.interleave import ProtocolMissing, measure_resident
 
     config = config_from(args)
     policy = policy_from(config, args)
@@ -204,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
         bench_args=_bench_args(args),
         metric_info=policy.metric_info,
     )
-    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    seed = args.order_seed if args.order_seed is not None else secrets.randbelow(2**31)
     resident = _resident_options(args, policy, seed)
     repo = git_toplevel(args.repo if args.repo is not None else Path.cwd())
     current_ref = args.current_ref or (WORKTREE if is_dirty(repo) else "HEAD")
@@ -226,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             outcome = measure_resident(sides(base_rev, cur_rev), resident, policy, progress=progress)
         except ProtocolMissing as exc:
-            progress(f"{exc}: measuring process by process (ABBA) instead")
+            progress(f"{exc}: measuring whole perfgate bench processes, alternating A B B A, instead")
             ab = measure_interleaved(base_rev, cur_rev, fallback, progress=lambda w: progress(f"measured {w}"))
             source = f"{ab.describe()}. {exc}, so the older process-level design was used: far less sensitive"
             result = compare_runs(ab.baseline, ab.current, policy, paired=True, baseline_source=source)

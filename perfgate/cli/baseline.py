@@ -16,11 +16,16 @@ from pathlib import Path
 
 from perfgate.cli._common import (
     add_config_argument,
+    add_deprecated_alias,
+    add_flag,
+    add_store_argument,
+    chosen_store,
     config_from,
     console_for,
     model_key,
     stderr_console,
     store_file,
+    store_url,
     term_cell,
 )
 from perfgate.core.baseline import flat_baseline, pool_runs
@@ -42,12 +47,8 @@ def baseline_path(directory: Path, model: str) -> Path:
     return directory / f"{model_key(model)}_baseline.json"
 
 
-def _store_argument(parser: argparse.ArgumentParser, help_text: str | None = None) -> None:
-    parser.add_argument(
-        "--store",
-        default=None,
-        help=help_text or "store URL (default: PERFGATE_STORE, the configuration, or sqlite:///.perfgate/perfgate.db)",
-    )
+def _store_argument(parser: argparse.ArgumentParser) -> None:
+    add_store_argument(parser)
     add_config_argument(parser)
 
 
@@ -55,31 +56,70 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from perfgate.store.baseline import DEFAULT_BASELINE_RUNS
 
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    save = sub.add_parser("save", help="make a run file the baseline of its model")
-    save.add_argument("run", type=Path, metavar="RUN.json")
-    save.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="baseline folder (default benchmark_results)")
-    show = sub.add_parser("show", help="print the baselines (one model or all), from files or with --store")
-    show.add_argument("--model", default=None)
-    show.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="baseline folder (default benchmark_results)")
-    _store_argument(show, "show the baselines kept in this store (with the runs they came from) instead of files")
-    update = sub.add_parser("update", help="form baselines from the last K unflagged runs on main (run on merge)")
-    update.add_argument("--model", default="all", help="one model, or all (default)")
-    update.add_argument(
-        "--runs", type=int, default=DEFAULT_BASELINE_RUNS, metavar="K", help="runs per baseline (default 10)"
+    dir_help = "folder of the baseline files, <model>_baseline.json"
+    save = _action(
+        sub,
+        "save",
+        "make a run file the baseline of its model",
+        "Copy RUN.json to <dir>/<model>_baseline.json, the file perfgate check --baseline reads.",
     )
-    update.add_argument("--branch", default="main", help="the branch whose runs form baselines (default main)")
+    save.add_argument("run", type=Path, metavar="RUN.json", help="the run file that becomes the baseline")
+    save.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=f"{dir_help} (default: benchmark_results)")
+    show = _action(
+        sub,
+        "show",
+        "print the baselines (one model or all), from files or with --store",
+        "Print each baseline's metrics (median, p95, p99, min, max). Without --store, the files of --dir; "
+        "with --store, the baselines kept in the store and the runs each was formed from.",
+    )
+    add_flag(show, "--model", default=None, default_text="every model")
+    show.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help=f"{dir_help} (default: benchmark_results; read unless a store is chosen: --store, PERFGATE_STORE "
+        "or the configuration)",
+    )
+    _store_argument(show)
+    update = _action(
+        sub,
+        "update",
+        "form baselines from the newest unflagged runs of the baseline branch (run on merge)",
+        "For every model and machine (or one model), pool the samples of the newest K recorded runs of the "
+        "baseline branch that the check did not flag into the baseline perfgate check --store compares with.",
+    )
+    add_flag(update, "--model", default="all", default_text="all")
+    runs = add_flag(update, "--baseline-runs", type=int, default=DEFAULT_BASELINE_RUNS, metavar="K", default_text="10")
+    add_deprecated_alias(update, "--runs", runs, command="baseline update")
+    branch = add_flag(update, "--baseline-branch", default="main", default_text="main")
+    add_deprecated_alias(update, "--branch", branch, command="baseline update")
     _store_argument(update)
-    accept = sub.add_parser("accept", help="let a run the gate flagged into baselines")
-    accept.add_argument("run_id", metavar="RUN_ID")
-    _store_argument(accept)
-    export = sub.add_parser(
-        "export", help="write a stored baseline as the original specification's flat per-model file"
+    accept = _action(
+        sub,
+        "accept",
+        "let a run the gate flagged into baselines",
+        "A run whose check found a regression is kept out of baselines. Accept it when the slowdown is "
+        "intended; it counts from the next perfgate baseline update on.",
     )
-    export.add_argument("--model", required=True)
+    accept.add_argument("run_id", metavar="RUN_ID", help="the run's id, as perfgate check and perfgate record print it")
+    _store_argument(accept)
+    export = _action(
+        sub,
+        "export",
+        "write a stored baseline as the original specification's flat per-model file",
+        "Write the baseline kept in the store for one model (and machine) as a file of the flat "
+        "single-number format of the original specification: one median per metric.",
+    )
+    add_flag(export, "--model", required=True)
     export.add_argument("--output", type=Path, required=True, help="file to write (e.g. dqn_baseline.json)")
-    export.add_argument("--machine", default=None, help="machine fingerprint, if the model has several")
-    export.add_argument("--branch", default="main")
+    add_flag(export, "--machine", default=None, default_text="the model's only machine")
+    branch = add_flag(export, "--baseline-branch", default="main", default_text="main")
+    add_deprecated_alias(export, "--branch", branch, command="baseline export")
     _store_argument(export)
+
+
+def _action(sub: argparse._SubParsersAction, name: str, help_text: str, description: str) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+    return sub.add_parser(name, help=help_text, description=f"{help_text[0].upper()}{help_text[1:]}. {description}")
 
 
 def _print_table(base: Run, title: str, footer: str) -> None:
@@ -108,9 +148,9 @@ def _show(path: Path) -> None:
 
 
 def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from perfgate.store import open_store, resolve_store_url
+    from perfgate.store import open_store
 
-    return open_store(resolve_store_url(args.store, config_from(args).store))
+    return open_store(store_url(args, config_from(args)))
 
 
 def _stored(store, model: str | None):  # type: ignore[no-untyped-def]
@@ -152,7 +192,9 @@ def _update(args: argparse.Namespace) -> int:
     model = None if args.model == "all" else args.model
     console = stderr_console()
     with _open(args) as store:
-        for record, runs in update_baselines(store, created_at=now, model=model, branch=args.branch, k=args.runs):
+        for record, runs in update_baselines(
+            store, created_at=now, model=model, branch=args.baseline_branch, k=args.baseline_runs
+        ):
             newest = runs[0]
             console.print(
                 plain(
@@ -180,17 +222,17 @@ def _accept(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     config = config_from(args)
     check_distinct(
-        {"--output": args.output}, {"the store": store_file(args.store, config.store), "--config": config.source}
+        {"--output": args.output}, {"the store": store_file(store_url(args, config)), "--config": config.source}
     )
     with _open(args) as store:
-        records = [r for r in _stored(store, args.model) if r.branch == args.branch]
+        records = [r for r in _stored(store, args.model) if r.branch == args.baseline_branch]
         if args.machine is not None:
             records = [r for r in records if r.machine == args.machine]
         if len(records) != 1:
             machines = ", ".join(sorted({r.machine or "unknown" for r in _stored(store, args.model)}))
             problem = "none" if not records else f"{len(records)}"
             raise InputError(
-                f"{problem} baseline(s) of model {args.model!r} match on branch {args.branch!r}"
+                f"{problem} baseline(s) of model {args.model!r} match on branch {args.baseline_branch!r}"
                 f"{f' and machine {args.machine}' if args.machine else ''}; it has baselines for machine(s) "
                 f"{machines}: choose one with --machine",
                 source=store.url,
@@ -220,8 +262,9 @@ def run(args: argparse.Namespace) -> int:
         return _accept(args)
     if args.action == "export":
         return _export(args)
-    if args.store is not None:
+    if args.dir is None and chosen_store(args, config_from(args)) is not None:
         return _show_store(args)
+    args.dir = args.dir if args.dir is not None else DEFAULT_DIR
     paths = [baseline_path(args.dir, args.model)] if args.model else sorted(args.dir.glob("*_baseline.json"))
     if not paths or not all(p.exists() for p in paths):
         what = f"model {args.model!r}" if args.model else "any model"

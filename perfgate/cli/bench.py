@@ -11,13 +11,16 @@ import dataclasses
 import functools
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfgate.cli._common import (
     add_config_argument,
+    add_flag,
+    add_store_argument,
+    chosen_store,
     config_from,
     model_key,
     needs_extra,
@@ -36,71 +39,52 @@ if TYPE_CHECKING:
     from perfgate.bench.registry import StageContext
     from perfgate.bench.runner import BenchOptions
 
-__all__ = ["MODELS", "add_arguments", "output_path", "run"]
+__all__ = ["MODELS", "WORKER_FIELDS", "add_arguments", "output_path", "run", "run_worker", "worker_options"]
 
 MODELS = ("dqn", "ppo", "mamba2", "tft")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--model",
-        required=True,
-        help=f"the model to measure (case-insensitive): with the built-in suite one of {', '.join(MODELS)} or all; "
-        "with --suite NAME any name that suite's stages accept (a stage without models= accepts every name), "
-        "or all for every name its stages list",
-    )
+    add_flag(parser, "--model", required=True)
     parser.add_argument(
         "--output",
         type=Path,
         required=True,
         help="run file to write; with --model all, {model} in the name is replaced (or _<model> is added)",
     )
-    parser.add_argument("--git-commit", default=None, help="commit to record (default: git rev-parse HEAD)")
-    parser.add_argument("--branch", default=None, help="branch to record (default: from git / CI)")
-    parser.add_argument("--data", type=Path, default=None, help="DBN file to load (default: synthetic OHLCV-1m)")
-    parser.add_argument("--store", default=None, help="also record the run in this store (sqlite:///… URL)")
-    parser.add_argument("--push-metrics", metavar="URL", help="push the fresh runs to this Prometheus Pushgateway")
+    add_flag(parser, "--git-commit", default=None, default_text="git rev-parse HEAD")
+    add_flag(parser, "--branch", default=None, default_text="from git or the CI's variables")
+    add_flag(parser, "--data", type=Path, default=None, default_text="synthetic OHLCV-1m bars")
+    add_store_argument(parser)
+    add_flag(parser, "--push-metrics", metavar="URL")
+    add_flag(parser, "--rounds", type=int, default=None, default_text="3; 5 for the built-in pipeline, 2 with --quick")
+    add_flag(parser, "--repeat", type=int, default=None, default_text="from each stage's speed")
     parser.add_argument(
-        "--rounds",
-        type=int,
-        default=None,
-        help="rounds over all stages (default 3; 5 for the reference pipeline, 2 with --quick)",
+        "--warmup", type=int, default=None, help="untimed calls per stage first (default: from each stage's speed)"
     )
-    parser.add_argument("--repeat", type=int, default=None, help="timed calls per stage and round (default: auto)")
-    parser.add_argument("--warmup", type=int, default=None, help="warm-up calls per stage (default: auto)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic data and the models")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
-    parser.add_argument("--suite", default="pipeline", help="registered suite to run (default: pipeline)")
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="smoke run: 2 rounds, at least 1 call per stage and round, fewer inference calls, quarter-length "
-        "training windows for Mamba-2/TFT (not for baselines)",
-    )
+    add_flag(parser, "--seed", type=int, default=0, default_text="0")
+    add_flag(parser, "--device", default="cpu", default_text="cpu")
+    add_flag(parser, "--suite", default="pipeline", default_text="pipeline")
+    add_flag(parser, "--quick", action="store_true")
     parser.add_argument(
         "--threads", type=int, default=None, help="torch threads for training steps (default 1; inference uses 1)"
     )
-    parser.add_argument(
-        "--stages-module",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import this module first (it registers your own stages), found in the working directory or on "
-        "PYTHONPATH, e.g. mystages or bench.stages; repeatable",
-    )
+    add_flag(parser, "--stages-module", action="append", default=[], metavar="MODULE")
     parser.add_argument(
         "--processes",
         type=int,
         default=1,
-        help="independent worker processes, one after another; the spread between them enters the check (default 1)",
+        help="fresh worker processes measuring one after another, so that the check sees how much a timing "
+        "moves from one process to the next (default 1)",
     )
-    parser.add_argument(
+    add_flag(
+        parser,
         "--time-budget",
         type=float,
         default=None,
         metavar="SECONDS",
-        help="adaptive: at least 2 worker processes, more until every timing is pinned to ±1/3 of the "
-        "threshold or the budget is spent (at most --processes, or 20 when --processes is 1)",
+        default_text="none; with a budget at least 2 processes, at most --processes (20 when --processes is 1), "
+        "until every timing's median is known to within a third of the regression threshold",
     )
     add_config_argument(parser)
 
@@ -263,14 +247,69 @@ def _own_suite_models(suite: str, requested: str, imported: list[str]) -> list[s
     return [requested]
 
 
+# what a worker process measures with: the parsed options it needs, never the parent's command line
+WORKER_FIELDS = (
+    "suite",
+    "data",
+    "seed",
+    "device",
+    "rounds",
+    "repeat",
+    "warmup",
+    "quick",
+    "threads",
+    "stages_module",
+    "git_commit",
+    "branch",
+)
+
+
+def worker_options(args: argparse.Namespace) -> dict[str, object]:
+    """The options of one worker process, as JSON values: the fields of :data:`WORKER_FIELDS`.
+
+    No store, no Pushgateway, no configuration file: a worker measures and writes its run
+    file; the parent combines the runs and records and pushes the result once.
+    """
+    options: dict[str, object] = {name: getattr(args, name) for name in WORKER_FIELDS}
+    options["data"] = str(args.data.resolve()) if args.data is not None else None
+    options["stages_module"] = list(args.stages_module)
+    return options
+
+
+def run_worker(options: Mapping[str, Any]) -> int:
+    """Measure one model once with ``options`` (from :func:`worker_options`, plus ``model`` and ``output``)."""
+    from perfgate.bench.gitinfo import collect_git
+    from perfgate.bench.machine import collect_machine
+    from perfgate.errors import PerfgateError
+
+    expected = {*WORKER_FIELDS, "model", "output"}
+    if not isinstance(options, Mapping) or set(options) != expected:
+        got = sorted(options) if isinstance(options, Mapping) else type(options).__name__
+        raise PerfgateError(f"worker options must have exactly the fields {sorted(expected)}, got {got}")
+    values = dict(options)
+    values["data"] = Path(values["data"]) if values["data"] is not None else None
+    output = Path(values.pop("output"))
+    model = str(values.pop("model"))
+    args = argparse.Namespace(**values)
+    _import_stage_modules(args.stages_module)
+    if args.suite == "pipeline":
+        with needs_extra("pipeline", "the built-in pipeline (--suite pipeline)"):
+            from perfgate.pipeline.stages import resolve_device  # importing registers the reference pipeline
+
+        args.device = resolve_device(args.device)
+    result = _measure(args, model, collect_machine(), collect_git(args.git_commit, args.branch), output)
+    save_run(output, result)
+    return 0
+
+
 def _in_processes(args: argparse.Namespace, model: str, threshold_pct: float) -> Run:
-    from perfgate.bench.workers import measure_in_processes
+    from perfgate.orchestrate.workers import measure_in_processes
 
     budget = args.time_budget
     processes = args.processes if budget is None or args.processes > 1 else 20
     console = stderr_console()
     return measure_in_processes(
-        getattr(args, "raw_argv", []),
+        worker_options(args),
         model,
         processes=processes,
         time_budget=budget,
@@ -307,8 +346,9 @@ def run(args: argparse.Namespace) -> int:
     console = stderr_console()
     runs = []
     paths = {model: output_path(args.output, model, len(models) > 1) for model in models}
-    store = store_file(args.store, config.store) if args.store is not None or config.store is not None else None
-    inputs = {"--data": args.data, "--config": config.source, "the store": store}
+    url = chosen_store(args, config)  # record the runs there too: --store, PERFGATE_STORE or the configuration
+    store_path = store_file(url) if url is not None else None
+    inputs = {"--data": args.data, "--config": config.source, "the store": store_path}
     check_distinct({f"--output ({m})": p for m, p in paths.items()}, inputs)
     for model in models:
         path = paths[model]
@@ -330,10 +370,10 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[bold]{term(model)}[/] → {term(path)}: {term(medians)}")
         if args.suite == "pipeline" and is_replaceable(path) and checkpoint_path(path).exists():
             console.print(f"trained model → {plain(checkpoint_path(path))}", markup=False)
-    if args.store is not None or config.store is not None:
-        from perfgate.store import open_store, resolve_store_url
+    if url is not None:
+        from perfgate.store import open_store
 
-        store = open_store(resolve_store_url(args.store, config.store))
+        store = open_store(url)
         try:
             for r in runs:
                 store.add_run(r)

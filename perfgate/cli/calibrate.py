@@ -7,22 +7,35 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from perfgate.calibration import DEFAULT_NOISE_FILE, estimate_noise, save_noise
-from perfgate.cli._common import add_config_argument, config_from, model_key, stderr_console, store_file, term
+from perfgate.cli._common import (
+    add_config_argument,
+    add_deprecated_alias,
+    add_flag,
+    add_store_argument,
+    config_from,
+    model_key,
+    stderr_console,
+    store_file,
+    store_url,
+    term,
+)
 from perfgate.core.codec import format_timestamp
 from perfgate.errors import InputError
 from perfgate.output import check_distinct
-from perfgate.store import open_store, resolve_store_url
+from perfgate.store import open_store
 from perfgate.store.base import RunQuery
 
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="model to calibrate (or all)")
-    parser.add_argument("--store", default=None, help="store URL (default: PERFGATE_STORE / configuration / SQLite)")
-    parser.add_argument("--machine", default=None, help="machine fingerprint (default: this machine)")
-    parser.add_argument("--branch", default="main", help="branch whose runs count as unchanged (default main)")
-    parser.add_argument("--runs", type=int, default=20, help="most recent runs to use (default 20, at least 3)")
+    add_flag(parser, "--model", required=True)
+    add_store_argument(parser)
+    add_flag(parser, "--machine", default=None, default_text="this machine")
+    branch = add_flag(parser, "--baseline-branch", default="main", default_text="main")
+    add_deprecated_alias(parser, "--branch", branch, command="calibrate")
+    runs = add_flag(parser, "--baseline-runs", type=int, default=20, metavar="K", default_text="20; at least 3")
+    add_deprecated_alias(parser, "--runs", runs, command="calibrate")
     parser.add_argument("--output", type=Path, default=DEFAULT_NOISE_FILE, help="calibration file to update")
     add_config_argument(parser)
 
@@ -30,16 +43,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     check_distinct(
-        {"--output": args.output}, {"the store": store_file(args.store, config.store), "--config": config.source}
+        {"--output": args.output}, {"the store": store_file(store_url(args, config)), "--config": config.source}
     )
-    if args.runs < 3:
-        raise InputError(f"need at least 3 runs to estimate noise, got {args.runs}", field="--runs")
+    if args.baseline_runs < 3:
+        raise InputError(f"need at least 3 runs to estimate noise, got {args.baseline_runs}", field="--baseline-runs")
     machine = args.machine
     if machine is None:
         from perfgate.bench.machine import collect_machine
 
         machine = collect_machine()["fingerprint"]
-    store = open_store(resolve_store_url(args.store, config.store))
+    store = open_store(store_url(args, config))
     console = stderr_console()
     try:
         models = (
@@ -49,10 +62,12 @@ def run(args: argparse.Namespace) -> int:
         )
         done = 0
         for model in models:
-            runs = store.runs(RunQuery(model=model, machine=machine, branch=args.branch, limit=args.runs))
+            runs = store.runs(
+                RunQuery(model=model, machine=machine, branch=args.baseline_branch, limit=args.baseline_runs)
+            )
             if len(runs) < 3:
                 console.print(
-                    f"{term(model)}: {len(runs)} run(s) on {term(args.branch)} from machine {term(machine)}; "
+                    f"{term(model)}: {len(runs)} run(s) on {term(args.baseline_branch)} from machine {term(machine)}; "
                     "need 3 — skipped"
                 )
                 continue
@@ -64,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
                 model=model,
                 sigma=sigma,
                 runs=len(runs),
-                branch=args.branch,
+                branch=args.baseline_branch,
                 created_at=format_timestamp(datetime.now(UTC)),
             )
             done += 1
@@ -74,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
         store.close()
     if not done:
         raise InputError(
-            f"no model has 3 runs on {args.branch} from machine {machine}; record more runs first", source=store.url
+            f"no model has 3 runs on {args.baseline_branch} from machine {machine}; record more runs first",
+            source=store.url,
         )
     console.print(f"written: {term(args.output)}")
     return 0

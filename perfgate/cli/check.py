@@ -9,6 +9,10 @@ from pathlib import Path
 
 from perfgate.cli._common import (
     add_config_argument,
+    add_deprecated_alias,
+    add_flag,
+    add_store_argument,
+    chosen_store,
     config_from,
     config_warnings,
     policy_from,
@@ -35,25 +39,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--current", type=Path, required=True, help="current run file")
     parser.add_argument("--output", type=Path, help="write the Markdown report here")
-    parser.add_argument("--json", type=Path, dest="json_output", help="write the machine-readable report here")
-    parser.add_argument("--html", type=Path, dest="html_output", help="write the HTML report with plots here")
-    parser.add_argument(
-        "--comment",
-        type=Path,
-        help="write the compact pull-request comment form here (6 columns at most, details folded)",
-    )
-    parser.add_argument("--push-metrics", metavar="URL", help="push the current run and this check to a Pushgateway")
-    parser.add_argument("--threshold", type=float, default=None, help="regression threshold in percent (default 10)")
-    parser.add_argument("--alpha", type=float, default=None, help="family-wise significance level (default 0.01)")
+    add_flag(parser, "--json", type=Path, dest="json_output")
+    add_flag(parser, "--html", type=Path, dest="html_output")
+    add_flag(parser, "--comment", type=Path)
+    add_flag(parser, "--push-metrics", metavar="URL")
+    add_flag(parser, "--threshold", type=float, default=None, default_text="10")
+    add_flag(parser, "--alpha", type=float, default=None, default_text="0.01")
     parser.add_argument(
         "--allow-machine-mismatch",
         action="store_true",
         help="compare runs from different machines (the report says so at the top)",
     )
-    parser.add_argument("--store", default=None, help="take the baseline from this store (sqlite:///… URL)")
-    parser.add_argument("--baseline-runs", type=int, default=5, help="with --store: runs pooled into the baseline")
-    parser.add_argument("--branch", default="main", help="with --store: the branch whose runs form the baseline")
-    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    add_store_argument(parser)
+    add_flag(parser, "--baseline-runs", type=int, default=5, default_text="5, when no baseline was kept")
+    branch = add_flag(parser, "--baseline-branch", default="main", default_text="main")
+    add_deprecated_alias(parser, "--branch", branch, command="check")
+    add_flag(parser, "--quiet", action="store_true")
     parser.add_argument(
         "--noise",
         type=Path,
@@ -69,25 +70,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_argument(parser)
 
 
-def _baseline_from_store(args: argparse.Namespace, current: Run, configured: str | None) -> tuple[Run, str]:
-    from perfgate.store import open_store, resolve_store_url
+def _baseline_from_store(args: argparse.Namespace, current: Run, url: str) -> tuple[Run, str]:
+    from perfgate.store import open_store
     from perfgate.store.baseline import baseline_for
 
-    store = open_store(resolve_store_url(args.store, configured))
+    store = open_store(url)
     try:  # the baseline `baseline update` kept, else the pooled last K runs
-        return baseline_for(store, current, branch=args.branch, k=args.baseline_runs)
+        return baseline_for(store, current, branch=args.baseline_branch, k=args.baseline_runs)
     finally:
         store.close()
 
 
-def _record_verdict(args: argparse.Namespace, current: Run, configured: str | None, result: CheckResult) -> None:
+def _record_verdict(current: Run, url: str, result: CheckResult) -> None:
     """Keep the verdict for the current run: a flagged run stays out of baselines until accepted."""
     from perfgate.cli._common import content_run_id
-    from perfgate.store import open_store, resolve_store_url
+    from perfgate.store import open_store
     from perfgate.store.baseline import record_verdict
 
     note = "; ".join(f"{c.label} {fmt_change(c.change)}" for c in result.regressions)
-    store = open_store(resolve_store_url(args.store, configured))
+    store = open_store(url)
     try:
         record_verdict(store, current.run_id or content_run_id(current), regressed=bool(result.regressions), note=note)
     finally:
@@ -107,6 +108,9 @@ def _with_calibration(args: argparse.Namespace, policy: Policy, current: Run) ->
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
+    if args.baseline_runs < 1:
+        raise InputError(f"must be at least 1, got {args.baseline_runs}", field="--baseline-runs")
+    url = chosen_store(args, config) if args.baseline is None else None  # --store, PERFGATE_STORE, configuration
     check_distinct(
         {"--output": args.output, "--json": args.json_output, "--html": args.html_output, "--comment": args.comment},
         {
@@ -114,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             "--current": args.current,
             "--noise": args.noise,
             "--config": config.source,
-            "the store": store_file(args.store, config.store) if args.baseline is None else None,
+            "the store": store_file(url) if url is not None else None,
         },
     )
     policy = policy_from(config, args)
@@ -129,17 +133,17 @@ def run(args: argparse.Namespace) -> int:
             allow_machine_mismatch=args.allow_machine_mismatch,
             baseline_source=f"file `{args.baseline}`",
         )
-    elif args.store is not None or config.store is not None:
-        baseline, source = _baseline_from_store(args, current, config.store)
+    elif url is not None:
+        baseline, source = _baseline_from_store(args, current, url)
         result = compare_runs(
             baseline, current, policy, allow_machine_mismatch=args.allow_machine_mismatch, baseline_source=source
         )
-        _record_verdict(args, current, config.store, result)
+        _record_verdict(current, url, result)
     elif policy.budgets_for(current.model_key):
         result = budgets_only(current, policy)  # budgets hold from the first run
     else:
         raise InputError(
-            "give --baseline FILE, or --store URL to take the baseline from the history "
+            "give --baseline FILE, or --store URL (or PERFGATE_STORE) to take the baseline from the history "
             "(or configure budgets, which are checked without one)",
             field="--baseline",
         )

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from perfgate.cli._common import add_deprecated_alias, add_flag
 from perfgate.core.text import plain
 from perfgate.errors import EXIT_ERROR, EXIT_OK, DataError
 
@@ -34,10 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "2 if it is damaged or unsupported.",
     )
     inspect.add_argument("file", type=Path, metavar="FILE", help="a .dbn or .dbn.zst file")
-    inspect.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    inspect.add_argument(
-        "--version", type=int, choices=(1, 2, 3), default=None, help="DBN version of a header-less fragment"
+    output = add_flag(inspect, "--format", choices=("text", "json"), default="text", default_text="text")
+    add_deprecated_alias(inspect, "--json", output, command="data inspect", new_spelling="--format json", const="json")
+    version = inspect.add_argument(
+        "--dbn-version", type=int, choices=(1, 2, 3), default=None, help="DBN version of a header-less fragment"
     )
+    add_deprecated_alias(inspect, "--version", version, command="data inspect")
     inspect.add_argument("--ts-out", action="store_true", help="a header-less fragment's records carry ts_out")
     inspect.add_argument("--mixed", action="store_true", help="accept several record types in one file and count each")
     synth = sub.add_parser(
@@ -47,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     synth.add_argument("--schema", default="ohlcv-1m", help="record schema (default: ohlcv-1m)")
     synth.add_argument("--records", type=int, required=True, metavar="N", help="number of records")
-    synth.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    add_flag(synth, "--seed", type=int, default=0, default_text="0")
     synth.add_argument("--output", type=Path, required=True, metavar="FILE", help="FILE.dbn or FILE.dbn.zst")
 
 
@@ -77,17 +80,18 @@ def _synth(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     from perfgate.pipeline.dbn import load_dbn
 
-    if args.ts_out and args.version is None:
-        raise DataError("--ts-out applies only to header-less fragments; give --version too", source=str(args.file))
+    as_json = args.format == "json"
+    if args.ts_out and args.dbn_version is None:
+        raise DataError("--ts-out applies only to header-less fragments; give --dbn-version too", source=str(args.file))
     try:
-        dbn = load_dbn(args.file, version=args.version, ts_out=args.ts_out, mixed=args.mixed)
+        dbn = load_dbn(args.file, version=args.dbn_version, ts_out=args.ts_out, mixed=args.mixed)
     except DataError as exc:
-        if not args.json:
+        if not as_json:
             raise  # the CLI prints it on one line and exits 2
         print(json.dumps({"file": str(args.file), "valid": False, "error": str(exc)}, sort_keys=True))
         return EXIT_ERROR
     summary = _summary(dbn)
-    if args.json:
+    if as_json:
         print(json.dumps(summary, sort_keys=True))
     else:
         _print_table(summary)

@@ -17,7 +17,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from perfgate.cli._common import add_config_argument, config_from
+from perfgate.cli._common import (
+    add_config_argument,
+    add_deprecated_alias,
+    add_flag,
+    add_store_argument,
+    config_from,
+    store_url,
+)
 from perfgate.config import Config
 from perfgate.core.compare import CheckResult
 from perfgate.core.policy import Policy
@@ -40,13 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--serve", metavar="HOST:PORT", help="serve /metrics here (host defaults to 127.0.0.1)")
     out.add_argument("--push", metavar="URL", help="push to this Pushgateway (e.g. http://127.0.0.1:9091)")
     out.add_argument("--textfile", metavar="PATH", type=Path, help="write a .prom file for node_exporter, atomically")
-    prom.add_argument(
-        "--store", default=None, help="store URL (default: PERFGATE_STORE, the configuration, .perfgate/)"
-    )
-    prom.add_argument("--model", default=None, help="only this model")
-    prom.add_argument("--machine", default=None, help="only this machine fingerprint")
-    prom.add_argument("--branch", default="main", help="the branch whose runs form the baselines (default main)")
-    prom.add_argument("--baseline-runs", type=int, default=5, help="runs pooled into a baseline when none was kept")
+    add_store_argument(prom)
+    add_flag(prom, "--model", default=None, default_text="every model in the store")
+    add_flag(prom, "--machine", default=None, default_text="every machine in the store")
+    branch = add_flag(prom, "--baseline-branch", default="main", default_text="main")
+    add_deprecated_alias(prom, "--branch", branch, command="export prometheus")
+    add_flag(prom, "--baseline-runs", type=int, default=5, default_text="5, when no baseline was kept")
     prom.add_argument("--job", default="perfgate", help="with --push: the job label (default perfgate)")
     add_config_argument(prom)
 
@@ -60,9 +66,9 @@ def require_extra(module: str, what: str) -> None:
 def _reader(args: argparse.Namespace, config: Config) -> Any:
     """A function that opens the store, reads the newest states and closes it again."""
     from perfgate.export.latest import RunState, latest_states
-    from perfgate.store import open_store, resolve_store_url
+    from perfgate.store import open_store
 
-    url = resolve_store_url(args.store, config.store)
+    url = store_url(args, config)
 
     def read() -> Sequence[RunState]:
         with open_store(url) as store:
@@ -71,7 +77,7 @@ def _reader(args: argparse.Namespace, config: Config) -> Any:
                 config.policy,
                 model=args.model,
                 machine=args.machine,
-                branch=args.branch,
+                branch=args.baseline_branch,
                 baseline_runs=args.baseline_runs,
             )
 

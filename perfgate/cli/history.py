@@ -3,7 +3,7 @@
 Prints each metric's series (a sparkline of all of it, a table of the newest points) and,
 with ``--changepoints``, the change points over the history: at which commit, how large
 (direction-aware: worse or better), how sure (the p-value of
-:func:`perfgate.core.changepoints.detect`). ``--json`` prints the same as JSON.
+:func:`perfgate.core.changepoints.detect`). ``--format json`` prints the same as JSON.
 
 When the runs carry the machine-speed index (reference kernels timed with each stage), the
 change points are searched on the normalised series (each run's statistic of the stage's
@@ -22,7 +22,18 @@ from typing import Any
 
 import numpy as np
 
-from perfgate.cli._common import add_config_argument, config_from, console_for, stderr_console, term, term_cell
+from perfgate.cli._common import (
+    add_config_argument,
+    add_deprecated_alias,
+    add_flag,
+    add_store_argument,
+    config_from,
+    console_for,
+    stderr_console,
+    store_url,
+    term,
+    term_cell,
+)
 from perfgate.core.changepoints import METHODS, ChangePoint, detect
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import normalised
@@ -39,28 +50,38 @@ _BARS = "▁▂▃▄▅▆▇█"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from perfgate.store.base import SERIES_STATISTICS
 
-    parser.add_argument("--model", required=True, help="the model (any spelling: DQN, dqn)")
+    add_flag(parser, "--model", required=True)
     parser.add_argument("--metric", default=None, help="one metric (default: every metric of the latest run)")
     parser.add_argument(
         "--statistic", default="median", choices=SERIES_STATISTICS, help="the value per run (default median)"
     )
-    parser.add_argument("--machine", default=None, help="machine fingerprint (default: that of the latest run)")
+    add_flag(parser, "--machine", default=None, default_text="that of the latest run")
     branches = parser.add_mutually_exclusive_group()
-    branches.add_argument("--branch", default="main", help="the branch whose runs to show (default main)")
+    branch = add_flag(branches, "--baseline-branch", default="main", default_text="main")
+    add_deprecated_alias(branches, "--branch", branch, command="history")
     branches.add_argument("--all-branches", action="store_true", help="runs of every branch")
-    parser.add_argument("--limit", type=int, default=1000, help="the newest N runs (default 1000)")
+    runs = add_flag(parser, "--trend-runs", type=int, default=1000, metavar="N", default_text="1000")
+    add_deprecated_alias(parser, "--limit", runs, command="history")
     parser.add_argument("--rows", type=int, default=20, help="table rows per metric on a terminal (default 20)")
     parser.add_argument("--changepoints", action="store_true", help="find where the level changed, and how sure")
     parser.add_argument(
-        "--method", default=METHODS[0], choices=METHODS, help=f"change-point search (default {METHODS[0]})"
+        "--method",
+        default=METHODS[0],
+        choices=METHODS,
+        help=f"change-point search: seeded (seeded binary segmentation), binseg (binary segmentation) or "
+        f"edivisive (default {METHODS[0]})",
     )
-    parser.add_argument("--alpha", type=float, default=0.001, help="change-point significance level (default 0.001)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    parser.add_argument(
-        "--store",
-        default=None,
-        help="store URL (default: PERFGATE_STORE, the configuration, or sqlite:///.perfgate/perfgate.db)",
+    alpha = parser.add_argument(
+        "--changepoint-alpha",
+        type=float,
+        default=0.001,
+        help="significance level of each change point: the chance that one is found where the level did not "
+        "change (default 0.001)",
     )
+    add_deprecated_alias(parser, "--alpha", alpha, command="history")
+    output = add_flag(parser, "--format", choices=("text", "json"), default="text", default_text="text")
+    add_deprecated_alias(parser, "--json", output, command="history", new_spelling="--format json", const="json")
+    add_store_argument(parser)
     add_config_argument(parser)
 
 
@@ -87,8 +108,8 @@ def _worse(change: float, direction: Direction) -> bool | None:
 def _metric_report(
     store: Any, args: argparse.Namespace, machine: str | None, name: str, latest: Any, runs: dict[str, Any]
 ) -> dict[str, Any]:
-    branch = None if args.all_branches else args.branch
-    points = store.series(args.model, machine, name, args.statistic, branch=branch, limit=args.limit)
+    branch = None if args.all_branches else args.baseline_branch
+    points = store.series(args.model, machine, name, args.statistic, branch=branch, limit=args.trend_runs)
     metric = latest.metrics.get(name)
     direction = metric.direction if metric is not None else Direction.INFO
     report: dict[str, Any] = {
@@ -102,7 +123,7 @@ def _metric_report(
         report["normalised"] = normalised_values
     if args.changepoints:
         values = normalised_values if normalised_values is not None else [p.value for p in points]
-        found: list[ChangePoint] = detect(values, method=args.method, alpha=args.alpha) if values else []
+        found: list[ChangePoint] = detect(values, method=args.method, alpha=args.changepoint_alpha) if values else []
         report["changepoints"] = [
             {
                 "index": cp.index,
@@ -186,9 +207,9 @@ def _print(reports: list[dict[str, Any]], head: dict[str, Any], args: argparse.N
             continue
         cps = rep["changepoints"]
         if not cps:
-            console.print(f"  no change point (alpha {args.alpha:g}, {args.method})")
+            console.print(f"  no change point (alpha {args.changepoint_alpha:g}, {args.method})")
             continue
-        cp_table = Table(title=f"change points ({args.method}, alpha {args.alpha:g})", title_justify="left")
+        cp_table = Table(title=f"change points ({args.method}, alpha {args.changepoint_alpha:g})", title_justify="left")
         for col in ("at commit", "date (UTC)", "before", "after", "change", "p", ""):
             cp_table.add_column(col, justify="left" if col in ("at commit", "date (UTC)", "") else "right")
         for cp in cps:
@@ -206,15 +227,17 @@ def _print(reports: list[dict[str, Any]], head: dict[str, Any], args: argparse.N
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfgate.store import RunQuery, open_store, resolve_store_url
+    from perfgate.store import RunQuery, open_store
     from perfgate.store.base import created_key
 
-    if args.limit < 1 or args.rows < 1:
-        raise InputError("--limit and --rows must be at least 1", field="--limit")
-    if not 0.0 < args.alpha < 1.0:
-        raise InputError(f"--alpha must be between 0 and 1, got {args.alpha}", field="--alpha")
-    branch = None if args.all_branches else args.branch
-    with open_store(resolve_store_url(args.store, config_from(args).store)) as store:
+    if args.trend_runs < 1 or args.rows < 1:
+        raise InputError("--trend-runs and --rows must be at least 1", field="--trend-runs")
+    if not 0.0 < args.changepoint_alpha < 1.0:
+        raise InputError(
+            f"--changepoint-alpha must be between 0 and 1, got {args.changepoint_alpha}", field="--changepoint-alpha"
+        )
+    branch = None if args.all_branches else args.baseline_branch
+    with open_store(store_url(args, config_from(args))) as store:
         newest = store.latest(RunQuery(model=args.model, machine=args.machine, branch=branch))
         if not newest:
             known = sorted({r.model for r in store.latest(RunQuery(branch=branch))})
@@ -226,7 +249,7 @@ def run(args: argparse.Namespace) -> int:
         latest = newest[0]
         machine = latest.machine.fingerprint
         others = sorted({r.machine.fingerprint or "unknown" for r in newest[1:]} - {machine or "unknown"})
-        if others and args.machine is None and not args.json:
+        if others and args.machine is None and args.format != "json":
             stderr_console().print(
                 plain(
                     f"showing machine {machine or 'unknown'} (the latest run's); also in the store: "
@@ -251,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
             "statistic": args.statistic,
             "store": store.url,
         }
-    if args.json:
+    if args.format == "json":
         print(json.dumps({**head, "metrics": reports}, sort_keys=True, indent=2, allow_nan=False))
     else:
         _print(reports, head, args)

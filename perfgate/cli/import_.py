@@ -8,7 +8,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from perfgate.cli._common import add_config_argument, config_from, content_run_id, stderr_console, store_file
+from perfgate.cli._common import (
+    add_config_argument,
+    add_deprecated_alias,
+    add_flag,
+    add_store_argument,
+    chosen_store,
+    config_from,
+    content_run_id,
+    stderr_console,
+    store_file,
+)
 from perfgate.core.codec import format_timestamp
 from perfgate.core.schema import GitInfo, Machine, Run
 from perfgate.core.text import plain
@@ -23,24 +33,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("format", choices=list(FORMATS), help="the tool that wrote FILE")
     parser.add_argument("file", type=Path, metavar="FILE", help="the tool's JSON result file (.json or .json.gz)")
     parser.add_argument("--output", type=Path, required=True, help="run file to write")
-    parser.add_argument("--model", default=None, help="model the run belongs to (default: the format's name)")
-    parser.add_argument("--suite", default=None, help="suite of the run (default: the format's name)")
+    add_flag(parser, "--model", default=None, default_text="the format's name")
+    add_flag(parser, "--suite", default=None, default_text="the format's name")
     parser.add_argument(
         "--time-unit",
         choices=list(TIME_UNITS),
         default=None,
         help="unit of timing metrics (default: us; ms for hyperfine; the file's for google-benchmark)",
     )
-    parser.add_argument(
-        "--machine",
+    machine = parser.add_argument(
+        "--machine-from",
         choices=["file", "here"],
         default="file",
-        help="machine fingerprint: from what the tool recorded (default; this machine when it recorded "
-        "nothing, as hyperfine) or of this machine",
+        help="where the run's machine fingerprint comes from: file, what the tool recorded (this machine when "
+        "it recorded nothing, as hyperfine does), or here, this machine (default: file)",
     )
-    parser.add_argument("--git-commit", default=None, help="commit to record (default: the file's, else git)")
-    parser.add_argument("--branch", default=None, help="branch to record (default: the file's, else git / CI)")
-    parser.add_argument("--store", default=None, help="also record the run in this store (sqlite:///… URL)")
+    add_deprecated_alias(parser, "--machine", machine, command="import")
+    add_flag(parser, "--git-commit", default=None, default_text="the file's, else git")
+    add_flag(parser, "--branch", default=None, default_text="the file's, else from git or the CI's variables")
+    add_store_argument(parser)
     add_config_argument(parser)
 
 
@@ -56,7 +67,7 @@ def _provenance(run: Run, args: argparse.Namespace) -> Run:
         changes["git"] = GitInfo(
             commit=found.commit, branch=found.branch, dirty=found.dirty if from_tree else git.dirty
         )
-    if args.machine == "here" or run.machine.fingerprint is None:
+    if args.machine_from == "here" or run.machine.fingerprint is None:
         from perfgate.bench.machine import collect_machine
 
         details = collect_machine()
@@ -69,8 +80,9 @@ def _provenance(run: Run, args: argparse.Namespace) -> Run:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
-    store = store_file(args.store, config.store) if args.store is not None or config.store is not None else None
-    check_distinct({"--output": args.output}, {"FILE": args.file, "--config": config.source, "the store": store})
+    url = chosen_store(args, config)  # record the run there too: --store, PERFGATE_STORE or the configuration
+    store_path = store_file(url) if url is not None else None
+    check_distinct({"--output": args.output}, {"FILE": args.file, "--config": config.source, "the store": store_path})
     options = ImportOptions(model=args.model, suite=args.suite, time_unit=args.time_unit)
     result = import_file(args.format, args.file, options)
     imported = _provenance(result.run, args)
@@ -88,10 +100,10 @@ def run(args: argparse.Namespace) -> int:
         markup=False,
         soft_wrap=True,
     )
-    if args.store is not None or config.store is not None:
-        from perfgate.store import open_store, resolve_store_url
+    if url is not None:
+        from perfgate.store import open_store
 
-        store = open_store(resolve_store_url(args.store, config.store))
+        store = open_store(url)
         try:
             added = store.add_run(imported)
         finally:

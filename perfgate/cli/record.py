@@ -6,21 +6,24 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from perfgate.cli._common import add_config_argument, config_from, content_run_id, stderr_console
+from perfgate.cli._common import (
+    add_config_argument,
+    add_store_argument,
+    config_from,
+    content_run_id,
+    stderr_console,
+    store_url,
+)
 from perfgate.core.text import plain
 from perfgate.runfile import load_run
-from perfgate.store import RunStatus, open_store, resolve_store_url
+from perfgate.store import RunStatus, open_store
 
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN.json", help="run files to record")
-    parser.add_argument(
-        "--store",
-        default=None,
-        help="store URL (default: PERFGATE_STORE, the configuration, or sqlite:///.perfgate/perfgate.db)",
-    )
+    add_store_argument(parser)
     add_config_argument(parser)
 
 
@@ -30,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     runs = [load_run(path, config.policy.metric_info) for path in args.runs]
     runs = [r if r.run_id else dataclasses.replace(r, run_id=content_run_id(r)) for r in runs]
     console = stderr_console()
-    store = open_store(resolve_store_url(args.store, config.store))
+    store = open_store(store_url(args, config))
     try:
         for path, r in zip(args.runs, runs, strict=True):
             added = store.add_run(r)

@@ -6,7 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from perfgate.cli._common import add_config_argument, config_from, store_file
+from perfgate.cli._common import (
+    add_config_argument,
+    add_deprecated_alias,
+    add_flag,
+    add_store_argument,
+    config_from,
+    store_file,
+    store_url,
+)
 from perfgate.core.text import one_line
 from perfgate.errors import InputError
 from perfgate.output import check_distinct, write_output
@@ -17,18 +25,16 @@ _TAILS = ("p95", "p99")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--html", type=Path, required=True, help="write the self-contained HTML report here")
-    parser.add_argument(
-        "--comment", type=Path, help="also write the compact pull-request comment form, one section per model/machine"
-    )
-    parser.add_argument(
-        "--store", default=None, help="store URL (default: PERFGATE_STORE, the configuration, .perfgate/)"
-    )
-    parser.add_argument("--model", default=None, help="only this model (default: every model in the store)")
-    parser.add_argument("--machine", default=None, help="only this machine fingerprint")
-    parser.add_argument("--branch", default="main", help="the branch whose runs form the baselines (default main)")
-    parser.add_argument("--baseline-runs", type=int, default=5, help="runs pooled into a baseline when none was kept")
-    parser.add_argument("--history", type=int, default=100, help="newest runs drawn in each trend (default 100)")
+    add_flag(parser, "--html", type=Path, required=True)
+    add_flag(parser, "--comment", type=Path)
+    add_store_argument(parser)
+    add_flag(parser, "--model", default=None, default_text="every model in the store")
+    add_flag(parser, "--machine", default=None, default_text="every machine in the store")
+    branch = add_flag(parser, "--baseline-branch", default="main", default_text="main")
+    add_deprecated_alias(parser, "--branch", branch, command="report")
+    add_flag(parser, "--baseline-runs", type=int, default=5, default_text="5, when no baseline was kept")
+    trend = add_flag(parser, "--trend-runs", type=int, default=100, metavar="N", default_text="100")
+    add_deprecated_alias(parser, "--history", trend, command="report")
     add_config_argument(parser)
 
 
@@ -93,13 +99,13 @@ def run(args: argparse.Namespace) -> int:
     from perfgate.core.compare import budgets_only
     from perfgate.export.latest import latest_states
     from perfgate.report.html import ReportSection, render_html
-    from perfgate.store import mask_url, open_store, resolve_store_url
+    from perfgate.store import mask_url, open_store
 
     config = config_from(args)
-    for flag, value in (("--baseline-runs", args.baseline_runs), ("--history", args.history)):
+    for flag, value in (("--baseline-runs", args.baseline_runs), ("--trend-runs", args.trend_runs)):
         if value < 1:
             raise InputError(f"must be at least 1, got {value}", field=flag)
-    url = resolve_store_url(args.store, config.store)
+    url = store_url(args, config)
     check_distinct(
         {"--html": args.html, "--comment": args.comment}, {"the store": store_file(url), "--config": config.source}
     )
@@ -109,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
             config.policy,
             model=args.model,
             machine=args.machine,
-            branch=args.branch,
+            branch=args.baseline_branch,
             baseline_runs=args.baseline_runs,
         )
         if not states:
@@ -125,8 +131,8 @@ def run(args: argparse.Namespace) -> int:
             if state.note:
                 print(one_line(f"{state.run.model_key} on {state.machine}: {state.note}"), file=sys.stderr)
             result = state.result or budgets_only(state.run, config.policy)
-            series = _series(store, state, args.history)
-            index, scaled = _machine_history(store, state, series, args.history)
+            series = _series(store, state, args.trend_runs)
+            index, scaled = _machine_history(store, state, series, args.trend_runs)
             sections.append(ReportSection(result=result, history=series, normalised=scaled, machine_index=index))
             labelled.append((f"{state.run.model_key} on {state.machine}", result))
     title = f"perfgate report: {args.model}" if args.model else "perfgate report"

@@ -123,7 +123,7 @@ record_default_branch() {
     # informational: the change is in; a flagged run stays out of the baselines until
     # `perfgate baseline accept RUN_ID`; the first run has nothing to compare with (exit 2)
     rc=0
-    perfgate check --store "$PERFGATE_STORE" --branch "$branch" --current "$run" "${decision_args[@]}" \
+    perfgate check --store "$PERFGATE_STORE" --baseline-branch "$branch" --current "$run" "${decision_args[@]}" \
       --output "$reports/${model}.md" --json "$reports/${model}.json" --notify 2>"$reports/${model}.check.log" || rc=$?
     cat "$reports/${model}.check.log" >&2
     if [ "$rc" -ge 2 ] || [ ! -s "$reports/${model}.md" ]; then
@@ -135,8 +135,8 @@ record_default_branch() {
     perfgate summary "$reports"/*.md --append "$summary_file" --title "Performance of $branch" \
       --marker "$marker"
   fi
-  perfgate baseline update --store "$PERFGATE_STORE" --branch "$branch" || worst 2
-  perfgate report --html "$reports/report.html" --store "$PERFGATE_STORE" --branch "$branch" || worst 2
+  perfgate baseline update --store "$PERFGATE_STORE" --baseline-branch "$branch" || worst 2
+  perfgate report --html "$reports/report.html" --store "$PERFGATE_STORE" --baseline-branch "$branch" || worst 2
 }
 
 case "${MODE:-}" in

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from scipy import stats as sps
@@ -31,33 +31,10 @@ from perfgate.core.noise import combine_repetitions, group_locations
 from perfgate.core.schema import Run
 from perfgate.errors import PerfgateError
 
-__all__ = ["child_argv", "location_precision", "measure_in_processes"]
+__all__ = ["WORKER_MODULE", "location_precision", "measure_in_processes"]
 
-# flags the parent handles itself, with whether they take a value
-_PARENT_FLAGS = {
-    "--output": True,
-    "--store": True,
-    "--processes": True,
-    "--time-budget": True,
-    "--model": True,
-    "--push-metrics": True,
-}
-
-
-def child_argv(argv: Sequence[str], model: str, output: Path) -> list[str]:
-    """The parent's ``perfgate bench`` arguments for one worker: one model, one process, its own file."""
-    out: list[str] = []
-    skip = False
-    for token in argv:
-        if skip:
-            skip = False
-            continue
-        flag = token.split("=", 1)[0]
-        if flag in _PARENT_FLAGS:
-            skip = _PARENT_FLAGS[flag] and "=" not in token
-            continue
-        out.append(token)
-    return [*out, "--model", model, "--output", str(output), "--processes", "1"]
+# the module a worker process runs; it reads its options as JSON on stdin
+WORKER_MODULE = "perfgate.cli.worker"
 
 
 def location_precision(run: Run) -> float:
@@ -76,7 +53,7 @@ def location_precision(run: Run) -> float:
 
 
 def measure_in_processes(
-    argv: Sequence[str],
+    options: Mapping[str, object],
     model: str,
     *,
     processes: int,
@@ -85,7 +62,13 @@ def measure_in_processes(
     run_id: str,
     progress: Callable[[str], None] | None = None,
 ) -> Run:
-    """Run ``perfgate bench`` for ``model`` in worker processes and combine their runs."""
+    """Measure ``model`` in worker processes, one after another, and combine their runs.
+
+    Each worker gets ``options`` (JSON values: what ``perfgate bench`` parsed and a worker
+    needs, see :func:`perfgate.cli.bench.worker_options`) with its model and its own run
+    file, as one JSON object on its standard input, never the parent's command line: so a
+    worker never records in a store or pushes metrics, however the parent's flags were spelt.
+    """
     runs: list[Run] = []
     started = time.perf_counter()
     minimum = 2 if time_budget is not None else processes
@@ -93,8 +76,10 @@ def measure_in_processes(
         for i in range(processes):
             out = Path(tmp) / f"worker{i}.json"
             t0 = time.perf_counter()
+            job = {**options, "model": model, "output": str(out)}
             proc = subprocess.run(
-                [sys.executable, "-m", "perfgate", "bench", *child_argv(argv, model, out)],
+                [sys.executable, "-m", WORKER_MODULE],
+                input=json.dumps(job, sort_keys=True),
                 capture_output=True,
                 text=True,
                 check=False,

@@ -22,8 +22,8 @@ The contract:
   in pair order, so group i of both sides is pair i, which is what
   ``compare_runs(..., paired=True)`` tests on.
 
-The measuring processes get an empty configuration file: A/B runs are never recorded in the
-configured store (they would pollute the baselines' history).
+The measuring processes get an empty configuration file and no ``PERFGATE_STORE``: A/B runs
+are never recorded in a store (they would pollute the baselines' history).
 
 Measured against a stored baseline in ``benchmarks/ab.py``.
 """
@@ -256,7 +256,8 @@ def checkout(repo: Path, baseline_ref: str, current_ref: str) -> Iterator[tuple[
 
 
 def _env(rev: Revision) -> dict[str, str]:
-    env = dict(os.environ)
+    # PERFGATE_STORE is left out: a measuring process records nothing (see the module's docstring)
+    env = {k: v for k, v in os.environ.items() if k != "PERFGATE_STORE"}
     env["PYTHONPATH"] = str(rev.path)  # this revision's code only, never the caller's checkout
     return env
 

@@ -1,0 +1,289 @@
+"""One meaning per flag name across perfgate's commands, walked on the real argparse tree.
+
+A flag that appears in several commands has the same action, type, nargs, choices and help
+text in each (a command may add its own default, as a final ``(default …)``); every command,
+sub-command and flag has help; no parser accepts abbreviations; old spellings still work,
+say once that they are deprecated, and name the new one. And worker processes of ``perfgate
+bench`` get explicit options: however the parent's flags are spelt, only the parent records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from perfgate.cli import COMMANDS, _build_parser, _command_parser, main
+from perfgate.cli._common import FLAG_HELP, _DeprecatedAlias
+
+# Flags whose object is, by nature, the command's own: each command writes its own kind of file.
+PER_COMMAND = {
+    "--output": "the file each command writes (a run file, a Markdown report, a DBN file, a calibration file)",
+}
+_DEFAULT = re.compile(r" \(default[^()]*(\([^()]*\)[^()]*)*\)$")
+
+
+def _parsers() -> list[tuple[str, argparse.ArgumentParser, str | None]]:
+    """Every (command path, parser, help shown in the parent's list) of the real tree."""
+    out: list[tuple[str, argparse.ArgumentParser, str | None]] = []
+
+    def walk(path: str, parser: argparse.ArgumentParser, help_text: str | None) -> None:
+        out.append((path, parser, help_text))
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helps = {a.dest: a.help for a in action._choices_actions}
+                for name, sub in action.choices.items():
+                    walk(f"{path} {name}", sub, helps.get(name))
+
+    for name, (_module, help_text) in COMMANDS.items():
+        parser, _ = _command_parser(name)
+        walk(f"perfgate {name}", parser, help_text)
+    return out
+
+
+def _actions():
+    for path, parser, _ in _parsers():
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction | argparse._HelpAction):
+                continue
+            yield path, action
+
+
+def _meaning(action: argparse.Action) -> tuple[object, ...]:
+    help_text = _DEFAULT.sub("", action.help or "")
+    choices = tuple(action.choices) if action.choices is not None else None
+    return type(action).__name__, action.type, action.nargs, choices, help_text
+
+
+def test_a_flag_name_means_the_same_in_every_command():
+    seen: dict[str, dict[tuple[object, ...], list[str]]] = {}
+    for path, action in _actions():
+        if isinstance(action, _DeprecatedAlias):
+            continue  # an old spelling: checked below
+        for flag in action.option_strings:
+            if flag not in PER_COMMAND:
+                seen.setdefault(flag, {}).setdefault(_meaning(action), []).append(path)
+    differing = {flag: meanings for flag, meanings in seen.items() if len(meanings) > 1}
+    assert differing == {}
+    shared = {flag for flag, meanings in seen.items() if sum(len(p) for p in meanings.values()) > 1}
+    # a flag of several commands takes its help from the one table, so a new command cannot drift
+    # (--dir: the two sub-commands of baseline that read baseline files share one help text of their own)
+    assert shared - set(FLAG_HELP) - {"--dir"} == set()
+
+
+def test_the_meanings_that_used_to_differ_now_have_names_of_their_own():
+    flags = {flag: (path, action) for path, action in _actions() for flag in action.option_strings}
+    by_path: dict[str, dict[str, argparse.Action]] = {}
+    for path, action in _actions():
+        for flag in action.option_strings:
+            by_path.setdefault(path, {})[flag] = action
+    assert "--changepoint-alpha" in by_path["perfgate history"]
+    assert isinstance(by_path["perfgate history"]["--alpha"], _DeprecatedAlias)
+    assert by_path["perfgate check"]["--alpha"].help == by_path["perfgate ab"]["--alpha"].help
+    for path in ("perfgate check", "perfgate report", "perfgate calibrate", "perfgate history"):
+        assert "--baseline-branch" in by_path[path] and isinstance(by_path[path]["--branch"], _DeprecatedAlias)
+    for path in ("perfgate bench", "perfgate import"):
+        assert not isinstance(by_path[path]["--branch"], _DeprecatedAlias)
+    assert isinstance(by_path["perfgate data inspect"]["--version"], _DeprecatedAlias)
+    assert by_path["perfgate data inspect"]["--dbn-version"].type is int
+    for path in ("perfgate check", "perfgate ab"):
+        assert by_path[path]["--json"].type is Path  # --json takes a file wherever it is not an old spelling
+    for path in ("perfgate history", "perfgate data inspect"):
+        assert isinstance(by_path[path]["--json"], _DeprecatedAlias) and by_path[path]["--json"].const == "json"
+    # one name for "how many stored runs form the baseline", one for "how many are drawn in a trend"
+    for old, path in (("--runs", "perfgate baseline update"), ("--runs", "perfgate calibrate")):
+        assert by_path[path][old].dest == by_path[path]["--baseline-runs"].dest
+    for old, path in (("--limit", "perfgate history"), ("--history", "perfgate report")):
+        assert by_path[path][old].dest == by_path[path]["--trend-runs"].dest
+    assert "--store" in flags
+
+
+def test_store_is_declared_once_with_one_help_text():
+    stores = [(path, action) for path, action in _actions() if "--store" in action.option_strings]
+    assert len(stores) >= 9
+    assert {action.help for _, action in stores} == {FLAG_HELP["--store"]}
+    assert all("PERFGATE_STORE" in (action.help or "") for _, action in stores)
+
+
+def test_deprecated_spellings_name_the_new_one():
+    aliases = [(path, action) for path, action in _actions() if isinstance(action, _DeprecatedAlias)]
+    assert len(aliases) >= 10
+    for path, action in aliases:
+        new = action.new.split()[0]
+        assert action.help == f"deprecated spelling of {action.new}", path
+        parser = next(p for q, p, _ in _parsers() if q == path)
+        assert new in parser._option_string_actions, (path, new)
+        assert parser._option_string_actions[new].dest == action.dest
+
+
+def test_every_command_subcommand_and_flag_has_help():
+    missing = []
+    for path, parser, help_text in _parsers():
+        if not help_text or not parser.description:
+            missing.append(f"{path}: no help or description")
+    for path, action in _actions():
+        if not action.help or action.help == argparse.SUPPRESS:
+            missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}: no help")
+    assert missing == []
+
+
+def test_no_parser_accepts_abbreviations():
+    parsers = [("perfgate", _build_parser())] + [(path, parser) for path, parser, _ in _parsers()]
+    assert [path for path, parser in parsers if parser.allow_abbrev] == []
+
+
+@pytest.mark.parametrize("flag", ["--stor", "--baseline-run", "--thresh"])
+def test_an_abbreviated_flag_is_an_error(tmp_path, capsys, flag):
+    base = tmp_path / "run.json"
+    base.write_text("{}")
+    code = main(["check", "--baseline", str(base), "--current", str(base), flag, "x"])
+    assert code == 2
+    assert f"unrecognized arguments: {flag}" in capsys.readouterr().err
+
+
+def test_seed_only_means_a_random_seed():
+    allowed = re.compile(r"random seed|--(order-)?seed|seeded")
+    texts = [help_text for _, _, help_text in _parsers() if help_text]
+    texts += [parser.description or "" for _, parser, _ in _parsers()]
+    texts += [action.help or "" for _, action in _actions()]
+    bad = [text for text in texts if "seed" in allowed.sub("", text.lower())]
+    assert bad == []
+    assert not [text for text in texts if re.search(r"\bthe seed\b|seed's", text, re.IGNORECASE)]
+
+
+def test_a_deprecated_spelling_works_and_warns_once(tmp_path, capsys):
+    from perfgate.cli import _common
+
+    _common._warned.clear()
+    url = f"sqlite:///{tmp_path / 'none.db'}"
+    # history --limit: the old spelling of --trend-runs, given twice; the store is empty (exit 2 after parsing)
+    assert main(["history", "--model", "dqn", "--store", url, "--limit", "0", "--limit", "5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("perfgate history: warning: --limit is deprecated") == 1
+    assert "use --trend-runs" in err
+    # a value given with the old spelling is the new flag's value
+    assert main(["history", "--model", "dqn", "--store", url, "--limit", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "deprecated" not in err  # once per process
+    assert "--trend-runs and --rows must be at least 1" in err
+
+
+# --- PERFGATE_STORE, the same in every command ---------------------------------------
+
+
+def _runs_in(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute("select count(*) from runs").fetchone()[0])
+
+
+def _run_file(path: Path, level: float, commit: str) -> Path:
+    samples = [level * (1 + 0.01 * ((i % 5) - 2)) for i in range(30)]
+    doc = {
+        "schema_version": 1,
+        "run_id": commit * 4,
+        "model": "dqn",
+        "created_at": f"2026-11-0{len(commit)}T10:00:00Z",
+        "git": {"commit": commit, "branch": "main", "dirty": False},
+        "metrics": {"training_step_time_ms": {"unit": "ms", "direction": "lower_is_better", "samples": samples}},
+    }
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_check_takes_its_baseline_from_perfgate_store(tmp_path, monkeypatch, capsys):
+    """``check`` used to ignore PERFGATE_STORE while ``record`` used it."""
+    base = _run_file(tmp_path / "base.json", 10.0, "a")
+    cur = _run_file(tmp_path / "cur.json", 20.0, "bb")
+    db = tmp_path / "env.db"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PERFGATE_STORE", raising=False)
+    assert main(["check", "--current", str(cur), "--quiet"]) == 2  # no baseline anywhere
+    assert "give --baseline FILE" in capsys.readouterr().err
+    monkeypatch.setenv("PERFGATE_STORE", f"sqlite:///{db}")
+    assert main(["record", str(base)]) == 0
+    assert _runs_in(db) == 1
+    report = tmp_path / "r.md"
+    assert main(["check", "--current", str(cur), "--output", str(report), "--quiet"]) == 1  # twice as slow
+    assert f"store `sqlite:///{db}`, samples pooled from the last 1 run(s) on main" in report.read_text()
+
+
+# --- worker processes get explicit options ----------------------------------------------
+
+STAGES = """\
+from perfgate.bench import stage
+
+@stage("work", metric="work_time_ms", unit="ms", suite="flagsuite", repeat=3, warmup=1)
+def work(ctx):
+    data = list(range(2000))
+    return lambda: sorted(data, reverse=True)
+"""
+
+
+def _bench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *extra: str) -> int:
+    (tmp_path / "flagstages.py").write_text(STAGES)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{Path(__file__).resolve().parent.parent}")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    argv = ["bench", "--suite", "flagsuite", "--stages-module", "flagstages", "--model", "m"]
+    return main([*argv, "--output", str(tmp_path / "run.json"), "--rounds", "1", "--processes", "2", *extra])
+
+
+def test_an_abbreviated_store_flag_is_refused_and_nothing_is_recorded(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("PERFGATE_STORE", raising=False)
+    db = tmp_path / "abbrev.db"
+    assert _bench(tmp_path, monkeypatch, "--stor", f"sqlite:///{db}") == 2
+    assert "unrecognized arguments: --stor" in capsys.readouterr().err
+    assert not db.exists() and not (tmp_path / "run.json").exists()
+
+
+def test_workers_record_nothing_only_the_parent_records_once(tmp_path, monkeypatch):
+    """2 worker processes, a store from the flag, from PERFGATE_STORE and from the configuration:
+    one run in each, the parent's combined one (it was 3: each worker recorded its own)."""
+    flag_db, env_db, config_db = tmp_path / "flag.db", tmp_path / "env.db", tmp_path / "config.db"
+    (tmp_path / "perfgate.toml").write_text(f'[tool.perfgate]\nstore = "sqlite:///{config_db}"\n')
+    monkeypatch.setenv("PERFGATE_STORE", f"sqlite:///{env_db}")
+    assert _bench(tmp_path, monkeypatch, "--store", f"sqlite:///{flag_db}") == 0
+    doc = json.loads((tmp_path / "run.json").read_text())
+    assert len(doc["metrics"]["work_time_ms"]["groups"]) == 2  # it did run in 2 workers
+    assert _runs_in(flag_db) == 1
+    assert not env_db.exists() and not config_db.exists()  # --store wins, and no worker opened another store
+    assert main(["bench", "--help"]) == 0  # (the parser still builds after the run)
+
+
+def test_workers_record_nothing_with_the_store_from_the_environment(tmp_path, monkeypatch):
+    env_db = tmp_path / "env.db"
+    monkeypatch.setenv("PERFGATE_STORE", f"sqlite:///{env_db}")
+    assert _bench(tmp_path, monkeypatch) == 0
+    assert _runs_in(env_db) == 1
+
+
+def test_worker_options_are_parsed_fields_not_the_command_line():
+    from perfgate.cli.bench import WORKER_FIELDS, worker_options
+
+    parser, _ = _command_parser("bench")
+    args = parser.parse_args(
+        ["--model", "dqn", "--output", "x.json", "--store", "sqlite:///s.db", "--push-metrics", "http://h:9091"]
+    )
+    options = worker_options(args)
+    assert set(options) == set(WORKER_FIELDS)
+    assert "store" not in options and "push_metrics" not in options and "processes" not in options
+    json.dumps(options)  # JSON values only
+
+
+def test_a_worker_refuses_options_it_does_not_know(tmp_path):
+    import subprocess
+    import sys
+
+    from perfgate.orchestrate.workers import WORKER_MODULE
+
+    job = {"model": "m", "output": str(tmp_path / "w.json"), "store": "sqlite:///x.db"}
+    proc = subprocess.run(
+        [sys.executable, "-m", WORKER_MODULE], input=json.dumps(job), capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 2
+    assert "worker options must have exactly the fields" in proc.stderr
+    assert "Traceback" not in proc.stderr
