@@ -1,9 +1,10 @@
 """``perfgate export prometheus``: the store's newest results as Prometheus metrics.
 
-Three ways out, one of them per call: ``--serve HOST:PORT`` (an HTTP ``/metrics`` endpoint
+Four ways out, one of them per call: ``--serve HOST:PORT`` (an HTTP ``/metrics`` endpoint
 that reads the store on every scrape), ``--push URL`` (a Pushgateway, one group per model,
-machine and suite) and ``--textfile PATH`` (node_exporter's textfile collector, written
-atomically).
+machine and suite), ``--textfile PATH`` (node_exporter's textfile collector, written
+atomically), and ``--openmetrics PATH``: every run of the branch, each at its own time, for
+``promtool tsdb create-blocks-from openmetrics`` (the dashboard's history panels).
 """
 
 from __future__ import annotations
@@ -40,12 +41,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--serve", metavar="HOST:PORT", help="serve /metrics here (host defaults to 127.0.0.1)")
     out.add_argument("--push", metavar="URL", help="push to this Pushgateway (e.g. http://127.0.0.1:9091)")
     out.add_argument("--textfile", metavar="PATH", type=Path, help="write a .prom file for node_exporter, atomically")
+    out.add_argument(
+        "--openmetrics",
+        metavar="PATH",
+        type=Path,
+        help="write every run of --branch, each at its own time, as OpenMetrics for promtool's backfill "
+        "(promtool tsdb create-blocks-from openmetrics PATH DATA_DIR)",
+    )
     prom.add_argument(
         "--store", default=None, help="store URL (default: PERFGATE_STORE, the configuration, .perfgate/)"
     )
     prom.add_argument("--model", default=None, help="only this model")
     prom.add_argument("--machine", default=None, help="only this machine fingerprint")
-    prom.add_argument("--branch", default="main", help="the branch whose runs form the baselines (default main)")
+    prom.add_argument(
+        "--branch",
+        default="main",
+        help="the branch whose runs form the baselines, and whose runs --openmetrics writes (default main)",
+    )
     prom.add_argument("--baseline-runs", type=int, default=5, help="runs pooled into a baseline when none was kept")
     prom.add_argument("--job", default="perfgate", help="with --push: the job label (default perfgate)")
     add_config_argument(prom)
@@ -129,6 +141,22 @@ def push_runs(url: str, runs: Sequence[Run], policy: Policy) -> None:
     _push_quietly(url, fresh_states(runs, policy), policy)
 
 
+def _history(args: argparse.Namespace, config: Config) -> int:
+    from perfgate.export.history import history_openmetrics, read_history
+    from perfgate.export.prometheus import unix_time
+    from perfgate.output import write_output
+    from perfgate.store import open_store, resolve_store_url
+
+    with open_store(resolve_store_url(args.store, config.store)) as store:
+        runs, flagged = read_history(store, model=args.model, machine=args.machine, branch=args.branch)
+    placed = [r for r in runs if unix_time(r.created_at) is not None]
+    if len(placed) < len(runs):
+        print(f"left out {len(runs) - len(placed)} run(s) without created_at: they have no time", file=sys.stderr)
+    write_output(args.openmetrics, history_openmetrics(placed, flagged, config.policy.metric_info))
+    print(one_line(f"wrote {len(placed)} run(s) to {args.openmetrics}"), file=sys.stderr)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from perfgate.export.prometheus import PerfgateCollector, exposition, make_registry, push_states
     from perfgate.output import write_output
@@ -139,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"must be at least 1, got {args.baseline_runs}", field="--baseline-runs")
     if args.textfile is not None and args.textfile.suffix != ".prom":
         raise InputError("node_exporter's textfile collector reads only *.prom files", field="--textfile")
+    if args.openmetrics is not None:
+        return _history(args, config)
     read = _reader(args, config)
     states = read()  # a bad store URL fails here, before anything is served or written
     for state in states:
