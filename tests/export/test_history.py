@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,9 @@ from perfgate.core.codec import run_from_dict
 from perfgate.export.grafana import panel_queries
 from perfgate.export.history import history_families, history_openmetrics, read_history
 from tests.export.conftest import HISTORY_DBN_MS, HISTORY_MACHINE, MACHINE, Backfilled, need
-from tests.export.sample_store import HOSTILE_METRIC, HOSTILE_MODEL, RUNS, STEP_AT, hostile_runs, sample_store
+from tests.export.sample_store import HOSTILE_METRIC, RUNS, STEP_AT, hostile_runs, sample_store
 from tests.export.test_prometheus import samples
+from tests.safety.hostile import HOSTILE, hostile_result
 
 COMMITTED = Path(__file__).resolve().parent.parent.parent / "dashboards" / "perfgate.json"
 
@@ -103,16 +105,20 @@ def test_promtool_makes_blocks_of_it(tmp_path):
 def test_hostile_names_survive_the_openmetrics_text_exactly():
     from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-    text = history_openmetrics(hostile_runs())
+    result = hostile_result(list(HOSTILE), commit="abc\n# x", fingerprint="fp<b>[/]\x1b[0m", source="f")
+    runs = [replace(result.current, created_at="2026-11-29T10:00:00Z"), *hostile_runs()]
+    text = history_openmetrics(runs)
     found = {
-        (s.labels["model"], s.labels["metric"])
+        (s.labels["model"], s.labels["machine"], s.labels["metric"])
         for family in text_string_to_metric_families(text)
         for s in family.samples
         if "metric" in s.labels
     }
-    assert (HOSTILE_MODEL, HOSTILE_METRIC) in found
-    # no name breaks out of its label value into a line of its own
-    assert all(line.startswith(("# ", "perfgate_history_")) for line in text.splitlines())
+    assert (hostile_runs()[0].model_key, MACHINE, HOSTILE_METRIC) in found
+    assert {(m, f) for m, f, _ in found} >= {("dqn", result.current.machine.fingerprint)}
+    assert {name for _, f, name in found if f != MACHINE} >= set(HOSTILE)  # every name exactly, escaped
+    # no name breaks out of its label value into a line of its own (a line ends at \n, as parsers read it)
+    assert all(line.startswith(("# ", "perfgate_history_")) for line in text.rstrip("\n").split("\n"))
 
 
 def test_the_command_writes_it_and_fails_in_one_line(sample_sqlite, tmp_path, capsys):

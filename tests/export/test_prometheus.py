@@ -151,8 +151,9 @@ def _verdicts(state: RunState) -> dict[str, float]:
 @pytest.mark.parametrize(
     ("current", "n", "verdict"),
     [
-        (100.0, 40, "passed"),
+        (100.0, 1, "passed"),  # one sample per side: the threshold alone decides
         (30.0, 40, "improved"),  # 70 % faster, beyond any assumed noise
+        (100.0, 40, "inconclusive"),  # one run per side: the assumed run-to-run noise reaches past 10 %
         (112.0, 3, "inconclusive"),  # over the threshold, too few samples to confirm it
         (300.0, 40, "regressed"),
     ],
