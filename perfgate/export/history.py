@@ -113,5 +113,6 @@ def history_openmetrics(
     from prometheus_client.openmetrics.exposition import generate_latest
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Fixed(history_families(runs, flagged, metric_info)))  # type: ignore[arg-type]
-    return generate_latest(registry).decode("utf-8")
+    registry.register(_Fixed(history_families(runs, flagged, metric_info)))
+    text: bytes = generate_latest(registry)  # type: ignore[no-untyped-call]
+    return text.decode("utf-8")
