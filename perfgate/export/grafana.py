@@ -48,9 +48,22 @@ def _metric(family: str, metric: str, statistic: str | None = "median") -> str:
     return f'perfgate_{family}{{{_SEL}, metric="{metric}"{stat}}}'
 
 
+def _per_run(selector: str) -> str:
+    """One point per run: the newest sample of each step's own interval.
+
+    A bare selector would show a backfilled run at every step of the 5 minutes after it, and
+    miss it altogether when Grafana's step is longer; the windows of ``$__interval`` tile the
+    time range, so each run lands on exactly one step (the later of two runs in one step).
+    The windows end 1 ms before their step: Prometheus 2 closes a range at both ends, so a run
+    stamped exactly on a step (whole minutes, and Grafana aligns steps to them) would
+    otherwise count in two.
+    """
+    return f"last_over_time({selector}[$__interval] offset 1ms)"
+
+
 def _history(family: str, metric: str, statistic: str | None = "median") -> str:
-    """One point per run: the backfilled ``perfgate_history_<family>`` series."""
-    return _metric(f"history_{family}", metric, statistic)
+    """The backfilled ``perfgate_history_<family>`` series, one point per run."""
+    return _per_run(_metric(f"history_{family}", metric, statistic))
 
 
 def verdict_expression() -> str:
@@ -342,7 +355,7 @@ def build_dashboard() -> Any:
             "each run, one point per run. When it rises, the machine itself was slow: a stage that jumped with it "
             "did not get slower by its own doing.",
             "s",
-            query(f"perfgate_history_machine_reference_seconds{{{_SEL}}}", f"{_WHO} {{{{kernel}}}}"),
+            query(_per_run(f"perfgate_history_machine_reference_seconds{{{_SEL}}}"), f"{_WHO} {{{{kernel}}}}"),
         )
         .height(8)
         .span(24)
@@ -404,7 +417,7 @@ def build_dashboard() -> Any:
             "Regressions per run",
             "1 for each run the gate flagged as a regression (and nobody accepted since), per model and machine.",
             "short",
-            query(f"sum by (model, machine) (perfgate_history_flagged{{{_SEL}}})", _WHO),
+            query(f"sum by (model, machine) ({_per_run(f'perfgate_history_flagged{{{_SEL}}}')})", _WHO),
         )
         .draw_style(common.GraphDrawStyle.BARS)
         .fill_opacity(60)

@@ -108,8 +108,8 @@ def test_queries_use_only_exported_names_and_never_always_return_data(dashboard)
             assert set(re.findall(r"\bperfgate_[a-z0-9_]+", variable["query"])) <= exported
 
 
-def substitute(expr: str, model: str, machine: str) -> str:
-    text = expr.replace("$model", model).replace("$machine", machine)
+def substitute(expr: str, model: str, machine: str, interval: str = "60s") -> str:
+    text = expr.replace("$model", model).replace("$machine", machine).replace("$__interval", interval)
     assert "$" not in text, text
     return text
 

@@ -4,7 +4,6 @@ Prometheus with promtool, and what the dashboard's history panels get back from 
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import time
 from dataclasses import replace
@@ -151,23 +150,38 @@ def test_three_recorded_runs_are_three_points(backfilled: Backfilled):
     assert [float(v) for _, v in flags["values"]] == [0.0, 1.0, 0.0]  # the second run was flagged
 
 
+def _panel(title: str, model: str, machine: str, interval: int) -> str:
+    expr = _dashboard_query(title)
+    return expr.replace("$model", model).replace("$machine", machine).replace("$__interval", f"{interval}s")
+
+
 def test_the_dashboard_history_query_returns_one_point_per_run(backfilled: Backfilled):
-    # the DBN panel's own query, over a range whose steps fall on the three runs: three distinct points
+    # the DBN panel's own query, as Grafana sends it with a one-day step: three distinct points
     stack, times = backfilled.stack, backfilled.times
-    expr = _dashboard_query("DBN load time").replace("$model", "ppo").replace("$machine", HISTORY_MACHINE)
-    result = stack.api("query_range", query=expr, start=times[0], end=times[-1], step=86400)["result"]
+    expr = _panel("DBN load time", "ppo", HISTORY_MACHINE, 86400)
+    result = stack.api("query_range", query=expr, start=times[0], end=times[-1] + 86400, step=86400)["result"]
     assert len(result) == 1
     values = result[0]["values"]
-    assert [float(t) for t, _ in values] == list(times)
+    assert [float(t) for t, _ in values] == [t + 86400 for t in times]  # each run at the end of its step
     assert len({v for _, v in values}) == 3
     assert [float(v) for _, v in values] == [pytest.approx(ms / 1000) for ms in HISTORY_DBN_MS]
 
 
-def test_the_sample_history_has_every_run(backfilled: Backfilled):
+@pytest.mark.parametrize("step", [60, 1800])
+def test_each_run_lands_on_exactly_one_step(backfilled: Backfilled, step: int):
+    # whatever Grafana's step (shorter or longer than Prometheus's 5-minute look-back): one point per run
     stack, stamps = backfilled.stack, backfilled.sample_times
-    window = math.ceil(time.time() - stamps[0]) + 3600
-    expr = _dashboard_query("Peak memory by model").replace("$model", "dqn").replace("$machine", MACHINE)
-    (series,) = stack.query(f"{expr}[{window}s]")
-    assert len(series["values"]) == RUNS
-    flagged = stack.query(f'sum_over_time(perfgate_history_flagged{{model="dqn", machine="{MACHINE}"}}[{window}s])')
-    assert [r["value"][1] for r in flagged] == [str(RUNS - 1 - STEP_AT)]
+    expr = _panel("Peak memory by model", "dqn", MACHINE, step)
+    end = time.time()
+    (series,) = stack.api("query_range", query=expr, start=stamps[0] - 3600, end=end, step=step)["result"]
+    points = [float(t) for t, _ in series["values"]]
+    dqn_times = stamps[:RUNS]  # dqn on ci-runner-a: one run an hour, the laptop's run is another series
+    assert len(points) == RUNS
+    assert all(0 < p - t <= step for p, t in zip(points, dqn_times, strict=True))
+
+
+def test_the_regressions_per_run_panel_counts_flagged_runs(backfilled: Backfilled):
+    stack, stamps = backfilled.stack, backfilled.sample_times
+    expr = _panel("Regressions per run", "dqn", MACHINE, 60)
+    (series,) = stack.api("query_range", query=expr, start=stamps[0] - 3600, end=time.time(), step=60)["result"]
+    assert sum(float(v) for _, v in series["values"]) == RUNS - 1 - STEP_AT
