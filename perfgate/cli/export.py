@@ -173,9 +173,8 @@ def run(args: argparse.Namespace) -> int:
     states = read()  # a bad store URL fails here, before anything is served or written
     for state in states:
         if state.note:
-            print(
-                one_line(f"{state.run.model_key} on {state.machine}: no check exported: {state.note}"), file=sys.stderr
-            )
+            who = f"{state.run.model_key} on {state.machine}"
+            print(one_line(f"{who}: could not check, exported as could_not_decide: {state.note}"), file=sys.stderr)
     if args.push is not None:
         groups = push_states(args.push, states, job=args.job, metric_info=config.policy.metric_info)
         print(f"pushed {groups} group(s) to {mask_url(args.push)}", file=sys.stderr)

@@ -363,6 +363,11 @@ def build_dashboard() -> Any:
 
     builder = builder.with_row(dash.Row("Against the baseline").id(next(next_id)))
     change_sel = f"{{{_SEL}}}"
+
+    def unnamed(expr: str) -> str:
+        # without __name__, the rows of the three queries have the same labels, so "merge" joins them
+        return f'label_replace({expr}, "__name__", "", "", "")'
+
     builder = builder.with_panel(
         table.Panel()
         .id(next(next_id))
@@ -374,8 +379,10 @@ def build_dashboard() -> Any:
             "test confirms it, else inconclusive)."
         )
         .datasource(ds)
-        .with_target(query(f"perfgate_degradation_ratio{change_sel}", "", instant=True, table_format=True))
-        .with_target(query(f"perfgate_check_threshold_ratio{change_sel}", "", "B", instant=True, table_format=True))
+        .with_target(query(unnamed(f"perfgate_degradation_ratio{change_sel}"), "", instant=True, table_format=True))
+        .with_target(
+            query(unnamed(f"perfgate_check_threshold_ratio{change_sel}"), "", "B", instant=True, table_format=True)
+        )
         .with_target(
             query(
                 f"perfgate_degradation_ratio{change_sel} / perfgate_check_threshold_ratio{change_sel}",

@@ -166,6 +166,8 @@ def test_panel_values_are_right(filled, dashboard):
     assert by_model == {"dqn": "regressed", "tft": "over_budget", "ppo": "passed", "mamba2": "passed"}
     # the change in each metric's own direction, beside its own threshold, and as a share of it
     change = [e for t, e, _ in panel_queries(dashboard) if t == "Change against baseline"]
+    rows = [sorted(tuple(sorted(r["metric"].items())) for r in filled.query(substitute(e, ".*", ".*"))) for e in change]
+    assert rows[0] and rows[0] == rows[1] == rows[2]  # the same labels in every query: the table joins them
     answers = [
         {(r["metric"]["metric"], r["metric"]["statistic"]): float(r["value"][1]) for r in filled.query(q)}
         for q in (substitute(e, "dqn", MACHINE) for e in change)
