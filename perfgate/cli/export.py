@@ -91,7 +91,7 @@ def _reader(args: argparse.Namespace, config: Config) -> Any:
 
 
 def _serve(registry: Any, address: str) -> int:
-    from perfgate.export.prometheus import parse_listen_address, serve
+    from perfgate.export.outlets import parse_listen_address, serve
 
     host, port = parse_listen_address(address)
     server = serve(registry, host, port)
@@ -113,7 +113,7 @@ def _serve(registry: Any, address: str) -> int:
 
 def _push_quietly(url: str, states: Sequence[Any], policy: Policy) -> None:
     try:
-        from perfgate.export.prometheus import push_states
+        from perfgate.export.outlets import push_states
 
         groups = push_states(url, states, metric_info=policy.metric_info)
     except (PerfgateError, ModuleNotFoundError) as exc:
@@ -158,7 +158,8 @@ def _history(args: argparse.Namespace, config: Config) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfgate.export.prometheus import PerfgateCollector, exposition, make_registry, push_states
+    from perfgate.export.outlets import push_states
+    from perfgate.export.prometheus import PerfgateCollector, exposition, make_registry
     from perfgate.output import write_output
 
     require_extra("prometheus_client", "perfgate export prometheus")

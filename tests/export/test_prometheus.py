@@ -19,14 +19,13 @@ from perfgate.core.compare import compare_runs
 from perfgate.core.policy import Policy
 from perfgate.errors import InputError
 from perfgate.export.latest import RunState, fresh_states, latest_states
+from perfgate.export.outlets import parse_listen_address, push_states
 from perfgate.export.prometheus import (
     VERDICTS,
     PerfgateCollector,
     exposition,
     make_registry,
     metric_families,
-    parse_listen_address,
-    push_states,
     run_verdict,
     unit_family,
 )
