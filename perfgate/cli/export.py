@@ -1,9 +1,10 @@
 """``perfgate export prometheus``: the store's newest results as Prometheus metrics.
 
-Three ways out, one of them per call: ``--serve HOST:PORT`` (an HTTP ``/metrics`` endpoint
+Four ways out, one of them per call: ``--serve HOST:PORT`` (an HTTP ``/metrics`` endpoint
 that reads the store on every scrape), ``--push URL`` (a Pushgateway, one group per model,
-machine and suite) and ``--textfile PATH`` (node_exporter's textfile collector, written
-atomically).
+machine and suite), ``--textfile PATH`` (node_exporter's textfile collector, written
+atomically), and ``--openmetrics PATH``: every run of the branch, each at its own time, for
+``promtool tsdb create-blocks-from openmetrics`` (the dashboard's history panels).
 """
 
 from __future__ import annotations
@@ -47,6 +48,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--serve", metavar="HOST:PORT", help="serve /metrics here (host defaults to 127.0.0.1)")
     out.add_argument("--push", metavar="URL", help="push to this Pushgateway (e.g. http://127.0.0.1:9091)")
     out.add_argument("--textfile", metavar="PATH", type=Path, help="write a .prom file for node_exporter, atomically")
+    out.add_argument(
+        "--openmetrics",
+        metavar="PATH",
+        type=Path,
+        help="write every run of --baseline-branch, each at its own time, as OpenMetrics for promtool's backfill "
+        "(promtool tsdb create-blocks-from openmetrics PATH DATA_DIR)",
+    )
     add_store_argument(prom)
     add_flag(prom, "--model", default=None, default_text="every model in the store")
     add_flag(prom, "--machine", default=None, default_text="every machine in the store")
@@ -85,7 +93,7 @@ def _reader(args: argparse.Namespace, config: Config) -> Any:
 
 
 def _serve(registry: Any, address: str) -> int:
-    from perfgate.export.prometheus import parse_listen_address, serve
+    from perfgate.export.outlets import parse_listen_address, serve
 
     host, port = parse_listen_address(address)
     server = serve(registry, host, port)
@@ -107,7 +115,7 @@ def _serve(registry: Any, address: str) -> int:
 
 def _push_quietly(url: str, states: Sequence[Any], policy: Policy) -> None:
     try:
-        from perfgate.export.prometheus import push_states
+        from perfgate.export.outlets import push_states
 
         groups = push_states(url, states, metric_info=policy.metric_info)
     except (PerfgateError, ModuleNotFoundError) as exc:
@@ -135,8 +143,25 @@ def push_runs(url: str, runs: Sequence[Run], policy: Policy) -> None:
     _push_quietly(url, fresh_states(runs, policy), policy)
 
 
+def _history(args: argparse.Namespace, config: Config) -> int:
+    from perfgate.export.history import history_openmetrics, read_history
+    from perfgate.export.prometheus import unix_time
+    from perfgate.output import write_output
+    from perfgate.store import open_store, resolve_store_url
+
+    with open_store(resolve_store_url(args.store, config.store)) as store:
+        runs, flagged = read_history(store, model=args.model, machine=args.machine, branch=args.baseline_branch)
+    placed = [r for r in runs if unix_time(r.created_at) is not None]
+    if len(placed) < len(runs):
+        print(f"left out {len(runs) - len(placed)} run(s) without created_at: they have no time", file=sys.stderr)
+    write_output(args.openmetrics, history_openmetrics(placed, flagged, config.policy.metric_info))
+    print(one_line(f"wrote {len(placed)} run(s) to {args.openmetrics}"), file=sys.stderr)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
-    from perfgate.export.prometheus import PerfgateCollector, exposition, make_registry, push_states
+    from perfgate.export.outlets import push_states
+    from perfgate.export.prometheus import PerfgateCollector, exposition, make_registry
     from perfgate.output import write_output
 
     require_extra("prometheus_client", "perfgate export prometheus")
@@ -145,13 +170,14 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"must be at least 1, got {args.baseline_runs}", field="--baseline-runs")
     if args.textfile is not None and args.textfile.suffix != ".prom":
         raise InputError("node_exporter's textfile collector reads only *.prom files", field="--textfile")
+    if args.openmetrics is not None:
+        return _history(args, config)
     read = _reader(args, config)
     states = read()  # a bad store URL fails here, before anything is served or written
     for state in states:
         if state.note:
-            print(
-                one_line(f"{state.run.model_key} on {state.machine}: no check exported: {state.note}"), file=sys.stderr
-            )
+            who = f"{state.run.model_key} on {state.machine}"
+            print(one_line(f"{who}: could not check, exported as could_not_decide: {state.note}"), file=sys.stderr)
     if args.push is not None:
         groups = push_states(args.push, states, job=args.job, metric_info=config.policy.metric_info)
         print(f"pushed {groups} group(s) to {mask_url(args.push)}", file=sys.stderr)

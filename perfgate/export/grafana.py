@@ -9,14 +9,22 @@ prometheus --push``. Queries only use names :mod:`perfgate.export.prometheus` ex
 
 The panels follow the original specification's dashboard: DBN load time with its 10 ms target, inference
 latency per model (p50/p95/p99) with the 50 µs target, training step time compared across
-models, memory by model, the regression count, the change against the baseline, and
+models, peak memory by model, the regression count, the change against the baseline, and
 throughput; ``$model`` and ``$machine`` filter every panel.
+
+Time series plot the history, one point per run at the run's own time
+(``perfgate_history_*``, backfilled from ``perfgate export prometheus --openmetrics``, see
+:mod:`perfgate.export.history`); a scraped value carries the scrape's time, so plotted over
+time it would only repeat the newest run. The gate panels, the training-step bars and the
+change against the baseline show the newest check (the live ``perfgate_*`` families).
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from perfgate.export.prometheus import VERDICTS
 
 __all__ = [
     "DASHBOARD_UID",
@@ -25,13 +33,12 @@ __all__ = [
     "build_dashboard",
     "dashboard_json",
     "panel_queries",
+    "verdict_expression",
 ]
 
 DASHBOARD_UID = "perfgate-overview"
 DBN_LOAD_TARGET_SECONDS = 0.010  # the original specification's "<10ms" DBN load target
 INFERENCE_TARGET_SECONDS = 50e-6  # the original specification's "<50μs" inference target (HFT requirement)
-CHANGE_THRESHOLD = 0.10  # perfgate's default regression threshold
-
 _SEL = 'model=~"$model", machine=~"$machine"'
 _WHO = "{{model}} · {{machine}}"
 
@@ -39,6 +46,46 @@ _WHO = "{{model}} · {{machine}}"
 def _metric(family: str, metric: str, statistic: str | None = "median") -> str:
     stat = f', statistic="{statistic}"' if statistic else ""
     return f'perfgate_{family}{{{_SEL}, metric="{metric}"{stat}}}'
+
+
+def _per_run(selector: str) -> str:
+    """One point per run: the newest sample of each step's own interval.
+
+    A bare selector would show a backfilled run at every step of the 5 minutes after it, and
+    miss it altogether when Grafana's step is longer; the windows of ``$__interval`` tile the
+    time range, so each run lands on exactly one step (the later of two runs in one step).
+    The windows end 1 ms before their step: Prometheus 2 closes a range at both ends, so a run
+    stamped exactly on a step (whole minutes, and Grafana aligns steps to them) would
+    otherwise count in two.
+    """
+    return f"last_over_time({selector}[$__interval] offset 1ms)"
+
+
+def _history(family: str, metric: str, statistic: str | None = "median") -> str:
+    """The backfilled ``perfgate_history_<family>`` series, one point per run."""
+    return _per_run(_metric(f"history_{family}", metric, statistic))
+
+
+def verdict_expression() -> str:
+    """Per model and machine, the most severe verdict of the newest checks, as its index in ``VERDICTS``.
+
+    Each check exports every verdict (1 for its own, 0 for the others), so the sum over the
+    verdicts of index × indicator is the index of its verdict; ``max`` takes the most severe
+    over the suites of one model and machine.
+    """
+    terms = [f'{code} * perfgate_check_verdict{{{_SEL}, verdict="{name}"}}' for code, name in enumerate(VERDICTS)]
+    return "max by (model, machine) (" + " + ignoring(verdict) ".join(terms) + ")"
+
+
+# text and colour of each verdict in the verdict panel
+_VERDICT_SHOWN = {
+    "passed": ("passed", "green"),
+    "improved": ("improved", "blue"),
+    "inconclusive": ("inconclusive", "yellow"),
+    "over_budget": ("over budget", "orange"),
+    "could_not_decide": ("could not decide", "purple"),
+    "regressed": ("regressed", "red"),
+}
 
 
 def build_dashboard() -> Any:
@@ -102,17 +149,28 @@ def build_dashboard() -> Any:
     def reduce_last() -> Any:
         return common_b.ReduceDataOptions().calcs(["lastNotNull"]).values(False)
 
+    def count_stat(title: str, description: str, family: str, legend: str, span: int) -> Any:
+        # a sum over the selection, red from 1 on
+        return (
+            stat.Panel()
+            .id(next(next_id))
+            .title(title)
+            .description(description)
+            .datasource(ds)
+            .with_target(query(f"sum(perfgate_{family}{{{_SEL}}})", legend, instant=True))
+            .thresholds(thresholds((None, "green"), (1, "red")))
+            .color_mode(common.BigValueColorMode.BACKGROUND)
+            .graph_mode(common.BigValueGraphMode.NONE)
+            .reduce_options(reduce_last())
+            .height(5)
+            .span(span)
+        )
+
     every = model.VariableOption(selected=True, text="All", value="$__all")
-    verdict_expr = (
-        f"2 * max by (model, machine) (perfgate_check_regressions{{{_SEL}}} > bool 0)"
-        f" + max by (model, machine) (perfgate_check_budgets_broken{{{_SEL}}} > bool 0)"
-    )
     verdict_map = model.ValueMap(
         options={
-            "0": model.ValueMappingResult(text="passed", color="green", index=0),
-            "1": model.ValueMappingResult(text="over budget", color="orange", index=1),
-            "2": model.ValueMappingResult(text="regressed", color="red", index=2),
-            "3": model.ValueMappingResult(text="regressed, over budget", color="red", index=3),
+            str(code): model.ValueMappingResult(text=_VERDICT_SHOWN[name][0], color=_VERDICT_SHOWN[name][1], index=code)
+            for code, name in enumerate(VERDICTS)
         }
     )
 
@@ -165,28 +223,27 @@ def build_dashboard() -> Any:
 
     builder = builder.with_row(dash.Row("Gate").id(next(next_id)))
     builder = builder.with_panel(
-        stat.Panel()
-        .id(next(next_id))
-        .title("Regressions (last check)")
-        .description("Comparisons that regressed in the last check of each selected model and machine, summed.")
-        .datasource(ds)
-        .with_target(query(f"sum(perfgate_check_regressions{{{_SEL}}})", "regressions", instant=True))
-        .thresholds(thresholds((None, "green"), (1, "red")))
-        .color_mode(common.BigValueColorMode.BACKGROUND)
-        .graph_mode(common.BigValueGraphMode.NONE)
-        .reduce_options(reduce_last())
-        .height(5)
-        .span(6)
+        count_stat(
+            "Regressions (last check)",
+            "Comparisons that regressed in the last check of each selected model and machine, summed.",
+            "check_regressions",
+            "regressions",
+            6,
+        )
     )
     builder = builder.with_panel(
         stat.Panel()
         .id(next(next_id))
         .title("Verdict of the last check")
-        .description("Per model and machine: passed, regressed, or over an absolute budget.")
+        .description(
+            "Per model and machine, the verdict of the last check: passed, improved, inconclusive (a change "
+            "over its threshold the test could not confirm, or too few samples), over an absolute budget, "
+            "could not decide (the check could not be made), or regressed; the most severe over its suites."
+        )
         .datasource(ds)
-        .with_target(query(verdict_expr, _WHO, instant=True))
+        .with_target(query(verdict_expression(), _WHO, instant=True))
         .mappings([verdict_map])
-        .thresholds(thresholds((None, "green"), (1, "orange"), (2, "red")))
+        .thresholds(thresholds((None, "green")))
         .color_mode(common.BigValueColorMode.BACKGROUND)
         .graph_mode(common.BigValueGraphMode.NONE)
         .text_mode(common.BigValueTextMode.VALUE_AND_NAME)
@@ -195,18 +252,13 @@ def build_dashboard() -> Any:
         .span(12)
     )
     builder = builder.with_panel(
-        stat.Panel()
-        .id(next(next_id))
-        .title("Budgets broken")
-        .description("Absolute budgets (e.g. p99 inference ≤ 50 µs) the newest runs break, summed.")
-        .datasource(ds)
-        .with_target(query(f"sum(perfgate_check_budgets_broken{{{_SEL}}})", "budgets broken", instant=True))
-        .thresholds(thresholds((None, "green"), (1, "red")))
-        .color_mode(common.BigValueColorMode.BACKGROUND)
-        .graph_mode(common.BigValueGraphMode.NONE)
-        .reduce_options(reduce_last())
-        .height(5)
-        .span(6)
+        count_stat(
+            "Budgets broken",
+            "Absolute budgets (e.g. p99 inference ≤ 50 µs) the newest runs break, summed.",
+            "check_budgets_broken",
+            "budgets broken",
+            6,
+        )
     )
 
     builder = builder.with_row(dash.Row("Pipeline stages").id(next(next_id)))
@@ -214,9 +266,9 @@ def build_dashboard() -> Any:
         with_target_line(
             series(
                 "DBN load time",
-                "Median time to load and validate one DBN file; the dashed line is the 10 ms target.",
+                "Median time to load and validate one DBN file, one point per run; dashed: the 10 ms target.",
                 "s",
-                query(_metric("duration_seconds", "dbn_load_time_ms"), _WHO),
+                query(_history("duration_seconds", "dbn_load_time_ms"), _WHO),
                 query(
                     _metric("budget_duration_seconds", "dbn_load_time_ms", None),
                     f"budget {_WHO} ({{{{statistic}}}})",
@@ -232,9 +284,9 @@ def build_dashboard() -> Any:
         with_target_line(
             series(
                 "Inference latency (p50 / p95 / p99)",
-                "Single-sample prediction latency per model; the dashed line is the 50 µs target.",
+                "Single-sample prediction latency per model, one point per run; the dashed line is the 50 µs target.",
                 "s",
-                query(_metric("duration_seconds", "inference_latency_us", None), f"{_WHO} {{{{statistic}}}}"),
+                query(_history("duration_seconds", "inference_latency_us", None), f"{_WHO} {{{{statistic}}}}"),
                 query(
                     _metric("budget_duration_seconds", "inference_latency_us", None),
                     f"budget {_WHO} ({{{{statistic}}}})",
@@ -264,9 +316,9 @@ def build_dashboard() -> Any:
     builder = builder.with_panel(
         series(
             "Feature extraction time",
-            "Median time of the 16 technical-indicator features over the loaded bars.",
+            "Median time of the 16 technical-indicator features over the loaded bars, one point per run.",
             "s",
-            query(_metric("duration_seconds", "feature_extraction_time_ms"), _WHO),
+            query(_history("duration_seconds", "feature_extraction_time_ms"), _WHO),
         )
         .height(8)
         .span(12)
@@ -275,10 +327,11 @@ def build_dashboard() -> Any:
     builder = builder.with_row(dash.Row("Resources and throughput").id(next(next_id)))
     builder = builder.with_panel(
         series(
-            "Memory by model",
-            "Median peak resident memory of each model's pipeline; budgets as series where configured.",
+            "Peak memory by model",
+            "memory_usage_mb, one point per run: the pipeline's peak resident memory (what its stages hold "
+            "plus their peak above that), the figure of the README's tables; budgets as series where configured.",
             "bytes",
-            query(_metric("memory_bytes", "memory_usage_mb"), _WHO),
+            query(_history("memory_bytes", "memory_usage_mb"), _WHO),
             query(_metric("budget_memory_bytes", "memory_usage_mb", None), f"budget {_WHO} ({{{{statistic}}}})", "B"),
         )
         .height(8)
@@ -287,9 +340,9 @@ def build_dashboard() -> Any:
     builder = builder.with_panel(
         series(
             "Throughput",
-            "Median training samples processed per second (higher is better).",
+            "Median training samples processed per second, one point per run (higher is better).",
             "suffix: samples/s",
-            query(_metric("throughput_per_second", "throughput_samples_per_sec"), _WHO),
+            query(_history("throughput_per_second", "throughput_samples_per_sec"), _WHO),
         )
         .height(8)
         .span(12)
@@ -299,42 +352,79 @@ def build_dashboard() -> Any:
         series(
             "Machine-speed index",
             "Median time of each reference kernel (compute, interpreter, memory: fixed amounts of work) during "
-            "each model's newest run. When it rises, the machine itself was slow: a stage that jumped with it "
+            "each run, one point per run. When it rises, the machine itself was slow: a stage that jumped with it "
             "did not get slower by its own doing.",
             "s",
-            query(f"perfgate_machine_reference_seconds{{{_SEL}}}", f"{_WHO} {{{{kernel}}}}"),
+            query(_per_run(f"perfgate_history_machine_reference_seconds{{{_SEL}}}"), f"{_WHO} {{{{kernel}}}}"),
         )
         .height(8)
         .span(24)
     )
 
     builder = builder.with_row(dash.Row("Against the baseline").id(next(next_id)))
+    change_sel = f"{{{_SEL}}}"
+
+    def unnamed(expr: str) -> str:
+        # without __name__, the rows of the three queries have the same labels, so "merge" joins them
+        return f'label_replace({expr}, "__name__", "", "", "")'
+
     builder = builder.with_panel(
-        bargauge.Panel()
+        table.Panel()
         .id(next(next_id))
         .title("Change against baseline")
         .description(
-            "Direction-adjusted change of each compared statistic against its baseline: positive is worse "
-            "(slower, more memory, less throughput). Red beyond the default 10 % threshold."
+            "Each compared statistic of the last check in its metric's own direction: positive is worse "
+            "(slower, more memory, less throughput), negative better. Beside it the metric's own threshold, "
+            "and the change as a share of it: red from 100 % (beyond the threshold; a regression when the "
+            "test confirms it, else inconclusive)."
         )
         .datasource(ds)
+        .with_target(query(unnamed(f"perfgate_degradation_ratio{change_sel}"), "", instant=True, table_format=True))
         .with_target(
-            query(f"perfgate_degradation_ratio{{{_SEL}}}", f"{_WHO} {{{{metric}}}} {{{{statistic}}}}", instant=True)
+            query(unnamed(f"perfgate_check_threshold_ratio{change_sel}"), "", "B", instant=True, table_format=True)
+        )
+        .with_target(
+            query(
+                f"perfgate_degradation_ratio{change_sel} / perfgate_check_threshold_ratio{change_sel}",
+                "",
+                "C",
+                instant=True,
+                table_format=True,
+            )
+        )
+        .with_transformation(model.DataTransformerConfig(id_val="merge", options={}))
+        .with_transformation(
+            model.DataTransformerConfig(
+                id_val="organize",
+                options={
+                    "excludeByName": {"Time": True, "__name__": True, "instance": True, "job": True, "suite": True},
+                    "renameByName": {
+                        "Value #A": "change (positive is worse)",
+                        "Value #B": "threshold",
+                        "Value #C": "share of threshold",
+                    },
+                },
+            )
         )
         .unit("percentunit")
-        .orientation(common.VizOrientation.HORIZONTAL)
-        .display_mode(common.BarGaugeDisplayMode.BASIC)
-        .reduce_options(reduce_last())
-        .thresholds(thresholds((None, "green"), (CHANGE_THRESHOLD, "red")))
+        .thresholds(thresholds((None, "green"), (1, "red")))
+        .override_by_name(
+            "share of threshold",
+            [
+                model.DynamicConfigValue(
+                    id_val="custom.cellOptions", value={"type": "color-background", "mode": "basic"}
+                )
+            ],
+        )
         .height(10)
         .span(12)
     )
     builder = builder.with_panel(
         series(
-            "Regression count",
-            "Comparisons that regressed in the last check, per model and machine, over time.",
+            "Regressions per run",
+            "1 for each run the gate flagged as a regression (and nobody accepted since), per model and machine.",
             "short",
-            query(f"sum by (model, machine) (perfgate_check_regressions{{{_SEL}}})", _WHO),
+            query(f"sum by (model, machine) ({_per_run(f'perfgate_history_flagged{{{_SEL}}}')})", _WHO),
         )
         .draw_style(common.GraphDrawStyle.BARS)
         .fill_opacity(60)

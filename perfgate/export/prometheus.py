@@ -22,8 +22,10 @@ family                                value
 ``perfgate_degradation_ratio``        the same change direction-adjusted: positive is worse
 ``perfgate_check_regressions``        comparisons the last check found regressed
 ``perfgate_check_budgets_broken``     budgets the last run broke
-``perfgate_check_verdict``            1 for the verdict of the last check (``passed``,
-                                      ``regressed``, ``over_budget``), 0 for the others
+``perfgate_check_threshold_ratio``    each compared statistic's own threshold (0.10 is
+                                      10 %), on the scale of the degradation
+``perfgate_check_verdict``            1 for the verdict of the last check, 0 for the
+                                      others (:data:`VERDICTS`)
 ``perfgate_budget_<family>``          each budget's limit, in its family's unit
 ``perfgate_machine_reference_seconds`` the machine-speed index: each reference kernel's
                                       median time in the run (``kernel`` label); when
@@ -32,48 +34,50 @@ family                                value
 ``perfgate_run_info``                 1, with ``run_id``, ``commit`` and ``branch``
 ====================================  ===================================================
 
+The ways out (a textfile, an HTTP endpoint, a Pushgateway) are :mod:`perfgate.export.outlets`.
 Samples carry no timestamps, so an exposition of fixed store content is byte-for-byte
-stable (``tests/golden/*.prom``). prometheus_client is imported only here, lazily.
+stable (``tests/golden/*.prom``); the history of every run, each sample at its run's own
+time, is :mod:`perfgate.export.history`. prometheus_client is imported only here, lazily.
 """
 
 from __future__ import annotations
 
-import urllib.error
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from perfgate.core.compare import Verdict
 from perfgate.core.metrics import BUILTIN_METRICS, MetricInfo
-from perfgate.core.redact import mask, mask_url, url_secrets
+from perfgate.core.schema import Run
 from perfgate.core.stats import quantile
-from perfgate.errors import InputError
 from perfgate.export.latest import RunState, state_key
 
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
 
 __all__ = [
-    "GROUPING_LABELS",
-    "JOB",
     "VERDICTS",
+    "Families",
     "PerfgateCollector",
     "UnitFamily",
+    "add_machine_index",
+    "add_values",
     "exposition",
     "make_registry",
     "metric_families",
-    "parse_listen_address",
-    "push_states",
-    "serve",
+    "run_verdict",
     "unit_family",
-    "write_textfile",
+    "unix_time",
 ]
 
-JOB = "perfgate"
-GROUPING_LABELS = ("model", "machine", "suite")  # one Pushgateway group per key: a push replaces its group
-VERDICTS = ("passed", "regressed", "over_budget")
+# The verdict of a check, least to most severe (the dashboard's verdict panel shows the most
+# severe over a selection): nothing changed beyond its threshold; something improved and
+# nothing else moved; a change over its threshold that the test could not confirm, or too few
+# samples to tell; an absolute budget broken; the check could not be made (exit 2, e.g. a
+# metric changed its unit); a regression.
+VERDICTS = ("passed", "improved", "inconclusive", "over_budget", "could_not_decide", "regressed")
 _PREFIX = "perfgate_"
 _RUN_LABELS = ["model", "machine", "suite"]
 _VALUE_LABELS = [*_RUN_LABELS, "metric", "statistic"]
@@ -111,9 +115,12 @@ class UnitFamily:
     """Where a unit's values go: the family suffix and the conversion to its base unit."""
 
     suffix: str
-    help: str
+    what: str  # the help text with ``{runs}`` for whose values they are
     convert: Callable[[float], float]
     unit_label: bool = False
+
+    def help(self, runs: str = "the newest run") -> str:
+        return self.what.format(runs=runs)
 
 
 def unit_family(unit: str) -> UnitFamily:
@@ -126,19 +133,17 @@ def unit_family(unit: str) -> UnitFamily:
     low = text.lower()
     if text in _SECONDS or low in _SECONDS:
         divisor = _SECONDS.get(text, _SECONDS.get(low, 1.0))
-        return UnitFamily("duration_seconds", "Time metrics of the newest run, in seconds.", lambda v: v / divisor)
+        return UnitFamily("duration_seconds", "Time metrics of {runs}, in seconds.", lambda v: v / divisor)
     if low in _BYTES:
         factor = _BYTES[low]
         return UnitFamily(
-            "memory_bytes", "Memory metrics of the newest run, in bytes (perfgate's MB is MiB).", lambda v: v * factor
+            "memory_bytes", "Memory metrics of {runs}, in bytes (perfgate's MB is MiB).", lambda v: v * factor
         )
     if low in _PERCENT:
-        return UnitFamily(
-            "utilization_ratio", "Percentage metrics of the newest run, as a 0-1 ratio.", lambda v: v / 100.0
-        )
+        return UnitFamily("utilization_ratio", "Percentage metrics of {runs}, as a 0-1 ratio.", lambda v: v / 100.0)
     if low.endswith(_RATE_SUFFIXES):
-        return UnitFamily("throughput_per_second", "Rate metrics of the newest run, per second.", lambda v: v)
-    return UnitFamily("value", "Metrics of the newest run in other units (see the unit label).", lambda v: v, True)
+        return UnitFamily("throughput_per_second", "Rate metrics of {runs}, per second.", lambda v: v)
+    return UnitFamily("value", "Metrics of {runs} in other units (see the unit label).", lambda v: v, True)
 
 
 def _statistics(name: str, metric_info: Mapping[str, MetricInfo]) -> list[str]:
@@ -148,7 +153,7 @@ def _statistics(name: str, metric_info: Mapping[str, MetricInfo]) -> list[str]:
     return [s for s in _SAMPLE_STATISTICS if s == "median" or s in gated]
 
 
-def _unix_time(stamp: str | None) -> float | None:
+def unix_time(stamp: str | None) -> float | None:
     if not stamp:
         return None
     try:
@@ -158,48 +163,103 @@ def _unix_time(stamp: str | None) -> float | None:
     return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()  # perfgate's times are UTC
 
 
-class _Families:
+class Families:
     """Gauge families by name, created on first use and emitted in name order."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = _PREFIX) -> None:
+        self._prefix = prefix
         self._by_name: dict[str, Any] = {}
 
     def gauge(self, name: str, help_text: str, labels: list[str]) -> Any:
         from prometheus_client.core import GaugeMetricFamily
 
         if name not in self._by_name:
-            self._by_name[name] = GaugeMetricFamily(_PREFIX + name, help_text, labels=labels)
+            self._by_name[name] = GaugeMetricFamily(self._prefix + name, help_text, labels=labels)
         return self._by_name[name]
 
     def info(self, name: str, help_text: str, labels: list[str]) -> Any:
         from prometheus_client.core import InfoMetricFamily
 
         if name not in self._by_name:
-            self._by_name[name] = InfoMetricFamily(_PREFIX + name, help_text, labels=labels)
+            self._by_name[name] = InfoMetricFamily(self._prefix + name, help_text, labels=labels)
         return self._by_name[name]
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self._by_name[n] for n in sorted(self._by_name))
 
 
-def _add_values(out: _Families, state: RunState, key: list[str], metric_info: Mapping[str, MetricInfo]) -> None:
-    for name in sorted(state.run.metrics):
-        metric = state.run.metrics[name]
+def add_values(
+    out: Families,
+    run: Run,
+    key: list[str],
+    metric_info: Mapping[str, MetricInfo],
+    *,
+    runs: str = "the newest run",
+    timestamp: float | None = None,
+) -> None:
+    """The run's metric values (median, and the tails they gate on) into their unit's family."""
+    for name in sorted(run.metrics):
+        metric = run.metrics[name]
         fam = unit_family(metric.unit)
         labels = _VALUE_LABELS + (["unit"] if fam.unit_label else [])
-        gauge = out.gauge(fam.suffix, fam.help, labels)
+        gauge = out.gauge(fam.suffix, fam.help(runs), labels)
         for stat in _statistics(name, metric_info):
             value = fam.convert(quantile(metric.samples, stat))
-            gauge.add_metric([*key, name, stat, *([metric.unit] if fam.unit_label else [])], value)
+            gauge.add_metric([*key, name, stat, *([metric.unit] if fam.unit_label else [])], value, timestamp)
 
 
-def _add_check(out: _Families, state: RunState, key: list[str]) -> None:
+def add_machine_index(out: Families, run: Run, key: list[str], *, timestamp: float | None = None) -> None:
+    """The run's machine-speed index: one series per reference kernel."""
+    if not run.machine_index:
+        return
+    index = out.gauge(
+        "machine_reference_seconds",
+        "The machine-speed index: median time of each reference kernel during the run.",
+        [*_RUN_LABELS, "kernel"],
+    )
+    for kernel in sorted(run.machine_index):
+        index.add_metric([*key, kernel], run.machine_index[kernel], timestamp)
+
+
+def run_verdict(state: RunState) -> str | None:
+    """The verdict of ``state``'s check (one of :data:`VERDICTS`); None when it was never checked."""
+    result = state.result
+    if result is None:
+        return "could_not_decide" if state.note else None
+    if result.regressions:
+        return "regressed"
+    if result.broken_budgets:
+        return "over_budget"
+    if result.with_verdict(Verdict.INCONCLUSIVE):
+        return "inconclusive"
+    if result.with_verdict(Verdict.IMPROVED):
+        return "improved"
+    return "passed"
+
+
+def _add_verdict(out: Families, state: RunState, key: list[str]) -> None:
+    verdict = run_verdict(state)
+    if verdict is None:  # a fresh run, not compared with anything: no verdict is invented
+        return
+    gauge = out.gauge(
+        "check_verdict", "1 for the verdict of the last check, 0 for the others.", [*_RUN_LABELS, "verdict"]
+    )
+    for v in VERDICTS:
+        gauge.add_metric([*key, v], 1.0 if v == verdict else 0.0)
+
+
+def _add_check(out: Families, state: RunState, key: list[str]) -> None:
     result = state.result
     if result is None:
         return
     change = out.gauge("change_ratio", "Relative change against the baseline (current / baseline - 1).", _VALUE_LABELS)
     worse = out.gauge(
         "degradation_ratio", "Direction-adjusted change against the baseline: positive means worse.", _VALUE_LABELS
+    )
+    limit = out.gauge(
+        "check_threshold_ratio",
+        "The threshold of each compared statistic, on the scale of perfgate_degradation_ratio (0.1 is 10 %).",
+        _VALUE_LABELS,
     )
     seen: set[tuple[str, str]] = set()
     for c in sorted(result.comparisons, key=lambda c: (c.metric, c.statistic)):
@@ -211,21 +271,16 @@ def _add_check(out: _Families, state: RunState, key: list[str]) -> None:
             change.add_metric([*key, c.metric, stat], c.change)
         if c.worse is not None:
             worse.add_metric([*key, c.metric, stat], c.worse)
+            limit.add_metric([*key, c.metric, stat], c.threshold)
     out.gauge("check_regressions", "Comparisons the last check found regressed.", _RUN_LABELS).add_metric(
         key, float(len(result.regressions))
     )
     out.gauge("check_budgets_broken", "Budgets the newest run broke.", _RUN_LABELS).add_metric(
         key, float(len(result.broken_budgets))
     )
-    verdict = "regressed" if result.regressions else "over_budget" if result.broken_budgets else "passed"
-    gauge = out.gauge(
-        "check_verdict", "1 for the verdict of the last check, 0 for the others.", [*_RUN_LABELS, "verdict"]
-    )
-    for v in VERDICTS:
-        gauge.add_metric([*key, v], 1.0 if v == verdict else 0.0)
 
 
-def _add_budgets(out: _Families, state: RunState, key: list[str]) -> None:
+def _add_budgets(out: Families, state: RunState, key: list[str]) -> None:
     for budget in sorted(state.budgets, key=lambda b: (b.metric, b.statistic)):
         measured = state.run.metrics.get(budget.metric)
         info = BUILTIN_METRICS.get(budget.metric)
@@ -248,22 +303,16 @@ def metric_families(states: Sequence[RunState], metric_info: Mapping[str, Metric
         states: the runs to expose, at most one per (model, machine, suite).
         metric_info: definitions of metrics outside the built-in table (the p95/p99 they gate on are exported).
     """
-    out = _Families()
+    out = Families()
     for state in sorted(states, key=state_key):
         run = state.run
         key = [run.model_key, state.machine, run.suite]
-        _add_values(out, state, key, metric_info)
+        add_values(out, run, key, metric_info)
         _add_check(out, state, key)
+        _add_verdict(out, state, key)
         _add_budgets(out, state, key)
-        if run.machine_index:
-            index = out.gauge(
-                "machine_reference_seconds",
-                "The machine-speed index: median time of each reference kernel during the run.",
-                [*_RUN_LABELS, "kernel"],
-            )
-            for kernel in sorted(run.machine_index):
-                index.add_metric([*key, kernel], run.machine_index[kernel])
-        stamp = _unix_time(run.created_at)
+        add_machine_index(out, run, key)
+        stamp = unix_time(run.created_at)
         if stamp is not None:
             out.gauge("run_timestamp_seconds", "When the newest run was made, as Unix time.", _RUN_LABELS).add_metric(
                 key, stamp
@@ -316,98 +365,3 @@ def exposition(registry: CollectorRegistry) -> str:
     from prometheus_client import generate_latest
 
     return generate_latest(registry).decode("utf-8")
-
-
-def write_textfile(path: Path | str, registry: CollectorRegistry) -> None:
-    """Write the exposition for node_exporter's textfile collector, atomically.
-
-    prometheus_client writes a temporary file next to ``path`` and renames it over (the
-    collector never reads half a file); the file gets the usual umask permissions, so a
-    node_exporter running as another user can read it.
-
-    Raises:
-        InputError: the file cannot be written (no such directory, no permission).
-    """
-    from prometheus_client import write_to_textfile
-
-    try:
-        write_to_textfile(str(path), registry)
-    except OSError as exc:
-        raise InputError(f"cannot write: {exc.strerror or exc}", source=str(path), field="--textfile") from None
-
-
-def parse_listen_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
-    """``HOST:PORT``, ``:PORT`` or ``PORT`` (host 127.0.0.1: never every interface unless asked).
-
-    Raises:
-        InputError: not an address with a port in 0-65535.
-    """
-    host, sep, port_text = text.rpartition(":")
-    if not sep:
-        host, port_text = "", text
-    host = host.strip("[]") or default_host
-    try:
-        port = int(port_text)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise InputError(f"expected HOST:PORT (e.g. 127.0.0.1:9188), got {text!r}", field="--serve")
-    return host, port
-
-
-def serve(registry: CollectorRegistry, host: str, port: int) -> Any:
-    """Serve ``/metrics`` in a background thread; returns the server (``server_port``, ``shutdown()``).
-
-    Raises:
-        InputError: the address cannot be bound (in use, or not an address of this host).
-    """
-    from prometheus_client import start_http_server
-
-    try:
-        server, _thread = start_http_server(port, addr=host, registry=registry)
-    except OSError as exc:
-        raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", field="--serve") from None
-    return server
-
-
-def push_states(
-    gateway: str,
-    states: Sequence[RunState],
-    *,
-    job: str = JOB,
-    metric_info: Mapping[str, MetricInfo] = _NO_INFO,
-    timeout: float = 10.0,
-) -> int:
-    """Push ``states`` to a Pushgateway, one group per (model, machine, suite); returns the groups pushed.
-
-    Each push replaces its group (HTTP PUT), so a group always holds one run and the check
-    of that run, never metrics left over from an older one.
-
-    Raises:
-        InputError: the Pushgateway cannot be reached or refused the push.
-    """
-    from prometheus_client import push_to_gateway
-
-    groups: dict[tuple[str, str, str], list[RunState]] = {}
-    for state in states:
-        groups.setdefault(state_key(state), []).append(state)
-    for key, members in sorted(groups.items()):
-        registry = make_registry(PerfgateCollector(lambda m=members: m, metric_info))
-        grouping = dict(zip(GROUPING_LABELS, key, strict=True))
-        try:
-            push_to_gateway(gateway, job=job, registry=registry, grouping_key=grouping, timeout=timeout)
-        except urllib.error.HTTPError as exc:
-            body = exc.read().decode("utf-8", "replace").strip().splitlines()
-            detail = f": {body[0]}" if body else ""
-            raise InputError(
-                f"the Pushgateway refused the push (HTTP {exc.code}){mask(detail, url_secrets(gateway))}",
-                source=mask_url(gateway),
-            ) from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise InputError(
-                f"cannot push to the Pushgateway: {mask(str(reason), url_secrets(gateway))}; "
-                "check the URL and that the Pushgateway runs",
-                source=mask_url(gateway),
-            ) from None
-    return len(groups)

@@ -12,9 +12,11 @@ import pytest
 
 from perfgate.cli import main
 from perfgate.export.grafana import DASHBOARD_UID, dashboard_json, panel_queries
+from perfgate.export.history import history_openmetrics, read_history
 from perfgate.export.latest import latest_states
-from perfgate.export.prometheus import push_states
-from tests.export.conftest import PromStack
+from perfgate.export.outlets import push_states
+from perfgate.export.prometheus import VERDICTS
+from tests.export.conftest import Backfilled, PromStack
 from tests.export.sample_store import MACHINE, sample_policy, sample_store
 from tests.export.test_prometheus import sample_exposition, samples
 
@@ -88,8 +90,14 @@ def test_the_panels_the_original_specification_asks_for(dashboard):
     assert "statistic" in latency["targets"][0]["legendFormat"]  # one line per p50/p95/p99
 
 
+def history_names() -> set[str]:
+    runs, flagged = read_history(sample_store())
+    text = history_openmetrics(runs, flagged)
+    return {line.split("{")[0] for line in text.splitlines() if not line.startswith("#")}
+
+
 def test_queries_use_only_exported_names_and_never_always_return_data(dashboard):
-    exported = {name for name, _, _ in samples(sample_exposition())}
+    exported = {name for name, _, _ in samples(sample_exposition())} | history_names()
     for title, expr, _ in panel_queries(dashboard):
         names = set(re.findall(r"\bperfgate_[a-z0-9_]+", expr))
         assert names and names <= exported, (title, names - exported)
@@ -101,15 +109,20 @@ def test_queries_use_only_exported_names_and_never_always_return_data(dashboard)
             assert set(re.findall(r"\bperfgate_[a-z0-9_]+", variable["query"])) <= exported
 
 
-def substitute(expr: str, model: str, machine: str) -> str:
-    text = expr.replace("$model", model).replace("$machine", machine)
+def substitute(expr: str, model: str, machine: str, interval: str = "60s") -> str:
+    text = expr.replace("$model", model).replace("$machine", machine).replace("$__interval", interval)
     assert "$" not in text, text
     return text
 
 
+# history panels look back over the re-dated sample store's runs (6 to 16 hours old)
+WINDOW_S, STEP_S = 2 * 86400, 60
+
+
 @pytest.fixture(scope="module")
-def filled(prom_stack: PromStack) -> PromStack:
-    """Prometheus holding the sample store's metrics, pushed by perfgate's own exporter."""
+def filled(prom_stack: PromStack, backfilled: Backfilled) -> PromStack:
+    """Prometheus holding the sample store's newest metrics, pushed by perfgate's own exporter,
+    and its history, backfilled from ``perfgate export prometheus --openmetrics``."""
     states = latest_states(sample_store(), sample_policy())
     push_states(prom_stack.pushgateway, states, job=JOB)
     for name in ("perfgate_run_info", "perfgate_degradation_ratio", "perfgate_budget_memory_bytes"):
@@ -129,7 +142,7 @@ def test_every_query_returns_data(filled, dashboard, model, machine):
     empty = []
     for title, expr, instant in panel_queries(dashboard):
         query = substitute(expr, model, machine)
-        result = filled.query(query) if instant else filled.query_range(query)
+        result = filled.query(query) if instant else filled.query_range(query, WINDOW_S, STEP_S)
         if not result:
             empty.append((title, query))
     assert empty == []
@@ -140,7 +153,7 @@ def test_every_panel_has_data_for_a_multi_selection(filled, dashboard):
     answered: dict[str, bool] = {}
     for title, expr, instant in panel_queries(dashboard):
         query = substitute(expr, "(ppo|tft)", ".*")
-        result = filled.query(query) if instant else filled.query_range(query)
+        result = filled.query(query) if instant else filled.query_range(query, WINDOW_S, STEP_S)
         answered[title] = answered.get(title, False) or bool(result)
     assert [title for title, ok in answered.items() if not ok] == []
 
@@ -150,8 +163,28 @@ def test_panel_values_are_right(filled, dashboard):
     regressions = filled.query(substitute(queries["Regressions (last check)"], "dqn", MACHINE))
     assert [r["value"][1] for r in regressions] == ["1"]
     verdicts = filled.query(substitute(queries["Verdict of the last check"], ".*", MACHINE))
-    by_model = {r["metric"]["model"]: r["value"][1] for r in verdicts}
-    assert by_model == {"dqn": "2", "tft": "1", "ppo": "0", "mamba2": "0"}  # regressed, over budget, passed
+    by_model = {r["metric"]["model"]: VERDICTS[int(r["value"][1])] for r in verdicts}
+    assert by_model == {"dqn": "regressed", "tft": "over_budget", "ppo": "passed", "mamba2": "passed"}
+    # the change in each metric's own direction, beside its own threshold, and as a share of it
+    change = [e for t, e, _ in panel_queries(dashboard) if t == "Change against baseline"]
+    rows = [sorted(tuple(sorted(r["metric"].items())) for r in filled.query(substitute(e, ".*", ".*"))) for e in change]
+    assert rows[0] and rows[0] == rows[1] == rows[2]  # the same labels in every query: the table joins them
+    answers = [
+        {(r["metric"]["metric"], r["metric"]["statistic"]): float(r["value"][1]) for r in filled.query(q)}
+        for q in (substitute(e, "dqn", MACHINE) for e in change)
+    ]
+    worse, threshold, share = answers
+    key = ("training_step_time_ms", "median")
+    assert worse[key] == pytest.approx(0.25, abs=0.02) and threshold[key] == pytest.approx(0.10)
+    assert share[key] == pytest.approx(worse[key] / 0.10)
+
+
+def test_the_verdict_panel_names_every_verdict(dashboard):
+    (panel,) = [p for p in dashboard["panels"] if p["title"] == "Verdict of the last check"]
+    (mapping,) = panel["fieldConfig"]["defaults"]["mappings"]
+    shown = {int(code): option["text"] for code, option in mapping["options"].items()}
+    assert shown == {code: name.replace("_", " ") for code, name in enumerate(VERDICTS)}
+    assert {"inconclusive", "could_not_decide", "improved"} <= set(VERDICTS)
 
 
 def test_dashboard_to_stdout_in_a_subprocess():

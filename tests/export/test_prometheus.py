@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import signal
 import subprocess
@@ -14,16 +15,18 @@ import pytest
 
 from perfgate.cli import main
 from perfgate.core.codec import run_from_dict
+from perfgate.core.compare import compare_runs
 from perfgate.core.policy import Policy
 from perfgate.errors import InputError
-from perfgate.export.latest import fresh_states, latest_states
+from perfgate.export.latest import RunState, fresh_states, latest_states
+from perfgate.export.outlets import parse_listen_address, push_states
 from perfgate.export.prometheus import (
+    VERDICTS,
     PerfgateCollector,
     exposition,
     make_registry,
     metric_families,
-    parse_listen_address,
-    push_states,
+    run_verdict,
     unit_family,
 )
 from tests.export.conftest import PromStack, http_get, need
@@ -100,7 +103,10 @@ def test_the_check_of_the_newest_run_is_exported():
     dqn = {"model": "dqn", "machine": MACHINE}
     assert value(text, "perfgate_check_regressions", **dqn) == 1
     assert value(text, "perfgate_check_verdict", verdict="regressed", **dqn) == 1
-    assert value(text, "perfgate_check_verdict", verdict="passed", **dqn) == 0
+    for other in set(VERDICTS) - {"regressed"}:
+        assert value(text, "perfgate_check_verdict", verdict=other, **dqn) == 0
+    # every compared statistic carries its threshold, on the degradation's scale
+    assert value(text, "perfgate_check_threshold_ratio", metric="training_step_time_ms", **dqn) == 0.10
     assert value(text, "perfgate_change_ratio", metric="training_step_time_ms", statistic="median", **dqn) == (
         pytest.approx(0.25, abs=0.02)
     )
@@ -128,6 +134,50 @@ def test_run_id_and_commit_only_in_the_info_metric():
             assert set(labels) <= bounded, (name, labels)
     stamp = datetime(2026, 11, 29, 17, 0, tzinfo=UTC).timestamp()  # the newest run's created_at
     assert value(text, "perfgate_run_timestamp_seconds", model="dqn", machine=MACHINE) == stamp
+
+
+def _step_run(run_id: str, median: float, n: int, metric: str = "training_step_time_ms"):
+    samples_ = [median * (1 + 0.03 * math.sin(1.3 * i)) for i in range(n)]
+    doc = {"schema_version": 2, "run_id": run_id, "model": "dqn", "metrics": {metric: {"samples": samples_}}}
+    return run_from_dict(doc)
+
+
+def _verdicts(state: RunState) -> dict[str, float]:
+    text = exposition(make_registry(PerfgateCollector(lambda: [state])))
+    return {lab["verdict"]: v for n, lab, v in samples(text) if n == "perfgate_check_verdict"}
+
+
+@pytest.mark.parametrize(
+    ("current", "n", "verdict"),
+    [
+        (100.0, 1, "passed"),  # one sample per side: the threshold alone decides
+        (30.0, 40, "improved"),  # 70 % faster, beyond any assumed noise
+        (100.0, 40, "inconclusive"),  # one run per side: the assumed run-to-run noise reaches past 10 %
+        (112.0, 3, "inconclusive"),  # over the threshold, too few samples to confirm it
+        (300.0, 40, "regressed"),
+    ],
+)
+def test_the_verdict_of_a_check(current, n, verdict):
+    result = compare_runs(_step_run("b", 100.0, n), _step_run("c", current, n), Policy())
+    state = RunState(run=result.current, result=result)
+    assert run_verdict(state) == verdict
+    assert _verdicts(state) == {v: float(v == verdict) for v in VERDICTS}
+
+
+def test_a_check_that_could_not_be_made_is_could_not_decide():
+    run = _step_run("c", 100.0, 10)
+    state = RunState(run=run, result=None, note="training_step_time_ms: unit ms in the baseline, s now")
+    assert _verdicts(state) == {v: float(v == "could_not_decide") for v in VERDICTS}
+    assert run_verdict(RunState(run=run, result=None)) is None  # never compared: no verdict at all
+
+
+def test_per_metric_thresholds_are_exported():
+    policy = Policy(thresholds_pct={"training_step_time_ms": 30.0})
+    result = compare_runs(_step_run("b", 100.0, 40), _step_run("c", 125.0, 40), policy)
+    text = exposition(make_registry(PerfgateCollector(lambda: [RunState(run=result.current, result=result)])))
+    assert value(text, "perfgate_check_threshold_ratio", metric="training_step_time_ms") == pytest.approx(0.30)
+    assert value(text, "perfgate_degradation_ratio", metric="training_step_time_ms") == pytest.approx(0.25, abs=0.02)
+    assert run_verdict(RunState(run=result.current, result=result)) != "regressed"  # 25 % is within its 30 %
 
 
 @pytest.mark.parametrize(
