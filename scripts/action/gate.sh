@@ -2,8 +2,8 @@
 # perfgate's GitHub Action, step 3: gate a pull request, or record the default branch.
 #
 #   MODE=pr      for every model, `perfgate ab` measures HEAD against the merge base of
-#                BASE_SHA and HEAD, both in this job; the reports are joined into the job summary
-#                and one comment body ($REPORTS/comment.md)
+#                BASE_SHA and HEAD, both in this job; the full reports are joined into the job
+#                summary, their compact forms into one comment body ($REPORTS/comment.md)
 #   MODE=record  for every model, `perfgate bench`, `perfgate record` into PERFGATE_STORE,
 #                `perfgate check` against the store (informational, with notifications); then
 #                `perfgate baseline update` and the HTML report of the history
@@ -21,7 +21,7 @@ fi
 reports=${REPORTS:-perfgate-reports}
 marker=${MARKER:-<!-- perfgate-report -->}
 summary_file=${GITHUB_STEP_SUMMARY:-/dev/null}
-mkdir -p "$reports"
+mkdir -p "$reports" "$reports/compact"
 read -ra models <<<"${MODELS:-}"
 
 suite_args=(--suite "${SUITE:?SUITE is not set}")
@@ -57,6 +57,7 @@ undecided() {
     tail -n 20 "$log"
     echo '```'
   } >"$reports/${model}.md"
+  cp "$reports/${model}.md" "$reports/compact/${model}.md"
 }
 
 status=0
@@ -82,7 +83,7 @@ gate_pull_request() {
     rc=0
     perfgate ab --baseline-ref "$base" --current-ref HEAD --model "$model" --time-budget "$budget" \
       "${suite_args[@]}" "${decision_args[@]}" --output "$reports/${model}.md" --json "$reports/${model}.json" \
-      "${html_args[@]}" 2>"$reports/${model}.log" || rc=$?
+      --comment "$reports/compact/${model}.md" "${html_args[@]}" 2>"$reports/${model}.log" || rc=$?
     cat "$reports/${model}.log" >&2
     if [ "$rc" -ge 2 ] || [ ! -s "$reports/${model}.md" ]; then
       undecided "$model" "$rc" "$reports/${model}.log"
@@ -94,8 +95,9 @@ gate_pull_request() {
   if [ -n "${RUN_URL:-}" ]; then
     details=(--details-url "$RUN_URL")
   fi
-  perfgate summary "$reports"/*.md --output "$reports/comment.md" --append "$summary_file" \
-    --marker "$marker" "${details[@]}"
+  # the job summary has room for the full reports; the comment gets their compact forms
+  perfgate summary "$reports"/*.md --append "$summary_file" --marker "$marker" "${details[@]}"
+  perfgate summary "$reports"/compact/*.md --output "$reports/comment.md" --marker "$marker" "${details[@]}"
   echo "comment=$reports/comment.md" >>"$GITHUB_OUTPUT"
 }
 

@@ -350,6 +350,7 @@ if rc == 2:
 verdict = "❌ Regression Detected" if rc == 1 else "✅ No Regression Detected"
 report = f"# perfgate check: {{args.model}}\\n\\n## {{verdict}}\\n\\nbaseline {{commit[:7]}}, interleaved and paired\\n"
 args.output.write_text(report, encoding="utf-8")
+args.comment.write_text(report.replace("interleaved and paired", "compact form"), encoding="utf-8")
 args.json_output.write_text(json.dumps({{"exit_code": rc}}), encoding="utf-8")
 if args.html_output:
     args.html_output.write_text("<html></html>", encoding="utf-8")
@@ -456,7 +457,10 @@ def test_ab_per_model_the_worst_exit_code_and_one_comment_body(tmp_path, outcome
         assert call["html"] == f"perfgate-reports/{call['model']}.html"  # the real `perfgate ab --help` has --html
     body = (tmp_path / "perfgate-reports" / "comment.md").read_text()
     assert body.startswith(DEFAULT_MARKER) and len(body) <= GITHUB_COMMENT_LIMIT
-    assert (tmp_path / "step_summary").read_text() == body
+    summary = (tmp_path / "step_summary").read_text()
+    # the job summary joins the full reports, the comment their compact forms
+    assert summary.startswith(DEFAULT_MARKER) and "interleaved and paired" in summary
+    assert "interleaved and paired" not in body and ("compact form" in body or status == 2)
     assert "[workflow run](https://github.com/o/r/actions/runs/1)" in body
     for model, rc in outcomes.items():
         report = (tmp_path / "perfgate-reports" / f"{model}.md").read_text()
