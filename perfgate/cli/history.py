@@ -206,8 +206,7 @@ def _print(reports: list[dict[str, Any]], head: dict[str, Any], args: argparse.N
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfgate.store import RunQuery, open_store, resolve_store_url
-    from perfgate.store.base import created_key
+    from perfgate.store import RunQuery, created_key, open_store, resolve_store_url
 
     if args.limit < 1 or args.rows < 1:
         raise InputError("--limit and --rows must be at least 1", field="--limit")
