@@ -182,6 +182,34 @@ def _rsi(gain: float, loss: float) -> float:
 
 
 @numba.njit(inline="always")
+def _wilder_step(
+    row: np.ndarray, t: int, d: float, tr: float, close: float, gain: float, loss: float, atr: float
+) -> tuple[float, float, float]:
+    """One bar (t >= 1) of the RSI and ATR recurrences; writes rows 4 (RSI) and 9 (ATR / close)
+    from bar 14 on and returns the new (gain, loss, atr). ``d`` is the close's change, ``tr``
+    the true range. Wilder's averages in TA-Lib's order of operations: the mean of bars 1..14,
+    then ``(prev * 13 + x) / 14``. The batch and the streaming features share this step."""
+    up = max(d, 0.0)
+    down = max(-d, 0.0)
+    if t <= 14:
+        gain += up
+        loss += down
+        atr += tr
+        if t == 14:
+            gain /= 14.0
+            loss /= 14.0
+            atr /= 14.0
+    else:
+        gain = (gain * 13.0 + up) / 14.0
+        loss = (loss * 13.0 + down) / 14.0
+        atr = (atr * 13.0 + tr) / 14.0
+    if t >= 14:
+        row[4] = _rsi(gain, loss)
+        row[9] = atr / close
+    return gain, loss, atr
+
+
+@numba.njit(inline="always")
 def _stoch(close: float, hh: float, ll: float) -> float:
     rng = hh - ll
     return 100.0 * (close - ll) / rng if rng > 0.0 else 50.0
@@ -302,25 +330,8 @@ def _kernel(h: np.ndarray, lo: np.ndarray, c: np.ndarray, v: np.ndarray, out: np
                 r2 -= dr * dr
                 moved -= 1 if lr_ring[(t - _W) & 31] != 0.0 else 0
                 sv -= sv_ring[(t - _W) & 31]
-            # Wilder averages in TA-Lib's order of operations: (prev * 13 + x) / 14
-            up = max(d, 0.0)
-            down = max(-d, 0.0)
             tr = max(ht, prev) - min(lt, prev)
-            if t <= 14:
-                gain += up
-                loss += down
-                atr += tr
-                if t == 14:
-                    gain /= 14.0
-                    loss /= 14.0
-                    atr /= 14.0
-            else:
-                gain = (gain * 13.0 + up) / 14.0
-                loss = (loss * 13.0 + down) / 14.0
-                atr = (atr * 13.0 + tr) / 14.0
-            if t >= 14:
-                row[4] = _rsi(gain, loss)
-                row[9] = atr / ct
+            gain, loss, atr = _wilder_step(row, t, d, tr, ct, gain, loss, atr)
         if t % REANCHOR == 0 and t >= REANCHOR:
             first = t - _W + 1
             kc, c1, c2 = _anchor(c[first : t + 1])

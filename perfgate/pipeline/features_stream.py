@@ -36,9 +36,9 @@ from perfgate.pipeline.features import (
     _bad_bar,
     _moments,
     _ring_sum,
-    _rsi,
     _signed_volume,
     _stoch,
+    _wilder_step,
     _window_features,
 )
 
@@ -145,24 +145,8 @@ def _update(st: np.ndarray, high: float, low: float, close: float, volume: float
             if st[_RLR + ((t - _W) & 31)] != 0.0:
                 st[_MOVED] -= 1.0
             sv -= st[_RSV + ((t - _W) & 31)]
-        up = max(d, 0.0)
-        down = max(-d, 0.0)
         tr = max(high, prev) - min(low, prev)
-        if t <= 14:
-            gain += up
-            loss += down
-            atr += tr
-            if t == 14:
-                gain /= 14.0
-                loss /= 14.0
-                atr /= 14.0
-        else:
-            gain = (gain * 13.0 + up) / 14.0
-            loss = (loss * 13.0 + down) / 14.0
-            atr = (atr * 13.0 + tr) / 14.0
-        if t >= 14:
-            row[4] = _rsi(gain, loss)
-            row[9] = atr / close
+        gain, loss, atr = _wilder_step(row, t, d, tr, close, gain, loss, atr)
     if t % REANCHOR == 0 and t >= REANCHOR:
         scratch = st[_SCRATCH : _SCRATCH + _W]
         first = t - _W + 1
