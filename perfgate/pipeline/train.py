@@ -45,6 +45,7 @@ __all__ = [
     "build_task",
     "default_config",
     "return_classes",
+    "sequence_task",
 ]
 
 
@@ -138,6 +139,30 @@ class SequenceTask:
 
     def after_step(self) -> None:
         pass
+
+
+def sequence_task(
+    model: nn.Module,
+    data: MarketData,
+    config: Any,
+    *,
+    target_fn: Callable[[np.ndarray], np.ndarray],
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    seed: int = 0,
+) -> SequenceTask:
+    """The :class:`SequenceTask` of a sequence model on ``data``: targets ``target_fn(data.returns)``,
+    window, batch and learning rate from the model's ``config``."""
+    return SequenceTask(
+        model,
+        data.features,
+        target_fn(data.returns),
+        loss_fn,
+        target_fn=target_fn,
+        seq_len=config.seq_len,
+        batch_size=config.batch_size,
+        lr=config.lr,
+        seed=seed,
+    )
 
 
 @dataclass(slots=True)

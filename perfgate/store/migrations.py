@@ -48,52 +48,57 @@ _SQLITE_1 = """
     CREATE INDEX runs_branch ON runs (branch, created_at);
     """
 
-_SQLITE_2_TABLES = [
-    """
-    CREATE TABLE metrics (
-        run_id      TEXT NOT NULL REFERENCES runs (run_id),
-        metric      TEXT NOT NULL,
-        suite       TEXT NOT NULL,
-        model       TEXT NOT NULL,
-        machine     TEXT,
-        branch      TEXT,
-        git_commit  TEXT,
-        created_at  TEXT NOT NULL,
-        unit        TEXT NOT NULL,
-        direction   TEXT NOT NULL,
-        n           INTEGER NOT NULL,
-        mean        DOUBLE PRECISION NOT NULL,
-        median      DOUBLE PRECISION NOT NULL,
-        p95         DOUBLE PRECISION NOT NULL,
-        p99         DOUBLE PRECISION NOT NULL,
-        min_value   DOUBLE PRECISION NOT NULL,
-        max_value   DOUBLE PRECISION NOT NULL,
-        PRIMARY KEY (run_id, metric)
-    )
-    """,
-    "CREATE INDEX metrics_series ON metrics (model, metric, machine, created_at)",
-    """
-    CREATE TABLE run_status (
-        run_id      TEXT PRIMARY KEY,
-        status      TEXT NOT NULL,
-        note        TEXT NOT NULL,
-        updated_at  TEXT NOT NULL
-    )
-    """,
-    """
-    CREATE TABLE baselines (
-        id          INTEGER PRIMARY KEY AUTOINCREMENT,
-        suite       TEXT NOT NULL,
-        model       TEXT NOT NULL,
-        machine     TEXT NOT NULL,
-        branch      TEXT NOT NULL,
-        run_ids     TEXT NOT NULL,
-        method      TEXT NOT NULL,
-        created_at  TEXT NOT NULL
-    )
-    """,
-    "CREATE INDEX baselines_key ON baselines (model, machine, branch, suite, id)",
-]
+
+def _tables_2(id_column: str) -> list[str]:
+    """The metrics, run_status and baselines tables as SQLite's migration 2 and PostgreSQL's
+    migration 1 made them (``id_column``: each one's auto-increment key)."""
+    return [
+        """
+        CREATE TABLE metrics (
+            run_id      TEXT NOT NULL REFERENCES runs (run_id),
+            metric      TEXT NOT NULL,
+            suite       TEXT NOT NULL,
+            model       TEXT NOT NULL,
+            machine     TEXT,
+            branch      TEXT,
+            git_commit  TEXT,
+            created_at  TEXT NOT NULL,
+            unit        TEXT NOT NULL,
+            direction   TEXT NOT NULL,
+            n           INTEGER NOT NULL,
+            mean        DOUBLE PRECISION NOT NULL,
+            median      DOUBLE PRECISION NOT NULL,
+            p95         DOUBLE PRECISION NOT NULL,
+            p99         DOUBLE PRECISION NOT NULL,
+            min_value   DOUBLE PRECISION NOT NULL,
+            max_value   DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (run_id, metric)
+        )
+        """,
+        "CREATE INDEX metrics_series ON metrics (model, metric, machine, created_at)",
+        """
+        CREATE TABLE run_status (
+            run_id      TEXT PRIMARY KEY,
+            status      TEXT NOT NULL,
+            note        TEXT NOT NULL,
+            updated_at  TEXT NOT NULL
+        )
+        """,
+        f"""
+        CREATE TABLE baselines (
+            id          {id_column},
+            suite       TEXT NOT NULL,
+            model       TEXT NOT NULL,
+            machine     TEXT NOT NULL,
+            branch      TEXT NOT NULL,
+            run_ids     TEXT NOT NULL,
+            method      TEXT NOT NULL,
+            created_at  TEXT NOT NULL
+        )
+        """,
+        "CREATE INDEX baselines_key ON baselines (model, machine, branch, suite, id)",
+    ]
+
 
 _STAMP_2 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,6}))?Z$")
 
@@ -122,7 +127,7 @@ def _sqlite_2_backfill(conn: Any) -> None:
     A schema-1 document has ``metrics: {name: {unit, direction, samples, ...}}``; the run's
     keys (suite, normalised model, fingerprint, branch, commit) are its ``runs`` columns.
     """
-    for statement in _SQLITE_2_TABLES:
+    for statement in _tables_2("INTEGER PRIMARY KEY AUTOINCREMENT"):
         conn.execute(statement)
     stored = conn.execute(
         "SELECT run_id, suite, model, machine, branch, git_commit, created_at, document FROM runs"
@@ -210,49 +215,6 @@ POSTGRES: list[list[str]] = [
         " EXCEPTION WHEN OTHERS THEN NULL; END $$",
         "CREATE INDEX runs_model_machine ON runs (model, machine, created_at)",
         "CREATE INDEX runs_branch ON runs (branch, created_at)",
-        """
-        CREATE TABLE metrics (
-            run_id      TEXT NOT NULL REFERENCES runs (run_id),
-            metric      TEXT NOT NULL,
-            suite       TEXT NOT NULL,
-            model       TEXT NOT NULL,
-            machine     TEXT,
-            branch      TEXT,
-            git_commit  TEXT,
-            created_at  TEXT NOT NULL,
-            unit        TEXT NOT NULL,
-            direction   TEXT NOT NULL,
-            n           INTEGER NOT NULL,
-            mean        DOUBLE PRECISION NOT NULL,
-            median      DOUBLE PRECISION NOT NULL,
-            p95         DOUBLE PRECISION NOT NULL,
-            p99         DOUBLE PRECISION NOT NULL,
-            min_value   DOUBLE PRECISION NOT NULL,
-            max_value   DOUBLE PRECISION NOT NULL,
-            PRIMARY KEY (run_id, metric)
-        )
-        """,
-        "CREATE INDEX metrics_series ON metrics (model, metric, machine, created_at)",
-        """
-        CREATE TABLE run_status (
-            run_id      TEXT PRIMARY KEY,
-            status      TEXT NOT NULL,
-            note        TEXT NOT NULL,
-            updated_at  TEXT NOT NULL
-        )
-        """,
-        """
-        CREATE TABLE baselines (
-            id          BIGSERIAL PRIMARY KEY,
-            suite       TEXT NOT NULL,
-            model       TEXT NOT NULL,
-            machine     TEXT NOT NULL,
-            branch      TEXT NOT NULL,
-            run_ids     TEXT NOT NULL,
-            method      TEXT NOT NULL,
-            created_at  TEXT NOT NULL
-        )
-        """,
-        "CREATE INDEX baselines_key ON baselines (model, machine, branch, suite, id)",
+        *_tables_2("BIGSERIAL PRIMARY KEY"),
     ],
 ]

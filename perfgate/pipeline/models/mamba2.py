@@ -256,7 +256,7 @@ class Mamba2(nn.Module):
 
 def _task(config: Mamba2Config, data: Any, *, device: str = "cpu", seed: int = 0) -> Any:
     """Windows of the series; the target of a bar is the tercile of the next return among the series' returns."""
-    from perfgate.pipeline.train import SequenceTask, return_classes
+    from perfgate.pipeline.train import return_classes, sequence_task
 
     torch.manual_seed(seed)
     r = data.returns
@@ -269,18 +269,7 @@ def _task(config: Mamba2Config, data: Any, *, device: str = "cpu", seed: int = 0
     def loss_fn(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(out.reshape(-1, n_classes), y.reshape(-1))
 
-    model = Mamba2(config).to(device)
-    return SequenceTask(
-        model,
-        data.features,
-        target_fn(r),
-        loss_fn,
-        target_fn=target_fn,
-        seq_len=config.seq_len,
-        batch_size=config.batch_size,
-        lr=config.lr,
-        seed=seed,
-    )
+    return sequence_task(Mamba2(config).to(device), data, config, target_fn=target_fn, loss_fn=loss_fn, seed=seed)
 
 
 def _server(model: Mamba2) -> Any:

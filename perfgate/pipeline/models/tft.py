@@ -273,7 +273,7 @@ def quantile_loss(pred: torch.Tensor, target: torch.Tensor, quantiles: tuple[flo
 def _task(config: TFTConfig, data: Any, *, device: str = "cpu", seed: int = 0) -> Any:
     """Windows of the series; the target of a bar is the next return in units of the series'
     standard deviation, so quantiles are comparable across instruments."""
-    from perfgate.pipeline.train import SequenceTask
+    from perfgate.pipeline.train import sequence_task
 
     torch.manual_seed(seed)
     r = data.returns
@@ -286,18 +286,7 @@ def _task(config: TFTConfig, data: Any, *, device: str = "cpu", seed: int = 0) -
     def loss_fn(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return quantile_loss(out, y, quantiles)
 
-    model = TFT(config).to(device)
-    return SequenceTask(
-        model,
-        data.features,
-        target_fn(r),
-        loss_fn,
-        target_fn=target_fn,
-        seq_len=config.seq_len,
-        batch_size=config.batch_size,
-        lr=config.lr,
-        seed=seed,
-    )
+    return sequence_task(TFT(config).to(device), data, config, target_fn=target_fn, loss_fn=loss_fn, seed=seed)
 
 
 def _server(model: TFT) -> Any:
