@@ -224,10 +224,10 @@ def _trend_step(
     """One bar of the EMA12 and MACD recurrences; writes rows 3 (close / EMA12 - 1), 5 (MACD /
     close) and 6 (signal / close) once defined, and returns the new (ema12, fast, slow, sig).
 
-    EMA12 is seeded with the SMA of the first 12 closes; both MACD EMAs start at bar 25, the
-    fast one seeded with closes 14..25, read at bar 25 as ``closes[first + i]``; the signal
-    line is the EMA9 of MACD seeded with its first 9 values. The batch and the streaming
-    features share this step."""
+    EMA12 starts from the mean of the first 12 closes; both MACD EMAs start at bar 25, the
+    fast one from the mean of closes 14..25, read at bar 25 as ``closes[first + i]``; the
+    signal line is the EMA9 of MACD, starting from the mean of its first 9 values. The batch
+    and the streaming features share this step."""
     if t < 11:
         ema12 += close
     elif t == 11:
