@@ -466,3 +466,23 @@ def test_sqlite_and_postgresql_tables_agree(tmp_path, pg_server):
     fresh = _sqlite_columns(path)
     assert fresh == postgres
     assert _sqlite_columns(tmp_path / "v1.db") == fresh
+
+
+def test_the_protocol_imports_no_backend():
+    """Regression for the import circle of a protocol module that also chose the backends: the
+    protocol imports nothing of the store package, and the factory imports backends lazily."""
+    import ast
+    from pathlib import Path
+
+    import perfgate.store
+    import perfgate.store.base as base
+
+    def imported(path, *, top_level_only):
+        tree = ast.parse(Path(path).read_text())
+        nodes = tree.body if top_level_only else list(ast.walk(tree))
+        names = {a.name for n in nodes if isinstance(n, ast.Import) for a in n.names}
+        return names | {n.module or "" for n in nodes if isinstance(n, ast.ImportFrom)}
+
+    assert not {n for n in imported(base.__file__, top_level_only=False) if n.startswith("perfgate.store")}
+    backends = {"perfgate.store.sqlite", "perfgate.store.postgres", "perfgate.store.memory"}
+    assert not imported(perfgate.store.__file__, top_level_only=True) & backends
