@@ -32,6 +32,7 @@ from perfgate.core.compare import CheckResult, compare_runs
 from perfgate.core.metrics import BUILTIN_METRICS, Direction
 from perfgate.core.policy import Policy
 from perfgate.core.schema import GitInfo, Machine, Metric, Run, normalize_model
+from perfgate.core.units import TIME_UNITS
 from perfgate.errors import InputError
 from perfgate.runfile import load_run, save_run
 
@@ -39,8 +40,6 @@ __all__ = ["PerformanceMetrics", "PerformanceTracker"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-_TIME_SCALE = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,7 +83,8 @@ class PerformanceTracker:
     git_commit: str | None = None
     suite: str = "pipeline"
     units: dict[str, tuple[str, Direction]] = field(default_factory=dict)
-    _samples: dict[str, list[float]] = field(default_factory=dict)
+    # what was recorded so far: state, not a setting (not an argument, not in the repr)
+    _samples: dict[str, list[float]] = field(default_factory=dict, init=False, repr=False)
 
     def record(
         self, metric: str, value: float, *, unit: str | None = None, direction: Direction | str | None = None
@@ -108,13 +108,13 @@ class PerformanceTracker:
         """Time the ``with`` block into ``metric`` (unit from the metric table or ``unit``)."""
         info = BUILTIN_METRICS.get(metric)
         chosen = unit or (info.unit if info else None) or (self.units.get(metric, ("ms",))[0])
-        if chosen not in _TIME_SCALE:
-            raise InputError(f"cannot time into unit {chosen!r}; use one of {sorted(_TIME_SCALE)}", field=metric)
+        if chosen not in TIME_UNITS:
+            raise InputError(f"cannot time into unit {chosen!r}; use one of {sorted(TIME_UNITS)}", field=metric)
         start = time.perf_counter_ns()
         try:
             yield
         finally:
-            elapsed = (time.perf_counter_ns() - start) / 1e9 * _TIME_SCALE[chosen]
+            elapsed = (time.perf_counter_ns() - start) / 1e9 * TIME_UNITS[chosen]
             if metric in BUILTIN_METRICS or metric in self.units:
                 self.record(metric, elapsed)
             else:

@@ -85,3 +85,23 @@ def test_custom_metric_needs_unit_and_direction(tmp_path):
     with tracker.timer("my_block_us", unit="us"):
         pass
     assert tracker.to_run().metrics["my_block_us"].unit == "us"
+
+
+def test_recorded_samples_are_state_not_settings(tmp_path):
+    """Regression for ``_samples`` as a constructor argument and in the repr: the tracker's
+    repr shows its settings, and what it recorded is no argument."""
+    with pytest.raises(TypeError, match="_samples"):
+        PerformanceTracker("dqn", directory=tmp_path, _samples={"memory_usage_mb": [1.0]})  # type: ignore[call-arg]
+    tracker = PerformanceTracker("dqn", directory=tmp_path)
+    tracker.record("memory_usage_mb", 123.5)
+    text = repr(tracker)
+    assert "_samples=" not in text and "123.5" not in text
+    assert "model='dqn'" in text
+    assert tracker.to_run().metrics["memory_usage_mb"].samples == (123.5,)
+
+
+def test_timer_rejects_a_unit_that_is_not_a_time(tmp_path):
+    tracker = PerformanceTracker("dqn", directory=tmp_path)
+    with pytest.raises(InputError, match=r"cannot time into unit 'MB'; use one of \['ms', 'ns', 's', 'us'\]"):
+        with tracker.timer("memory_usage_mb"):
+            pass

@@ -30,10 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.core.schema import REFERENCE_KINDS
+from perfgate.core.units import TIME_UNITS as _TIME_UNITS
 
 __all__ = ["Stage", "StageContext", "clear", "register", "stage", "stages_for"]
-
-_TIME_UNITS = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
 
 
 @dataclass(slots=True, kw_only=True)

@@ -18,6 +18,7 @@ from perfgate.core.policy import Policy
 from perfgate.core.schema import Run, normalize_model
 from perfgate.core.text import plain
 from perfgate.errors import ConfigError, PerfgateError
+from perfgate.pipeline.models import MODELS as _BUILTIN_MODELS  # the model registry: imports no torch
 from perfgate.report.format import fmt_change
 
 __all__ = [
@@ -284,9 +285,6 @@ def term_cell(value: object):  # type: ignore[no-untyped-def]
 
 def stderr_console():  # type: ignore[no-untyped-def]
     return console_for(sys.stderr)
-
-
-_BUILTIN_MODELS = ("dqn", "ppo", "mamba2", "tft")
 
 
 def config_warnings(policy: Policy, runs: list[Run]) -> list[str]:

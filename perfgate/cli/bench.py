@@ -33,6 +33,7 @@ from perfgate.core.schema import Run
 from perfgate.core.text import plain
 from perfgate.errors import InputError
 from perfgate.output import check_distinct, is_replaceable, open_output
+from perfgate.pipeline.models import MODELS  # the registry's names: imports no torch
 from perfgate.runfile import save_run
 
 if TYPE_CHECKING:
@@ -40,8 +41,6 @@ if TYPE_CHECKING:
     from perfgate.bench.runner import BenchOptions
 
 __all__ = ["MODELS", "WORKER_FIELDS", "add_arguments", "output_path", "run", "run_worker", "worker_options"]
-
-MODELS = ("dqn", "ppo", "mamba2", "tft")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -227,8 +227,7 @@ def _print(reports: list[dict[str, Any]], head: dict[str, Any], args: argparse.N
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfgate.store import RunQuery, open_store
-    from perfgate.store.base import created_key
+    from perfgate.store import RunQuery, created_key, open_store
 
     if args.trend_runs < 1 or args.rows < 1:
         raise InputError("--trend-runs and --rows must be at least 1", field="--trend-runs")

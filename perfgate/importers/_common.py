@@ -21,8 +21,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfgate.core.codec import parse_timestamp
 from perfgate.core.metrics import Direction
 from perfgate.core.schema import GitInfo, Machine, Metric, Run
+from perfgate.core.units import TIME_UNITS
 from perfgate.errors import InputError
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "ImportResult",
     "MetricSpec",
     "build_run",
+    "creation_time",
     "direction_for_unit",
     "fingerprint",
     "metric_name",
@@ -40,10 +43,10 @@ __all__ = [
     "require",
     "sanitize",
     "scale",
+    "summary_note",
+    "time_spec",
 ]
 
-# seconds -> unit factor; the names are the ones perfgate's built-in metrics use (``_ms``, ``_us``)
-TIME_UNITS: dict[str, float] = {"ns": 1e9, "us": 1e6, "ms": 1e3, "s": 1.0}
 MAX_BASE = 80
 
 _NOT_NAME = re.compile(r"[^a-z0-9]+")
@@ -117,6 +120,41 @@ def scale(seconds: Iterable[float], unit: str) -> tuple[float, ...]:
     """Convert samples in seconds to ``unit`` (a key of :data:`TIME_UNITS`)."""
     factor = TIME_UNITS[unit]
     return tuple(value * factor for value in seconds)
+
+
+def time_spec(
+    base: str, seconds: Iterable[float], unit: str, field: str, groups: tuple[int, ...] | None = None
+) -> MetricSpec:
+    """A timing benchmark: its samples in seconds, converted to ``unit``; lower is better."""
+    return MetricSpec(
+        base=base,
+        quantity="time",
+        unit=unit,
+        direction=Direction.LOWER,
+        samples=scale(seconds, unit),
+        field=field,
+        groups=groups,
+    )
+
+
+def summary_note(count: int, what: str, how: str) -> str:
+    """The note for ``count`` benchmarks the file has only a summary of (``how``: what gives samples)."""
+    return (
+        f"{count} {what} without raw samples ({how}); their median was imported as one sample, so only the "
+        "threshold will apply to them"
+    )
+
+
+def creation_time(text: object, *, source: str, field: str, notes: list[str]) -> str | None:
+    """The run's creation time from the file's timestamp ``text`` (ISO 8601, a space for the ``T``
+    accepted); none when the file has none, and a note when it has one that cannot be read."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return parse_timestamp(text.replace(" ", "T", 1), source=source, field=field)
+    except InputError:
+        notes.append(f"unreadable {field} {text!r}; the run has no creation time")
+        return None
 
 
 def require(mapping: Mapping[str, Any], key: str, kind: type | tuple[type, ...], *, source: str, field: str) -> Any:

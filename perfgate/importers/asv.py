@@ -35,7 +35,8 @@ from perfgate.importers._common import (
     numbers,
     require,
     sanitize,
-    scale,
+    summary_note,
+    time_spec,
 )
 
 __all__ = ["DEFAULT_TIME_UNIT", "FORMAT", "benchmarks_file", "parse"]
@@ -105,14 +106,7 @@ def _labels(params: Sequence[Sequence[str]], names: Sequence[str]) -> list[str]:
 
 def _spec(base: str, kind: str, unit: str, samples: tuple[float, ...], time_unit: str, where: str) -> MetricSpec:
     if kind == "time":
-        return MetricSpec(
-            base=base,
-            quantity="time",
-            unit=time_unit,
-            direction=Direction.LOWER,
-            samples=scale(samples, time_unit),
-            field=where,
-        )
+        return time_spec(base, samples, time_unit, where)
     if kind in ("memory", "peakmemory"):
         return MetricSpec(
             base=base, quantity="bytes", unit="B", direction=Direction.LOWER, samples=samples, field=where
@@ -214,10 +208,7 @@ def parse(
                 no_samples += kind == "time"
             specs.append(_spec(f"{name}{label}", kind, unit, samples, time_unit, where))
     if no_samples:
-        notes.append(
-            f"{no_samples} timing(s) without raw samples (run asv with --record-samples); "
-            "asv's median was imported as one sample, so only the threshold will apply to them"
-        )
+        notes.append(summary_note(no_samples, "timing(s)", "run asv with --record-samples"))
     details, identity = _machine(data.get("params"))
     commit = data.get("commit_hash")
     python = data.get("python")

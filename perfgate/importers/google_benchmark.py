@@ -16,10 +16,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from perfgate.core.codec import parse_timestamp
 from perfgate.core.metrics import Direction
 from perfgate.errors import InputError
-from perfgate.importers._common import TIME_UNITS, ImportOptions, ImportResult, MetricSpec, build_run, number, require
+from perfgate.importers._common import (
+    TIME_UNITS,
+    ImportOptions,
+    ImportResult,
+    MetricSpec,
+    build_run,
+    creation_time,
+    number,
+    require,
+)
 
 __all__ = ["FORMAT", "parse"]
 
@@ -111,13 +119,7 @@ def parse(data: object, *, source: str, options: ImportOptions) -> ImportResult:
         )
     raw_context = data.get("context")
     context: Mapping[str, Any] = raw_context if isinstance(raw_context, Mapping) else {}
-    created_at = None
-    date = context.get("date")
-    if isinstance(date, str):
-        try:
-            created_at = parse_timestamp(date.replace(" ", "T", 1), source=source, field="context.date")
-        except InputError:
-            notes.append(f"unreadable context.date {date!r}; the run has no creation time")
+    created_at = creation_time(context.get("date"), source=source, field="context.date", notes=notes)
     cores = context.get("num_cpus")
     details = {
         "cores": cores if isinstance(cores, int) and not isinstance(cores, bool) else None,

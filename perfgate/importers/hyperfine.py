@@ -12,17 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from perfgate.core.metrics import Direction
 from perfgate.errors import InputError
 from perfgate.importers._common import (
     ImportOptions,
     ImportResult,
-    MetricSpec,
     build_run,
     number,
     numbers,
     require,
-    scale,
+    summary_note,
+    time_spec,
 )
 
 __all__ = ["DEFAULT_TIME_UNIT", "FORMAT", "parse"]
@@ -54,22 +53,10 @@ def parse(data: object, *, source: str, options: ImportOptions) -> ImportResult:
         codes = entry.get("exit_codes")
         if isinstance(codes, list) and any(c not in (0, None) for c in codes):
             failed.append(command)
-        specs.append(
-            MetricSpec(
-                base=command,
-                quantity="time",
-                unit=unit,
-                direction=Direction.LOWER,
-                samples=scale(seconds, unit),
-                field=f"{where}.times",
-            )
-        )
+        specs.append(time_spec(command, seconds, unit, f"{where}.times"))
     notes = []
     if summaries_only:
-        notes.append(
-            f"{summaries_only} command(s) without 'times' (an old hyperfine); their median was imported as "
-            "one sample, so only the threshold will apply to them"
-        )
+        notes.append(summary_note(summaries_only, "command(s)", "no 'times': an old hyperfine"))
     if failed:
         notes.append(f"{len(failed)} command(s) exited non-zero in some runs (hyperfine -i): their times may mislead")
     return build_run(specs, tool=FORMAT, options=options, source=source, notes=notes)

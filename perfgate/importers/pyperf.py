@@ -17,10 +17,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from perfgate.core.codec import parse_timestamp
 from perfgate.core.metrics import Direction
 from perfgate.errors import InputError
-from perfgate.importers._common import ImportOptions, ImportResult, MetricSpec, build_run, numbers, require, scale
+from perfgate.importers._common import (
+    ImportOptions,
+    ImportResult,
+    MetricSpec,
+    build_run,
+    creation_time,
+    numbers,
+    require,
+    time_spec,
+)
 
 __all__ = ["DEFAULT_TIME_UNIT", "FORMAT", "VERSIONS", "parse"]
 
@@ -41,15 +49,7 @@ def _spec(
     name: str, unit: str, values: tuple[float, ...], time_unit: str, where: str, groups: tuple[int, ...]
 ) -> MetricSpec:
     if unit == "second":
-        return MetricSpec(
-            base=name,
-            quantity="time",
-            unit=time_unit,
-            direction=Direction.LOWER,
-            samples=scale(values, time_unit),
-            field=where,
-            groups=groups,
-        )
+        return time_spec(name, values, time_unit, where, groups)
     quantity, label = ("bytes", "B") if unit == "byte" else ("count", "count")
     return MetricSpec(
         base=name, quantity=quantity, unit=label, direction=Direction.LOWER, samples=values, field=where, groups=groups
@@ -130,12 +130,7 @@ def parse(data: object, *, source: str, options: ImportOptions) -> ImportResult:
             notes.append(f"benchmark {name!r} has only calibration runs; skipped")
             continue
         specs.append(_spec(name, unit, tuple(values), time_unit, f"{where}.runs", tuple(groups)))
-    created_at = None
-    if dates:
-        try:
-            created_at = parse_timestamp(min(dates).replace(" ", "T"), source=source, field="runs.metadata.date")
-        except InputError:
-            notes.append(f"unreadable run date {min(dates)!r}; the run has no creation time")
+    created_at = creation_time(min(dates) if dates else None, source=source, field="runs.metadata.date", notes=notes)
     details, identity = _identity(first_meta)
     perf_version = first_meta.get("perf_version")
     config: dict[str, Any] = {"format_version": str(version)}

@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from perfgate.core.codec import parse_timestamp
-from perfgate.core.metrics import Direction
 from perfgate.core.schema import GitInfo
 from perfgate.errors import InputError
 from perfgate.importers._common import (
@@ -21,10 +19,12 @@ from perfgate.importers._common import (
     ImportResult,
     MetricSpec,
     build_run,
+    creation_time,
     number,
     numbers,
     require,
-    scale,
+    summary_note,
+    time_spec,
 )
 
 __all__ = ["DEFAULT_TIME_UNIT", "FORMAT", "parse"]
@@ -87,29 +87,11 @@ def parse(data: object, *, source: str, options: ImportOptions) -> ImportResult:
                 raise InputError("neither 'data' nor 'median' present", source=source, field=f"{where}.stats")
             seconds = (number(stats["median"], source=source, field=f"{where}.stats.median"),)
             summaries_only.append(name)
-        specs.append(
-            MetricSpec(
-                base=name,
-                quantity="time",
-                unit=unit,
-                direction=Direction.LOWER,
-                samples=scale(seconds, unit),
-                field=f"{where}.stats",
-            )
-        )
+        specs.append(time_spec(name, seconds, unit, f"{where}.stats"))
     notes = []
     if summaries_only:
-        notes.append(
-            f"{len(summaries_only)} benchmark(s) have no raw samples (run pytest with --benchmark-save-data); "
-            "their median was imported as one sample, so only the threshold will apply to them"
-        )
-    created = data.get("datetime")
-    created_at = None
-    if isinstance(created, str):
-        try:
-            created_at = parse_timestamp(created, source=source, field="datetime")
-        except InputError:
-            notes.append(f"unreadable 'datetime' {created!r}; the run has no creation time")
+        notes.append(summary_note(len(summaries_only), "benchmark(s)", "run pytest with --benchmark-save-data"))
+    created_at = creation_time(data.get("datetime"), source=source, field="datetime", notes=notes)
     details, identity = _machine(data.get("machine_info"))
     version = data.get("version")
     return build_run(

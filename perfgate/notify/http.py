@@ -14,12 +14,16 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
 
 from perfgate.notify.base import NotifyError, RetryPolicy, retrying
 
-__all__ = ["USER_AGENT", "post_json"]
+if TYPE_CHECKING:
+    from perfgate.notify.message import Summary
+
+__all__ = ["USER_AGENT", "JSONPostNotifier", "post_json"]
 
 USER_AGENT = "perfgate-notify/1"
 
@@ -76,3 +80,28 @@ def post_json(
     kwargs = {} if sleep is None else {"sleep": sleep}
     _, attempts = retrying(lambda: _post_once(url, body, policy.timeout), policy, **kwargs)
     return attempts
+
+
+@dataclass(frozen=True, slots=True)
+class JSONPostNotifier:
+    """A notifier that POSTs a JSON body made from the summary to the URL held in environment
+    variable ``env_name``. A channel sets :attr:`label` and :meth:`body` (Slack, the generic
+    webhook); the posting, the retries and the target's name are this class's."""
+
+    url: str
+    env_name: str
+    policy: RetryPolicy
+    sleep: Callable[[float], None] | None = None
+
+    label: ClassVar[str] = "JSON webhook"
+
+    @property
+    def target(self) -> str:
+        return f"{self.label} (${self.env_name})"
+
+    def body(self, summary: Summary) -> Any:
+        """The JSON value to post for ``summary``."""
+        raise NotImplementedError
+
+    def send(self, summary: Summary) -> int:
+        return post_json(self.url, self.body(summary), self.policy, sleep=self.sleep)

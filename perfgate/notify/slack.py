@@ -9,12 +9,9 @@ where ``*bold*`` or ``_italics_`` stay literal.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from perfgate.notify.base import RetryPolicy
-from perfgate.notify.http import post_json
+from perfgate.notify.http import JSONPostNotifier
 from perfgate.notify.message import Summary
 
 __all__ = ["SlackNotifier", "escape", "payload"]
@@ -61,18 +58,11 @@ def payload(summary: Summary) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True, slots=True)
-class SlackNotifier:
-    """Post to the webhook URL held in environment variable ``env_name``."""
+class SlackNotifier(JSONPostNotifier):
+    """Post :func:`payload` to the Slack webhook URL held in environment variable ``env_name``."""
 
-    url: str
-    env_name: str
-    policy: RetryPolicy
-    sleep: Callable[[float], None] | None = None
+    __slots__ = ()
+    label = "Slack webhook"
 
-    @property
-    def target(self) -> str:
-        return f"Slack webhook (${self.env_name})"
-
-    def send(self, summary: Summary) -> int:
-        return post_json(self.url, payload(summary), self.policy, sleep=self.sleep)
+    def body(self, summary: Summary) -> dict[str, Any]:
+        return payload(summary)

@@ -9,12 +9,9 @@ a receiver that renders them into HTML or Markdown must escape them there.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from perfgate.notify.base import RetryPolicy
-from perfgate.notify.http import post_json
+from perfgate.notify.http import JSONPostNotifier
 from perfgate.notify.message import Summary
 
 __all__ = ["SCHEMA", "WebhookNotifier", "payload"]
@@ -58,18 +55,11 @@ def payload(summary: Summary) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True, slots=True)
-class WebhookNotifier:
-    """Post to the URL held in environment variable ``env_name``."""
+class WebhookNotifier(JSONPostNotifier):
+    """Post :func:`payload` to the URL held in environment variable ``env_name``."""
 
-    url: str
-    env_name: str
-    policy: RetryPolicy
-    sleep: Callable[[float], None] | None = None
+    __slots__ = ()
+    label = "webhook"
 
-    @property
-    def target(self) -> str:
-        return f"webhook (${self.env_name})"
-
-    def send(self, summary: Summary) -> int:
-        return post_json(self.url, payload(summary), self.policy, sleep=self.sleep)
+    def body(self, summary: Summary) -> dict[str, Any]:
+        return payload(summary)

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from perfgate.pipeline import kernels
+from perfgate.pipeline import kernels, models
 from perfgate.pipeline.models.dqn import QNetwork
 from perfgate.pipeline.models.mamba2 import Mamba2
 from perfgate.pipeline.models.ppo import ActorCritic
@@ -256,15 +256,15 @@ class TFTServer:
         return self.out
 
 
-def fast_server(model: torch.nn.Module) -> MLPServer | Mamba2Server | TFTServer:
-    """The fused numba server of a trained model (weights copied: later training does not change it)."""
-    if isinstance(model, QNetwork | ActorCritic):
-        return MLPServer(model)
-    if isinstance(model, Mamba2):
-        return Mamba2Server(model)
-    if isinstance(model, TFT):
-        return TFTServer(model)
-    raise TypeError(f"no fast server for {type(model).__name__}")
+def fast_server(model: torch.nn.Module) -> Server:
+    """The fused numba server of a trained model (weights copied: later training does not change it),
+    as its entry in the model registry (:mod:`perfgate.pipeline.models`) makes it."""
+    try:
+        spec = models.spec_of(model)
+    except TypeError:
+        raise TypeError(f"no fast server for {type(model).__name__}") from None
+    server: Server = spec.server(model)
+    return server
 
 
 class _EagerServer:
@@ -277,8 +277,9 @@ class _EagerServer:
         self.reset()
 
     def reset(self) -> None:
-        if isinstance(self.model, Mamba2 | TFT):
-            self.state = self.model.initial_state(1, self.device)
+        initial_state = getattr(self.model, "initial_state", None)  # a streaming model's
+        if initial_state is not None:
+            self.state = initial_state(1, self.device)
 
     def __call__(self, x: np.ndarray) -> torch.Tensor:
         with torch.inference_mode():

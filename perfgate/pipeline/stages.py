@@ -32,11 +32,11 @@ from typing import Any, BinaryIO
 import numpy as np
 import torch
 
-from perfgate.bench.registry import StageContext, stage
+from perfgate.bench.registry import Stage, StageContext, clear, register, registered, stage
 from perfgate.errors import InputError
+from perfgate.pipeline import models
 from perfgate.pipeline.env import MarketData
-from perfgate.pipeline.models import MODELS
-from perfgate.pipeline.train import DQNTask, PPOTask, SequenceTask, Trainer, build_task, default_config
+from perfgate.pipeline.train import DQNTask, PPOTask, SequenceTask, Task, Trainer, build_task, default_config
 
 __all__ = [
     "DEFAULT_BARS",
@@ -198,26 +198,34 @@ def _training_setup(ctx: StageContext) -> Callable[[], object]:
     return once
 
 
-def _batch(model: str) -> int:
-    cfg = default_config(model)
-    return int(cfg.minibatch if model == "ppo" else cfg.batch_size)
-
-
-# what each model's training step is bound by: the small DQN and PPO networks by the
-# per-call overhead of torch eager (many small kernels), Mamba-2 and TFT by their matrix work
-_TRAINING_KIND = {"dqn": "interpreter", "ppo": "interpreter", "mamba2": "compute", "tft": "compute"}
-
-for _name in MODELS:
-    stage(
-        f"training_step_{_name}",
+def _training_stage(name: str) -> None:
+    """Register the training stage of model ``name`` (called for every model in the registry,
+    now and when one is registered later)."""
+    spec = models.spec(name)
+    new = Stage(
+        name=f"training_step_{name}",
         metric="training_step_time_ms",
         unit="ms",
-        models=[_name],
-        items_per_call=_batch(_name),
+        setup=_training_setup,
+        models=(name,),
+        items_per_call=spec.items_per_call(spec.config()),
         throughput_metric="throughput_samples_per_sec",
         memory_metric="training_memory_mb",
-        kind=_TRAINING_KIND.get(_name),
-    )(_training_setup)
+        kind=spec.kind,
+    )
+    stages = [s for s in registered("pipeline") if s.name != new.name]
+    first_inference = next((i for i, s in enumerate(stages) if s.name.startswith("inference")), len(stages))
+    if first_inference == len(stages):
+        register(new)
+        return
+    # a model registered after this module's import: its training goes before the inference
+    # stages, which serve the model it trained (stages run in registration order)
+    clear("pipeline")
+    for s in [*stages[:first_inference], new, *stages[first_inference:]]:
+        register(s)
+
+
+models.on_register(_training_stage)
 
 
 def inference_inputs(ctx: StageContext) -> np.ndarray:
@@ -236,7 +244,7 @@ def inference_inputs(ctx: StageContext) -> np.ndarray:
 
 
 def _serving(ctx: StageContext, make: Callable[[torch.nn.Module], Any]) -> Callable[[], object]:
-    task: SequenceTask | DQNTask | PPOTask = ctx.state["task"]
+    task: Task = ctx.state["task"]
     server = make(task.model)
     inputs = inference_inputs(ctx)
     n = len(inputs)
@@ -289,13 +297,7 @@ def save_checkpoint(ctx: StageContext, path: Path | BinaryIO) -> Path | BinaryIO
 def load_checkpoint(path: Path) -> torch.nn.Module:
     """The model saved by :func:`save_checkpoint`, on the CPU, ready for serving."""
     doc = torch.load(path, map_location="cpu", weights_only=True)
-    cfg = type(default_config(doc["model"]))(**doc["config"])
-    from perfgate.pipeline.models.dqn import QNetwork
-    from perfgate.pipeline.models.mamba2 import Mamba2
-    from perfgate.pipeline.models.ppo import ActorCritic
-    from perfgate.pipeline.models.tft import TFT
-
-    classes: dict[str, type[torch.nn.Module]] = {"dqn": QNetwork, "ppo": ActorCritic, "mamba2": Mamba2, "tft": TFT}
-    model = classes[doc["model"]](cfg)
+    spec = models.spec(doc["model"])
+    model: torch.nn.Module = spec.model(spec.config(**doc["config"]))
     model.load_state_dict(doc["state_dict"])
     return model.eval()

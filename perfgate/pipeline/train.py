@@ -14,7 +14,8 @@ owns the model, draws its own data and defines the loss:
   rollout is collected when the last minibatch of the current one is used up.
 
 :func:`build_task` makes the task of a model by name, with its default (or a given)
-config; the benchmark and the tests both start there.
+config, from the model registry (:mod:`perfgate.pipeline.models`); the benchmark and the
+tests both start there.
 """
 
 from __future__ import annotations
@@ -29,12 +30,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from perfgate.pipeline import models
 from perfgate.pipeline.env import MarketData, TradingEnv
-from perfgate.pipeline.models import MODELS
 from perfgate.pipeline.models.dqn import DQNConfig, QNetwork, double_dqn_loss
-from perfgate.pipeline.models.mamba2 import Mamba2, Mamba2Config
 from perfgate.pipeline.models.ppo import ActorCritic, PPOConfig, gae, ppo_loss
-from perfgate.pipeline.models.tft import TFT, TFTConfig, quantile_loss
 
 __all__ = [
     "DQNTask",
@@ -46,6 +45,7 @@ __all__ = [
     "build_task",
     "default_config",
     "return_classes",
+    "sequence_task",
 ]
 
 
@@ -139,6 +139,30 @@ class SequenceTask:
 
     def after_step(self) -> None:
         pass
+
+
+def sequence_task(
+    model: nn.Module,
+    data: MarketData,
+    config: Any,
+    *,
+    target_fn: Callable[[np.ndarray], np.ndarray],
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    seed: int = 0,
+) -> SequenceTask:
+    """The :class:`SequenceTask` of a sequence model on ``data``: targets ``target_fn(data.returns)``,
+    window, batch and learning rate from the model's ``config``."""
+    return SequenceTask(
+        model,
+        data.features,
+        target_fn(data.returns),
+        loss_fn,
+        target_fn=target_fn,
+        seq_len=config.seq_len,
+        batch_size=config.batch_size,
+        lr=config.lr,
+        seed=seed,
+    )
 
 
 @dataclass(slots=True)
@@ -326,56 +350,18 @@ class PPOTask:
 
 def default_config(name: str) -> Any:
     """The benchmark's config of a model (the dataclass defaults)."""
-    configs = {"dqn": DQNConfig, "ppo": PPOConfig, "mamba2": Mamba2Config, "tft": TFTConfig}
-    if name not in configs:
-        raise ValueError(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
-    return configs[name]()
+    return models.spec(name).config()
 
 
-def build_task(
-    name: str, data: MarketData, *, config: Any = None, device: str = "cpu", seed: int = 0
-) -> SequenceTask | DQNTask | PPOTask:
+def build_task(name: str, data: MarketData, *, config: Any = None, device: str = "cpu", seed: int = 0) -> Task:
     """The training task of model ``name`` on ``data`` (the config's defaults unless one is given).
 
-    The sequence models' targets use ``data.returns``: Mamba-2 classifies the next return
-    into terciles of the series' returns; the TFT predicts it in units of its standard
-    deviation, so quantiles are comparable across instruments.
+    What the task is comes from the model's :class:`~perfgate.pipeline.models.ModelSpec`:
+    for the sequence models the targets are built from ``data.returns`` (Mamba-2 classifies
+    the next return into terciles of the series' returns; the TFT predicts it in units of
+    its standard deviation, so quantiles are comparable across instruments).
     """
-    cfg = config if config is not None else default_config(name)
-    if name == "dqn":
-        return DQNTask(cfg, data, device=device, seed=seed)
-    if name == "ppo":
-        return PPOTask(cfg, data, device=device, seed=seed)
-    torch.manual_seed(seed)
-    r = data.returns
-    if name == "mamba2":
-        edges = (float(np.quantile(r, 1 / 3)), float(np.quantile(r, 2 / 3)))
-        model: nn.Module = Mamba2(cfg).to(device)
-        target_fn: Callable[[np.ndarray], np.ndarray] = lambda ret: return_classes(ret, edges)  # noqa: E731
-        n_classes = cfg.n_classes
-
-        def loss_fn(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-            return F.cross_entropy(out.reshape(-1, n_classes), y.reshape(-1))
-
-    elif name == "tft":
-        model = TFT(cfg).to(device)
-        scale = max(float(r.std()), 1e-12)
-        target_fn = lambda ret: (ret / scale).astype(np.float32)  # noqa: E731
-        quantiles = cfg.quantiles
-
-        def loss_fn(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-            return quantile_loss(out, y, quantiles)
-
-    else:
-        raise ValueError(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
-    return SequenceTask(
-        model,
-        data.features,
-        target_fn(r),
-        loss_fn,
-        target_fn=target_fn,
-        seq_len=cfg.seq_len,
-        batch_size=cfg.batch_size,
-        lr=cfg.lr,
-        seed=seed,
-    )
+    spec = models.spec(name)
+    cfg = config if config is not None else spec.config()
+    task: Task = spec.task(cfg, data, device=device, seed=seed)
+    return task

@@ -7,16 +7,8 @@ from collections.abc import Sequence
 
 from perfgate.core.schema import Run, normalize_model
 from perfgate.errors import StorageError
-from perfgate.store.base import (
-    SERIES_STATISTICS,
-    BaselineRecord,
-    MetricRow,
-    RunQuery,
-    RunStatus,
-    SeriesPoint,
-    created_key,
-    metric_rows,
-)
+from perfgate.store._rows import MetricRow, created_key, metric_rows
+from perfgate.store.base import SERIES_STATISTICS, BaselineRecord, RunQuery, RunStatus, SeriesPoint
 
 __all__ = ["MemoryStore", "matches"]
 

@@ -14,38 +14,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from perfgate.core.redact import mask, url_secrets
+from perfgate.core.redact import mask, mask_url, url_secrets
 from perfgate.errors import StorageError
-from perfgate.store.base import mask_url
-from perfgate.store.sql import INSERT_RUN, PreparedRun, SQLStore, check_schema_version, hint, one_line, tables_ddl
+from perfgate.store import migrations
+from perfgate.store.sql import INSERT_RUN, PreparedRun, SQLStore, check_schema_version, hint, one_line
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
 
-# Numbered schema migrations, applied in order on open; never edit one that has shipped.
-MIGRATIONS: list[list[str]] = [
-    # 1: runs with their document, metric summary rows, run statuses and baselines
-    [
-        """
-        CREATE TABLE runs (
-            run_id      TEXT PRIMARY KEY,
-            suite       TEXT NOT NULL,
-            model       TEXT NOT NULL,
-            machine     TEXT,
-            branch      TEXT,
-            git_commit  TEXT,
-            created_at  TEXT NOT NULL,
-            document    TEXT NOT NULL
-        )
-        """,
-        # lz4 compresses the documents about twice as fast as the default pglz (benchmarks/store.py);
-        # servers before 14, or built without lz4, keep the default
-        "DO $$ BEGIN ALTER TABLE runs ALTER COLUMN document SET COMPRESSION lz4;"
-        " EXCEPTION WHEN OTHERS THEN NULL; END $$",
-        "CREATE INDEX runs_model_machine ON runs (model, machine, created_at)",
-        "CREATE INDEX runs_branch ON runs (branch, created_at)",
-        *tables_ddl("BIGSERIAL PRIMARY KEY"),
-    ],
-]
+# Numbered schema migrations, applied in order on open (their history: perfgate.store.migrations).
+MIGRATIONS: list[list[str]] = migrations.POSTGRES
 
 _MIGRATION_LOCK = 0x70657266676174  # "perfgat": one advisory lock id for schema changes
 _CONNECT_TIMEOUT_S = 10

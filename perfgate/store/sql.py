@@ -2,7 +2,8 @@
 
 SQLite and PostgreSQL run the same statements (``ON CONFLICT``, window functions and
 ``LIMIT`` parameters exist in both); a backend supplies the connection, the placeholder,
-its write transaction and its migrations. The tables, after all migrations:
+its write transaction and its migrations (:mod:`perfgate.store.migrations`, where the DDL
+is). The tables, after all migrations, the same columns, types and ``NOT NULL`` in both:
 
 ``runs``        one row per run: the keys queries filter on and the whole JSON document
 ``metrics``     one summary row per (run, metric): n, mean, median, p95, p99, min, max,
@@ -10,7 +11,7 @@ its write transaction and its migrations. The tables, after all migrations:
 ``run_status``  the verdict of the last check of a run, or a person's acceptance
 ``baselines``   every baseline ever formed (key, run ids, when); the newest per key counts
 
-``created_at`` columns hold :func:`~perfgate.store.base.created_key` (fixed width, so text
+``created_at`` columns hold :func:`~perfgate.store.created_key` (fixed width, so text
 order is time order; empty when the run had no timestamp).
 """
 
@@ -25,17 +26,8 @@ from typing import Any, NamedTuple
 from perfgate.core.codec import format_timestamp, run_from_dict, run_to_dict
 from perfgate.core.schema import Run, normalize_model
 from perfgate.errors import PerfgateError, StorageError
-from perfgate.store.base import (
-    SERIES_STATISTICS,
-    BaselineRecord,
-    MetricRow,
-    RunQuery,
-    RunStatus,
-    SeriesPoint,
-    created_from_key,
-    created_key,
-    metric_rows,
-)
+from perfgate.store._rows import MetricRow, created_from_key, created_key, metric_rows
+from perfgate.store.base import SERIES_STATISTICS, BaselineRecord, RunQuery, RunStatus, SeriesPoint
 
 __all__ = [
     "INSERT_METRIC",
@@ -46,7 +38,6 @@ __all__ = [
     "hint",
     "now_utc",
     "one_line",
-    "tables_ddl",
 ]
 
 _COLUMN = {
@@ -58,56 +49,6 @@ _COLUMN = {
     "min": "min_value",
     "max": "max_value",
 }
-
-
-def tables_ddl(id_column: str) -> list[str]:
-    """DDL of the metrics, run_status and baselines tables (``id_column``: the auto-increment key)."""
-    return [
-        """
-        CREATE TABLE metrics (
-            run_id      TEXT NOT NULL REFERENCES runs (run_id),
-            metric      TEXT NOT NULL,
-            suite       TEXT NOT NULL,
-            model       TEXT NOT NULL,
-            machine     TEXT,
-            branch      TEXT,
-            git_commit  TEXT,
-            created_at  TEXT NOT NULL,
-            unit        TEXT NOT NULL,
-            direction   TEXT NOT NULL,
-            n           INTEGER NOT NULL,
-            mean        DOUBLE PRECISION NOT NULL,
-            median      DOUBLE PRECISION NOT NULL,
-            p95         DOUBLE PRECISION NOT NULL,
-            p99         DOUBLE PRECISION NOT NULL,
-            min_value   DOUBLE PRECISION NOT NULL,
-            max_value   DOUBLE PRECISION NOT NULL,
-            PRIMARY KEY (run_id, metric)
-        )
-        """,
-        "CREATE INDEX metrics_series ON metrics (model, metric, machine, created_at)",
-        """
-        CREATE TABLE run_status (
-            run_id      TEXT PRIMARY KEY,
-            status      TEXT NOT NULL,
-            note        TEXT NOT NULL,
-            updated_at  TEXT NOT NULL
-        )
-        """,
-        f"""
-        CREATE TABLE baselines (
-            id          {id_column},
-            suite       TEXT NOT NULL,
-            model       TEXT NOT NULL,
-            machine     TEXT NOT NULL,
-            branch      TEXT NOT NULL,
-            run_ids     TEXT NOT NULL,
-            method      TEXT NOT NULL,
-            created_at  TEXT NOT NULL
-        )
-        """,
-        "CREATE INDEX baselines_key ON baselines (model, machine, branch, suite, id)",
-    ]
 
 
 def check_schema_version(version: int, known: int, url: str) -> bool:

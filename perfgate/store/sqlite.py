@@ -9,7 +9,6 @@ that is up to date is opened without writing (so a read-only copy can still be r
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -17,64 +16,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from perfgate.core.codec import run_from_dict
 from perfgate.errors import StorageError
-from perfgate.store.base import created_key, metric_rows
-from perfgate.store.sql import SQLStore, check_schema_version, hint, one_line, tables_ddl
+from perfgate.store import migrations
+from perfgate.store.sql import SQLStore, check_schema_version, hint, one_line
 
 __all__ = ["MIGRATIONS", "SQLiteStore"]
 
 
-def _migration_2(conn: Any) -> None:
-    """Metric summary rows, run statuses and baselines; backfill the rows of stored runs."""
-    for statement in tables_ddl("INTEGER PRIMARY KEY AUTOINCREMENT"):
-        conn.execute(statement)
-    for run_id, created, document in conn.execute("SELECT run_id, created_at, document FROM runs").fetchall():
-        run = run_from_dict(json.loads(document), source=f"run {run_id}")
-        key = created_key(created)
-        conn.execute("UPDATE runs SET created_at = ? WHERE run_id = ?", (key, run_id))
-        conn.executemany(
-            "INSERT INTO metrics (run_id, metric, suite, model, machine, branch, git_commit, created_at, unit,"
-            " direction, n, mean, median, p95, p99, min_value, max_value)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                # run keys, then unit, direction, n, mean, median, p95, p99, min, max
-                (
-                    run_id,
-                    row.metric,
-                    run.suite,
-                    run.model_key,
-                    run.machine.fingerprint,
-                    run.git.branch,
-                    run.git.commit,
-                    key,
-                    *row[1:],
-                )
-                for row in metric_rows(run)
-            ],
-        )
-
-
-# Numbered schema migrations, applied in order on open; never edit one that has shipped.
-MIGRATIONS: list[str | Callable[[Any], None]] = [
-    # 1: runs with their whole document, and the keys the queries filter on
-    """
-    CREATE TABLE runs (
-        run_id      TEXT PRIMARY KEY,
-        suite       TEXT NOT NULL,
-        model       TEXT NOT NULL,
-        machine     TEXT,
-        branch      TEXT,
-        git_commit  TEXT,
-        created_at  TEXT,
-        document    TEXT NOT NULL
-    );
-    CREATE INDEX runs_model_machine ON runs (model, machine, created_at);
-    CREATE INDEX runs_branch ON runs (branch, created_at);
-    """,
-    # 2: metric summary rows, run statuses (check verdicts) and baselines; created_at as a sort key
-    _migration_2,
-]
+# Numbered schema migrations, applied in order on open (their history: perfgate.store.migrations).
+MIGRATIONS: list[str | Callable[[Any], None]] = migrations.SQLITE
 
 
 def _path_of(url: str) -> Path:

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from perfgate.core.codec import run_from_dict
-from perfgate.store.base import created_key, metric_rows
+from perfgate.store._rows import created_key, metric_rows
 from perfgate.store.sql import SQLStore
 
 

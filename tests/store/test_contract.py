@@ -16,8 +16,7 @@ import pytest
 
 from perfgate.core.codec import run_from_dict
 from perfgate.errors import MismatchError, StorageError
-from perfgate.store import open_store
-from perfgate.store.base import BaselineRecord, RunQuery, RunStatus, SeriesPoint, mask_url
+from perfgate.store import BaselineRecord, RunQuery, RunStatus, SeriesPoint, mask_url, open_store
 from perfgate.store.baseline import (
     accept_run,
     baseline_for,
@@ -356,29 +355,134 @@ def test_newer_postgres_schema_refused(pg_server):
         pg_server.drop_database("newer_schema")
 
 
-def test_sqlite_version_1_store_is_migrated_with_its_runs(tmp_path):
-    """A store written before metric rows existed (schema 1) gains them on open, from the documents."""
-    from perfgate.core.codec import run_to_dict
+# a document as a schema-1 store kept it (the run file format of that time), written out so
+# that no change to the codec can change what the migration is tested on
+_V1_DOCUMENT = (
+    '{"created_at": "2026-11-29T18:00:00Z", "git": {"branch": "main", "commit": "abc123"}, '
+    '"machine": {"fingerprint": "machine-a"}, "config": {}, "model": "DQN", "run_id": "old", '
+    '"schema_version": 1, "suite": "pipeline", "metrics": {"training_step_time_ms": '
+    '{"direction": "lower_is_better", "samples": [4.0, 1.0, 2.0], "unit": "ms"}}}'
+)
+
+
+def _v1_store(path):
     from perfgate.store.sqlite import MIGRATIONS
 
-    path = tmp_path / "v1.db"
-    old = run("old", created_at="2026-11-29T18:00:00Z", samples={"training_step_time_ms": [4.0, 1.0, 2.0]})
+    undated = (
+        _V1_DOCUMENT.replace('"created_at": "2026-11-29T18:00:00Z", ', "")
+        .replace('"old"', '"undated"')
+        .replace("abc123", "abc124")
+    )
     with sqlite3.connect(path) as conn:
         conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY)")
         conn.executescript(MIGRATIONS[0])
         conn.execute("INSERT INTO schema_migrations VALUES (1)")
-        import json
-
         conn.execute(
             "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            ("old", "pipeline", "dqn", "machine-a", "main", "abc123", old.created_at, json.dumps(run_to_dict(old))),
+            ("old", "pipeline", "dqn", "machine-a", "main", "abc123", "2026-11-29T18:00:00Z", _V1_DOCUMENT),
+        )
+        conn.execute(
+            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            ("undated", "pipeline", "dqn", "machine-a", "main", "abc124", None, undated),
         )
     conn.close()
+
+
+def test_sqlite_version_1_store_is_migrated_with_its_runs(tmp_path):
+    """A store written before metric rows existed (schema 1) gains them on open, from the documents,
+    and its runs table the NOT NULL created_at of schema 3."""
+    path = tmp_path / "v1.db"
+    _v1_store(path)
     with open_store(f"sqlite:///{path}") as s:
-        assert s.series("dqn", "machine-a", "training_step_time_ms") == [("old", "2026-11-29T18:00:00Z", "abc123", 2.0)]
+        points = s.series("dqn", "machine-a", "training_step_time_ms")
+        assert points == [("undated", None, "abc124", 2.0), ("old", "2026-11-29T18:00:00Z", "abc123", 2.0)]
+        assert s.series("dqn", "machine-a", "training_step_time_ms", "p95")[1].value == pytest.approx(3.8)
+        assert s.series("dqn", "machine-a", "training_step_time_ms", "mean")[1].value == pytest.approx(7 / 3)
         s.add_run(run("new", created_at="2026-11-29T18:00:00.5Z"))
-        assert [r.run_id for r in s.runs(RunQuery())] == ["new", "old"]
+        assert [r.run_id for r in s.runs(RunQuery())] == ["new", "old", "undated"]
+        assert s.get_run("old").model == "DQN"
         assert consistency_problems(s) == []
     with sqlite3.connect(path) as conn:
-        assert [v for (v,) in conn.execute("SELECT version FROM schema_migrations ORDER BY version")] == [1, 2]
+        assert [v for (v,) in conn.execute("SELECT version FROM schema_migrations ORDER BY version")] == [1, 2, 3]
+        assert conn.execute("SELECT created_at FROM runs WHERE run_id = 'undated'").fetchone() == ("",)
+        with pytest.raises(sqlite3.IntegrityError, match="NOT NULL"):
+            conn.execute("UPDATE runs SET created_at = NULL WHERE run_id = 'old'")
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        indexes = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert {"runs_model_machine", "runs_branch", "metrics_series", "baselines_key"} <= indexes
     conn.close()
+
+
+def test_migrations_call_no_live_code():
+    """Regression for a migration that decoded documents with the live codec: the migrations
+    module imports the standard library only, so what an upgrade does is fixed when it ships."""
+    import ast
+    from pathlib import Path
+
+    import perfgate.store.migrations as migrations
+
+    tree = ast.parse(Path(migrations.__file__).read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not {name for name in imported if name.startswith("perfgate")}, imported
+
+
+def _sqlite_columns(path):
+    with sqlite3.connect(path) as conn:
+        tables = [t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        out = {
+            # an INTEGER PRIMARY KEY is the rowid, never NULL; any other column only with NOT NULL
+            (table, name): (kind.lower(), bool(notnull) or (pk == 1 and kind.upper() == "INTEGER"))
+            for table in tables
+            if not table.startswith("sqlite_")
+            for _, name, kind, notnull, _default, pk in conn.execute(f"PRAGMA table_info({table})")
+        }
+    conn.close()
+    return out
+
+
+def test_sqlite_and_postgresql_tables_agree(tmp_path, pg_server):
+    """Same tables, columns, types and NOT NULL in both backends (regression for runs.created_at,
+    nullable in SQLite only). SQLite's INTEGER is 64-bit: PostgreSQL's bigint id is the same type."""
+    path = tmp_path / "s.db"
+    open_store(f"sqlite:///{path}").close()
+    _v1_store(tmp_path / "v1.db")
+    open_store(f"sqlite:///{tmp_path / 'v1.db'}").close()
+    url = pg_server.create_database("ddl_agree")
+    try:
+        open_store(url).close()
+        import psycopg
+
+        with psycopg.connect(url) as conn:
+            rows = conn.execute(
+                "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns"
+                " WHERE table_schema = 'public'"
+            ).fetchall()
+    finally:
+        pg_server.drop_database("ddl_agree")
+    postgres = {
+        (table, name): ({"bigint": "integer"}.get(kind, kind), nullable == "NO") for table, name, kind, nullable in rows
+    }
+    fresh = _sqlite_columns(path)
+    assert fresh == postgres
+    assert _sqlite_columns(tmp_path / "v1.db") == fresh
+
+
+def test_the_protocol_imports_no_backend():
+    """Regression for the import circle of a protocol module that also chose the backends: the
+    protocol imports nothing of the store package, and the factory imports backends lazily."""
+    import ast
+    from pathlib import Path
+
+    import perfgate.store
+    import perfgate.store.base as base
+
+    def imported(path, *, top_level_only):
+        tree = ast.parse(Path(path).read_text())
+        nodes = tree.body if top_level_only else list(ast.walk(tree))
+        names = {a.name for n in nodes if isinstance(n, ast.Import) for a in n.names}
+        return names | {n.module or "" for n in nodes if isinstance(n, ast.ImportFrom)}
+
+    assert not {n for n in imported(base.__file__, top_level_only=False) if n.startswith("perfgate.store")}
+    backends = {"perfgate.store.sqlite", "perfgate.store.postgres", "perfgate.store.memory"}
+    assert not imported(perfgate.store.__file__, top_level_only=True) & backends

@@ -1,13 +1,146 @@
-"""The four models of the reference pipeline, one file each (nanoGPT style).
+"""The models of the reference pipeline, one file each (nanoGPT style), and their registry.
 
-Each module has a ``@dataclass`` config with commented defaults and small ``nn.Module``
-blocks whose ``forward`` only computes; the losses sit next to the model they train, and
-the training loop is :mod:`perfgate.pipeline.train`'s, shared by all four.
+Each model module has a ``@dataclass`` config with commented defaults and small
+``nn.Module`` blocks whose ``forward`` only computes; the losses sit next to the model they
+train, and the training loop is :mod:`perfgate.pipeline.train`'s, shared by all. A module
+ends with a :class:`ModelSpec` named ``SPEC``: what the rest of the pipeline needs to know
+about its model. Everything that handles models by name reads this registry:
+:func:`perfgate.pipeline.train.build_task` and ``default_config``, the training stages,
+:func:`perfgate.pipeline.stages.load_checkpoint`, :func:`perfgate.pipeline.serve.fast_server`
+and ``perfgate bench --model``.
+
+Adding a model takes its file (ending in ``SPEC``) and one :func:`register` line below.
+The registry itself imports nothing heavy: a registered module is imported the first time
+its spec is asked for, so the command line can list the names without importing torch.
 """
 
 from __future__ import annotations
 
-__all__ = ["MODELS"]
+import importlib
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, overload
+
+__all__ = ["MODELS", "ModelSpec", "on_register", "register", "spec", "spec_of", "unregister"]
+
+
+def _batch_size(config: Any) -> int:
+    return int(config.batch_size)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSpec:
+    """What the pipeline needs to know about one model.
+
+    Attributes:
+        name: the model key (lower-case letters and digits), as ``--model`` takes it.
+        config: the model's config dataclass; ``config()`` is the benchmark's config, and a
+            checkpoint stores ``asdict`` of one.
+        model: the ``nn.Module`` class, built as ``model(config)``.
+        task: ``task(config, data, device=..., seed=...)``: the training task
+            (:class:`perfgate.pipeline.train.Task`) of the model on a
+            :class:`~perfgate.pipeline.env.MarketData`.
+        server: ``server(model)``: the fast single-sample server of a trained model
+            (:mod:`perfgate.pipeline.serve`).
+        kind: what one training step is bound by (``compute``, ``interpreter`` or
+            ``memory``; see :mod:`perfgate.bench.registry`), or ``None`` for raw times.
+        items_per_call: samples one training step processes, from the config (the
+            throughput's unit); the config's ``batch_size`` unless given.
+    """
+
+    name: str
+    config: type
+    model: type
+    task: Callable[..., Any]
+    server: Callable[[Any], Any]
+    kind: str | None = None
+    items_per_call: Callable[[Any], int] = _batch_size
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-z0-9]+", self.name):
+            raise ValueError(f"model name must be lower-case letters and digits, got {self.name!r}")
+
+
+# name -> the spec, or the module whose SPEC it is (imported on first use)
+_REGISTRY: dict[str, ModelSpec | str] = {}
+_LISTENERS: list[Callable[[str], None]] = []
+
+
+def register(name: str, spec_or_module: ModelSpec | str) -> None:
+    """Add model ``name``: a :class:`ModelSpec`, or the dotted name of a module that defines
+    one as ``SPEC`` (imported when first needed). A model of the same name is replaced."""
+    if isinstance(spec_or_module, ModelSpec) and spec_or_module.name != name:
+        raise ValueError(f"registered as {name!r}, but the spec is named {spec_or_module.name!r}")
+    if not re.fullmatch(r"[a-z0-9]+", name):
+        raise ValueError(f"model name must be lower-case letters and digits, got {name!r}")
+    _REGISTRY[name] = spec_or_module
+    for listener in list(_LISTENERS):
+        listener(name)
+
+
+def unregister(name: str) -> None:
+    """Forget model ``name`` (for tests); what was registered for it elsewhere stays."""
+    _REGISTRY.pop(name, None)
+
+
+def on_register(listener: Callable[[str], None]) -> None:
+    """Call ``listener(name)`` for every model registered now and every one registered later."""
+    _LISTENERS.append(listener)
+    for name in list(_REGISTRY):
+        listener(name)
+
+
+def spec(name: str) -> ModelSpec:
+    """The spec of model ``name``; a ValueError naming the registered ones when there is none."""
+    entry = _REGISTRY.get(name)
+    if entry is None:
+        raise ValueError(f"unknown model {name!r}; choose from {', '.join(_REGISTRY)}")
+    if isinstance(entry, str):
+        loaded = importlib.import_module(entry).SPEC
+        if not isinstance(loaded, ModelSpec) or loaded.name != name:
+            raise ValueError(f"{entry}.SPEC is not the ModelSpec of {name!r}")
+        _REGISTRY[name] = entry = loaded
+    return entry
+
+
+def spec_of(model: object) -> ModelSpec:
+    """The spec whose model class ``model`` is an instance of; a TypeError when none is."""
+    for name in list(_REGISTRY):
+        found = spec(name)
+        if isinstance(model, found.model):
+            return found
+    raise TypeError(f"{type(model).__name__} is not a registered model ({', '.join(_REGISTRY)})")
+
+
+class _Names(Sequence[str]):
+    """The registered names, in registration order (the order ``--model all`` runs them);
+    a live view, so a model registered later is in it too."""
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        return tuple(_REGISTRY)[index]
+
+    def __len__(self) -> int:
+        return len(_REGISTRY)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(tuple(_REGISTRY))
+
+    def __contains__(self, name: object) -> bool:
+        return name in _REGISTRY
+
+    def __repr__(self) -> str:
+        return repr(tuple(_REGISTRY))
+
 
 #: The model names ``perfgate bench --model`` accepts, in the order ``all`` runs them.
-MODELS = ("dqn", "ppo", "mamba2", "tft")
+MODELS: Sequence[str] = _Names()
+
+register("dqn", "perfgate.pipeline.models.dqn")
+register("ppo", "perfgate.pipeline.models.ppo")
+register("mamba2", "perfgate.pipeline.models.mamba2")
+register("tft", "perfgate.pipeline.models.tft")

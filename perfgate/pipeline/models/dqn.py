@@ -9,12 +9,15 @@ copies are the trainer's (:class:`perfgate.pipeline.train.DQNTask`); the loss is
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["DQNConfig", "QNetwork", "double_dqn_loss"]
+from perfgate.pipeline.models import ModelSpec
+
+__all__ = ["SPEC", "DQNConfig", "QNetwork", "double_dqn_loss"]
 
 
 @dataclass
@@ -80,3 +83,19 @@ def double_dqn_loss(
         next_q = target(next_obs).gather(1, next_action).squeeze(1)
         y = reward + gamma * (1.0 - done) * next_q
     return F.smooth_l1_loss(q, y, beta=huber_delta)
+
+
+def _task(config: DQNConfig, data: Any, *, device: str = "cpu", seed: int = 0) -> Any:
+    from perfgate.pipeline.train import DQNTask
+
+    return DQNTask(config, data, device=device, seed=seed)
+
+
+def _server(model: QNetwork) -> Any:
+    from perfgate.pipeline.serve import MLPServer
+
+    return MLPServer(model)
+
+
+# a small network: one step is bound by the per-call overhead of torch eager (many small kernels)
+SPEC = ModelSpec(name="dqn", config=DQNConfig, model=QNetwork, task=_task, server=_server, kind="interpreter")

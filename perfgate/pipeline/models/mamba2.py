@@ -20,12 +20,16 @@ the tests compare them to each other and to a plain sequential loop.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["Mamba2", "Mamba2Config", "Mamba2State", "segsum", "ssd_chunked"]
+from perfgate.pipeline.models import ModelSpec
+
+__all__ = ["SPEC", "Mamba2", "Mamba2Config", "Mamba2State", "segsum", "ssd_chunked"]
 
 
 @dataclass
@@ -248,3 +252,30 @@ class Mamba2(nn.Module):
             h = h + out
             new_state.append((conv_state, ssm_state))
         return self.head(self.norm_f(h)), new_state
+
+
+def _task(config: Mamba2Config, data: Any, *, device: str = "cpu", seed: int = 0) -> Any:
+    """Windows of the series; the target of a bar is the tercile of the next return among the series' returns."""
+    from perfgate.pipeline.train import return_classes, sequence_task
+
+    torch.manual_seed(seed)
+    r = data.returns
+    edges = (float(np.quantile(r, 1 / 3)), float(np.quantile(r, 2 / 3)))
+    n_classes = config.n_classes
+
+    def target_fn(ret: np.ndarray) -> np.ndarray:
+        return return_classes(ret, edges)
+
+    def loss_fn(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(out.reshape(-1, n_classes), y.reshape(-1))
+
+    return sequence_task(Mamba2(config).to(device), data, config, target_fn=target_fn, loss_fn=loss_fn, seed=seed)
+
+
+def _server(model: Mamba2) -> Any:
+    from perfgate.pipeline.serve import Mamba2Server
+
+    return Mamba2Server(model)
+
+
+SPEC = ModelSpec(name="mamba2", config=Mamba2Config, model=Mamba2, task=_task, server=_server, kind="compute")

@@ -8,13 +8,16 @@ state value. Rollouts and minibatch epochs are the trainer's
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["ActorCritic", "PPOConfig", "gae", "ppo_loss"]
+from perfgate.pipeline.models import ModelSpec
+
+__all__ = ["SPEC", "ActorCritic", "PPOConfig", "gae", "ppo_loss"]
 
 
 @dataclass
@@ -114,3 +117,27 @@ def ppo_loss(
         "entropy": float(entropy.detach()),
     }
     return loss, parts
+
+
+def _task(config: PPOConfig, data: Any, *, device: str = "cpu", seed: int = 0) -> Any:
+    from perfgate.pipeline.train import PPOTask
+
+    return PPOTask(config, data, device=device, seed=seed)
+
+
+def _server(model: ActorCritic) -> Any:
+    from perfgate.pipeline.serve import MLPServer
+
+    return MLPServer(model)
+
+
+# one training step is one minibatch; like DQN's, bound by torch eager's per-call overhead
+SPEC = ModelSpec(
+    name="ppo",
+    config=PPOConfig,
+    model=ActorCritic,
+    task=_task,
+    server=_server,
+    kind="interpreter",
+    items_per_call=lambda config: int(config.minibatch),
+)

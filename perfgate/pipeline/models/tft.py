@@ -28,12 +28,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["TFT", "TFTConfig", "TFTState", "attention_mask", "quantile_loss"]
+from perfgate.pipeline.models import ModelSpec
+
+__all__ = ["SPEC", "TFT", "TFTConfig", "TFTState", "attention_mask", "quantile_loss"]
 
 
 @dataclass
@@ -264,3 +268,31 @@ def quantile_loss(pred: torch.Tensor, target: torch.Tensor, quantiles: tuple[flo
     q = torch.tensor(quantiles, dtype=pred.dtype, device=pred.device)
     err = target[..., None] - pred  # (…, Q)
     return torch.maximum(q * err, (q - 1.0) * err).mean()
+
+
+def _task(config: TFTConfig, data: Any, *, device: str = "cpu", seed: int = 0) -> Any:
+    """Windows of the series; the target of a bar is the next return in units of the series'
+    standard deviation, so quantiles are comparable across instruments."""
+    from perfgate.pipeline.train import sequence_task
+
+    torch.manual_seed(seed)
+    r = data.returns
+    scale = max(float(r.std()), 1e-12)
+    quantiles = config.quantiles
+
+    def target_fn(ret: np.ndarray) -> np.ndarray:
+        return (ret / scale).astype(np.float32)
+
+    def loss_fn(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return quantile_loss(out, y, quantiles)
+
+    return sequence_task(TFT(config).to(device), data, config, target_fn=target_fn, loss_fn=loss_fn, seed=seed)
+
+
+def _server(model: TFT) -> Any:
+    from perfgate.pipeline.serve import TFTServer
+
+    return TFTServer(model)
+
+
+SPEC = ModelSpec(name="tft", config=TFTConfig, model=TFT, task=_task, server=_server, kind="compute")
