@@ -5,38 +5,48 @@ second of start-up); the decision needs only the normal and Student's t tails an
 inverses, and the binomial quantile of an order-statistic interval. These are the
 ``scipy.special`` functions ``scipy.stats`` itself calls for them, taking scalars or numpy
 arrays. ``tests/core/test_distributions.py`` checks each against ``scipy.stats``.
+
+``scipy.special`` itself is imported on first use: a check of two single-number files
+(the original specification's flat format) applies only the threshold and never needs it,
+and costs the start-up of numpy alone.
 """
 
 from __future__ import annotations
 
 import math
-from functools import lru_cache
-
-from scipy import special
+from functools import cache, lru_cache
+from types import ModuleType
 
 __all__ = ["binom_ppf", "norm_isf", "norm_ppf", "norm_sf", "t_isf", "t_ppf", "t_sf"]
 
 
+@cache
+def _special() -> ModuleType:
+    from scipy import special
+
+    return special
+
+
 def norm_sf(x: float) -> float:
     """P(Z > x) for a standard normal Z."""
-    return float(special.ndtr(-x))
+    return float(_special().ndtr(-x))
 
 
 def norm_ppf(q: float) -> float:
     """The q-quantile of the standard normal."""
-    return float(special.ndtri(q))
+    return float(_special().ndtri(q))
 
 
 def norm_isf(a: float) -> float:
     """The point a standard normal exceeds with probability ``a``."""
-    return -float(special.ndtri(a))
+    return -float(_special().ndtri(a))
 
 
 def t_sf(x: float, df: float | None) -> float:
     """P(T > x) for Student's t on ``df`` degrees of freedom (the normal when ``df`` is None)."""
     if df is None:
         return norm_sf(x)
-    return float(special.stdtr(df, -x))
+    return float(_special().stdtr(df, -x))
 
 
 @lru_cache(maxsize=4096)
@@ -44,7 +54,7 @@ def t_ppf(q: float, df: float | None) -> float:
     """The q-quantile of Student's t on ``df`` degrees of freedom (the normal when ``df`` is None)."""
     if df is None:
         return norm_ppf(q)
-    return float(special.stdtrit(df, q))
+    return float(_special().stdtrit(df, q))
 
 
 def t_isf(a: float, df: float | None) -> float:
@@ -63,14 +73,14 @@ def binom_ppf(q: float, n: int, p: float) -> int:
         return -1
     if q >= 1.0:
         return n
-    k = math.ceil(float(special.bdtrik(q, n, p)))
+    k = math.ceil(float(_special().bdtrik(q, n, p)))
     k = min(max(k, 0), n)
     below = max(k - 1, 0)
-    if float(special.bdtr(below, n, p)) >= q:
+    if float(_special().bdtr(below, n, p)) >= q:
         # the continuous inverse may sit a little high; step down while the CDF still reaches q
-        while below > 0 and float(special.bdtr(below - 1, n, p)) >= q:
+        while below > 0 and float(_special().bdtr(below - 1, n, p)) >= q:
             below -= 1
         return below
-    while k < n and float(special.bdtr(k, n, p)) < q:
+    while k < n and float(_special().bdtr(k, n, p)) < q:
         k += 1
     return k

@@ -96,7 +96,7 @@ def _budget_table(budgets: Sequence[BudgetCheck]) -> str:
     rows = []
     for b in budgets:
         op = "≥" if b.direction is Direction.HIGHER else "≤"
-        status = "over budget" if not b.ok else "not measured" if b.value is None else "ok"
+        status = "not measured" if b.value is None else "over budget" if not b.ok else "ok"
         css = "regressed" if not b.ok else "unchanged"
         rows.append(
             f"<tr><td>{_e(b.budget.metric)}</td><td>{_e(b.budget.statistic)}</td>"

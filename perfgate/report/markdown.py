@@ -16,6 +16,7 @@ from perfgate.core.compare import BudgetCheck, CheckResult, Comparison, Verdict
 from perfgate.core.metrics import Direction
 from perfgate.report.escape import Markdown, md_cell, md_code, md_prose, md_text
 from perfgate.report.format import fmt_change, fmt_ci, fmt_p, fmt_time, fmt_value
+from perfgate.report.missing import missing_markdown
 
 __all__ = ["MAX_CHARS", "render_markdown"]
 
@@ -157,7 +158,7 @@ def _budget_section(budgets: Sequence[BudgetCheck], cap: int | None) -> list[str
     rows = []
     for b in sorted(budgets, key=lambda b: b.ok):
         op = "≥" if b.direction is Direction.HIGHER else "≤"
-        status = "❌ over budget" if not b.ok else ("— not measured" if b.value is None else "✅ ok")
+        status = "❌ not measured" if b.value is None else "❌ over budget" if not b.ok else "✅ ok"
         rows.append(
             [
                 b.budget.metric,
@@ -316,7 +317,13 @@ def _footer(result: CheckResult) -> list[str]:
 
 def _render(result: CheckResult, cap: int | None) -> str:
     by = {v: sorted(result.with_verdict(v), key=_severity, reverse=True) for v in Verdict}
-    lines = ["# Performance Regression Check", "", *_verdict_block(result, cap), *_notes(result)]
+    lines = [
+        "# Performance Regression Check",
+        *missing_markdown(result),
+        "",
+        *_verdict_block(result, cap),
+        *_notes(result),
+    ]
     lines += _regression_sections(by[Verdict.REGRESSED], cap)
     lines += _budget_section(result.budgets, cap)
     lines += _section(
