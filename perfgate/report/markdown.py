@@ -74,6 +74,8 @@ def _verdict_block(result: CheckResult, cap: int | None) -> list[str]:
         ]
     elif broken:
         lines.append("## ❌ Budget Exceeded")
+    elif result.missing:
+        lines.append("## ❌ Gated Metric Missing")
     else:
         lines.append("## ✅ No Regression Detected")
         compared = len({c.metric for c in result.comparisons if c.verdict not in (Verdict.NEW, Verdict.MISSING)})
