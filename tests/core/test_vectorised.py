@@ -102,7 +102,12 @@ def _same(fast: Comparison, ref: Comparison) -> None:
     where = f"{ref.label}"
     assert fast.verdict is ref.verdict, where
     for field in ("baseline_value", "current_value", "change", "worse", "p_value", "p_adjusted", "raw_change"):
-        assert _close(getattr(fast, field), getattr(ref, field)), (where, field, getattr(fast, field), getattr(ref, field))
+        assert _close(getattr(fast, field), getattr(ref, field)), (
+            where,
+            field,
+            getattr(fast, field),
+            getattr(ref, field),
+        )
     if ref.ci is None:
         assert fast.ci is None, where
     else:
