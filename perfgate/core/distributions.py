@@ -22,9 +22,9 @@ __all__ = ["binom_ppf", "norm_isf", "norm_ppf", "norm_sf", "t_isf", "t_ppf", "t_
 
 @cache
 def _special() -> ModuleType:
-    from scipy import special
+    import importlib
 
-    return special
+    return importlib.import_module("scipy.special")
 
 
 def norm_sf(x: float) -> float:
