@@ -416,7 +416,8 @@ def _decide(
     if p.kernel:  # the decided change is the normalised one; the raw one is reported beside it
         change = p.normalised_change
     ci = None
-    z_ci = t_ppf(0.5 + policy.confidence / 2.0, p.df)
+    # only a test needs a quantile (a threshold-only check of flat files never loads scipy.special)
+    z_ci = t_ppf(0.5 + policy.confidence / 2.0, p.df) if p.se is not None else math.nan
     if p.log_worse is not None and p.se is not None:
         lo, hi = p.log_worse - z_ci * p.se, p.log_worse + z_ci * p.se
         ci = (_worse_from_log(lo, direction), _worse_from_log(hi, direction))

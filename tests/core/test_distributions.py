@@ -67,3 +67,24 @@ def test_check_path_never_imports_scipy_stats() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_threshold_only_check_never_imports_scipy() -> None:
+    """One sample per side (the flat single-number format): no test runs, so no scipy is loaded."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from perfgate.core.compare import compare_runs\n"
+        "from perfgate.core.metrics import Direction\n"
+        "from perfgate.core.policy import Policy\n"
+        "from perfgate.core.schema import Metric, Run\n"
+        "def run(v):\n"
+        "    m = Metric(name='training_step_time_ms', unit='ms', direction=Direction.LOWER, samples=(v,))\n"
+        "    return Run(model='dqn', metrics={m.name: m})\n"
+        "result = compare_runs(run(100.0), run(120.0), Policy())\n"
+        "print(result.exit_code, 'scipy' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "False"]
