@@ -89,3 +89,18 @@ def test_missing_metric_setting() -> None:
     assert "missing_metric" in str(err.value)
     with pytest.raises(ValueError, match="missing_metric"):
         Policy(missing_metric="skip")
+
+
+def test_hostile_missing_names_stay_inert_in_the_top_block() -> None:
+    from tests.safety.hostile import HOSTILE, benign_names
+    from tests.safety.test_markdown import _render
+
+    def report(names: list[str]) -> str:
+        lower = dict.fromkeys(names, Direction.LOWER)
+        base = _run({**lower, "kept_ms": Direction.LOWER})
+        cur = _run({"kept_ms": Direction.LOWER}, seed=1)
+        return render_markdown(compare_runs(base, cur, Policy.quiet()))
+
+    hostile, benign = _render(report(HOSTILE)), _render(report(benign_names(len(HOSTILE))))
+    assert hostile.tags == benign.tags
+    assert hostile.comments == [] and hostile.hrefs == []
