@@ -316,7 +316,9 @@ def _unpaired_test(
         # run-to-run part being taken as known
         within_df = min(len(base.samples), len(cur.samples)) - 1
         effective = total**2 / (within_se**4 / max(within_df, 1))
-        df = math.floor(effective) if effective < 1000 else None
+        # (the slack keeps a whole number computed a rounding error below itself, 18.999999999999996
+        # where the run-to-run part is 0, from losing a degree of freedom)
+        df = math.floor(effective + 1e-9) if effective < 1000 else None
     return _Test(
         log_worse=log_worse,
         se=se,
