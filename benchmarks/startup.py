@@ -76,16 +76,21 @@ def _subprocess_times(cmd: list[str], runs: int, env: dict[str, str]) -> list[fl
     return times
 
 
-def _importtime(cmd: list[str], env: dict[str, str], top: int) -> list[tuple[int, str]]:
+def _importtime(cmd: list[str], env: dict[str, str]) -> list[tuple[int, int, int, str]]:
+    """(self µs, cumulative µs, depth, module) of every import of the command."""
     out = subprocess.run([cmd[0], "-X", "importtime", *cmd[1:]], env=env, capture_output=True, text=True)
     rows = []
     for line in out.stderr.splitlines():
         if not line.startswith("import time:") or "cumulative" in line:
             continue
-        _, _self_us, cumulative_us, name = line.replace("import time:", "|").split("|")
-        if not name.startswith("  "):  # a top-level import of the command (one space after the bar)
-            rows.append((int(cumulative_us), name.strip()))
-    return sorted(rows, reverse=True)[:top]
+        _, self_us, cumulative_us, name = line.replace("import time:", "|").split("|")
+        depth = (len(name) - len(name.lstrip(" ")) - 1) // 2
+        rows.append((int(self_us), int(cumulative_us), depth, name.strip()))
+    return rows
+
+
+def _own(rows: list[tuple[int, int, int, str]], package: str) -> int:
+    return sum(r[0] for r in rows if r[3] == package or r[3].startswith(package + "."))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,9 +133,16 @@ def main(argv: list[str] | None = None) -> int:
                 f"mean {statistics.fmean(times):.3f} s over {len(times)} runs ({how})"
             )
         base, cur = files["sampled"]
-        print(f"\nimport offenders of the sampled check (cumulative, top {args.top}, python -X importtime):")
-        for us, name in _importtime(_command(base, cur, folder / "x.md"), env, args.top):
-            print(f"  {us / 1e6:7.3f} s  {name}")
+        rows = _importtime(_command(base, cur, folder / "x.md"), env)
+        print(f"\nimports of the sampled check (python -X importtime), top {args.top}:")
+        print("  by cumulative time, imports up to two levels down:")
+        for _, cumulative, depth, name in sorted((r for r in rows if r[2] <= 2), key=lambda r: -r[1])[: args.top]:
+            print(f"    {cumulative / 1e6:7.3f} s  {'  ' * depth}{name}")
+        print("  by own time, any level:")
+        for own, _, _, name in sorted(rows, key=lambda r: -r[0])[: args.top]:
+            print(f"    {own / 1e6:7.3f} s  {name}")
+        total = sum(r[0] for r in rows)
+        print(f"  all imports: {total / 1e6:.3f} s of own time; numpy's part: {_own(rows, 'numpy') / 1e6:.3f} s")
     return 0
 
 
