@@ -23,8 +23,9 @@ from perfgate.core.decision import _holm_by_id as _holm_by_id
 from perfgate.core.decision import _Pending as _Pending
 from perfgate.core.decision import _split as _split
 from perfgate.core.decision import _statistics_of as _statistics_of
-from perfgate.core.decision import _unpaired, prepare, sides_of
+from perfgate.core.decision import _unpaired, prepare
 from perfgate.core.derived import derived_metrics
+from perfgate.core.estimate import sides_of
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import independent_runs
 from perfgate.core.policy import Policy
