@@ -6,6 +6,7 @@ Example::
     threshold = 10.0          # percent, all metrics
     alpha = 0.01              # family-wise, per check
     store = "sqlite:///.perfgate/perfgate.db"
+    missing_metric = "fail"   # a gated metric the run lacks: "fail" (exit 1) or "refuse" (exit 2)
 
     [tool.perfgate.thresholds]
     inference_latency_us = 15.0
@@ -42,7 +43,7 @@ from typing import Any
 
 from perfgate.core.metrics import Direction, MetricInfo
 from perfgate.core.noise import ASSUMED_MEMORY, ASSUMED_NORMALISED, ASSUMED_RAW, NoiseModel
-from perfgate.core.policy import BUDGET_STATISTICS, Budget, Policy
+from perfgate.core.policy import BUDGET_STATISTICS, MISSING_METRIC_RULES, Budget, Policy
 from perfgate.core.schema import normalize_model
 from perfgate.core.text import one_line
 from perfgate.errors import ConfigError, os_error_text
@@ -61,6 +62,7 @@ _KNOWN_KEYS = {
     "confidence",
     "notify",
     "assumed_noise",
+    "missing_metric",
 }
 _NOISE_KEYS = ("phase_pct", "process_pct", "normalised_phase_pct", "normalised_process_pct", "memory_pct")
 
@@ -241,6 +243,16 @@ def parse_config(table: Mapping[str, Any], *, source: str) -> Config:
     _check_budgets(budgets, source=source)
     kwargs["budgets"] = tuple(budgets)
     kwargs.update(_assumed_noise(table.get("assumed_noise"), source=source))
+    if "missing_metric" in table:
+        rule = table["missing_metric"]
+        if rule not in MISSING_METRIC_RULES:
+            raise ConfigError(
+                f"expected one of {', '.join(repr(r) for r in MISSING_METRIC_RULES)}, got {rule!r}: "
+                '"fail" fails the check when a gated metric is missing, "refuse" exits 2',
+                source=source,
+                field="missing_metric",
+            )
+        kwargs["missing_metric"] = rule
     try:
         policy = Policy(**kwargs)
     except ValueError as exc:

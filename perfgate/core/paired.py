@@ -39,7 +39,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import stats as sps
 
 from perfgate.core.compare import (
     CheckResult,
@@ -52,6 +51,7 @@ from perfgate.core.compare import (
     _statistics_of,
     check_budgets,
 )
+from perfgate.core.distributions import t_sf
 from perfgate.core.metrics import Direction
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Metric, Run
@@ -151,7 +151,7 @@ def _test_across(p: _Pending, log_ratios: Sequence[float]) -> None:
     p.sigma_run = across.sd / math.sqrt(2.0)  # _decide's pairs-to-decide: 2 (zσ/m)² = (z sd/m)²
     p.groups = (across.df + 1, across.df + 1)
     if across.se > 0:
-        p.p_value = float(sps.t(across.df).sf(across.log_worse / across.se))
+        p.p_value = t_sf(across.log_worse / across.se, across.df)
     else:
         p.p_value = 0.0 if across.log_worse > 0 else 1.0
     p.noise = f"paired over {across.df + 1} worker pairs (SD of the pairs' log ratios {across.sd:.1%})"

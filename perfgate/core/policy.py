@@ -15,9 +15,12 @@ from perfgate.core.metrics import MetricInfo
 from perfgate.core.noise import ASSUMED_MEMORY, ASSUMED_NORMALISED, ASSUMED_RAW, NoiseModel
 from perfgate.core.schema import normalize_model
 
-__all__ = ["BUDGET_STATISTICS", "Budget", "Policy", "noise_key"]
+__all__ = ["BUDGET_STATISTICS", "MISSING_METRIC_RULES", "Budget", "Policy", "noise_key"]
 
 BUDGET_STATISTICS = ("median", "mean", "p50", "p95", "p99", "max", "min")
+# what a gated metric missing from the current run does: fail the check (exit 1), or make it
+# refuse to decide (exit 2)
+MISSING_METRIC_RULES = ("fail", "refuse")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -25,7 +28,10 @@ class Budget:
     """An absolute limit on one statistic of one metric of one model.
 
     The comparison follows the metric's direction: a lower-is-better metric must stay at or
-    below ``limit``, a higher-is-better one at or above it.
+    below ``limit``, a higher-is-better one at or above it. On a derived rate (a throughput:
+    the batch over the time of the same calls), ``min`` and ``mean`` are the run's overall
+    rate, total items over total time, not the slowest single call
+    (:mod:`perfgate.core.budgets`).
     """
 
     model: str
@@ -62,6 +68,9 @@ class Policy:
         assumed_raw, assumed_normalised, assumed_memory: the run-to-run noise assumed when
             nothing was measured (:mod:`perfgate.core.noise`), for raw times, for times in
             units of their reference kernel, and for memory.
+        missing_metric: what a gated metric (in the baseline, or under a budget) that the
+            current run lacks does: ``"fail"`` the check (exit 1) or ``"refuse"`` to decide
+            (exit 2).
     """
 
     threshold_pct: float = 10.0
@@ -75,8 +84,14 @@ class Policy:
     assumed_raw: NoiseModel = ASSUMED_RAW
     assumed_normalised: NoiseModel = ASSUMED_NORMALISED
     assumed_memory: NoiseModel = ASSUMED_MEMORY
+    missing_metric: str = "fail"
 
     def __post_init__(self) -> None:
+        if self.missing_metric not in MISSING_METRIC_RULES:
+            raise ValueError(
+                f"missing_metric must be one of {', '.join(repr(r) for r in MISSING_METRIC_RULES)}, "
+                f"got {self.missing_metric!r}"
+            )
         _check_threshold("threshold", self.threshold_pct)
         for name, value in self.thresholds_pct.items():
             _check_threshold(f"thresholds.{name}", value)

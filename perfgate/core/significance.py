@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from scipy import stats as sps
+from perfgate.core.distributions import norm_ppf, norm_sf
 
 __all__ = ["holm", "log_ratio_se", "z_test_worse"]
 
@@ -31,7 +31,7 @@ def log_ratio_se(
     """
     if base_value <= 0 or cur_value <= 0:
         return None
-    z = float(sps.norm.ppf(0.5 + confidence / 2.0))
+    z = norm_ppf(0.5 + confidence / 2.0)
     se_base = (base_ci[1] - base_ci[0]) / (2.0 * z) / base_value
     se_cur = (cur_ci[1] - cur_ci[0]) / (2.0 * z) / cur_value
     return math.hypot(se_base, se_cur)
@@ -41,7 +41,7 @@ def z_test_worse(log_worse: float, se: float) -> float:
     """One-sided p-value that a direction-adjusted log ratio ``log_worse`` exceeds 0."""
     if se <= 0:
         return 0.0 if log_worse > 0 else 1.0
-    return float(sps.norm.sf(log_worse / se))
+    return norm_sf(log_worse / se)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

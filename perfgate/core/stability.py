@@ -20,8 +20,9 @@ step, say). Two things spoil a summary of them:
   none but with probability about alpha.
 * **Drift.** A leak or a thermal throttle makes steps slower across a run. The slope of the
   steady part is estimated with **Theil–Sen** (the median of pairwise slopes; robust to
-  the odd spike) with its distribution-free confidence interval (Sen 1968, as in
-  ``scipy.stats.theilslopes``). Runs longer than 600 samples are reduced to 500 batch
+  the odd spike) with its distribution-free confidence interval (Sen 1968, eq. 2.6, computed
+  as ``scipy.stats.theilslopes`` does; ``tests/core/test_stability.py`` compares the two).
+  Runs longer than 600 samples are reduced to 500 batch
   means first, to keep the pairwise slopes in memory. Timings within one run are
   autocorrelated (``docs/noise.md``: speed moves in phases), so the interval is
   optimistic; ``drifting`` therefore also asks for the drift across the run to exceed
@@ -39,11 +40,11 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats as sps
 
 from perfgate.core.changepoints import detect
+from perfgate.core.distributions import norm_ppf
 
-__all__ = ["SteadyState", "steady_state", "trim_warmup"]
+__all__ = ["SteadyState", "steady_state", "theil_sen", "trim_warmup"]
 
 _OUTLIER_Z = 5.0
 _SHORT = 20
@@ -112,11 +113,42 @@ def _theil_sen(y: NDArray[np.float64], confidence: float) -> tuple[float, float,
         edges = np.linspace(0, n, _REDUCED_N + 1).astype(int)
         x = np.array([x[a:b].mean() for a, b in itertools.pairwise(edges)])
         y = np.array([y[a:b].mean() for a, b in itertools.pairwise(edges)])
-    result = sps.theilslopes(y, x, alpha=confidence)
-    slope, low, high = float(result[0]), float(result[2]), float(result[3])
+    slope, low, high = theil_sen(y, x, confidence)
     if not (math.isfinite(low) and math.isfinite(high)):
         low = high = slope
     return slope, low, high
+
+
+def _tie_term(values: NDArray[np.float64]) -> float:
+    _, counts = np.unique(values, return_counts=True)
+    k = counts[counts > 1].astype(float)
+    return float(np.sum(k * (k - 1) * (2 * k + 5)))
+
+
+def theil_sen(y: NDArray[np.float64], x: NDArray[np.float64], confidence: float) -> tuple[float, float, float]:
+    """The Theil–Sen slope of ``y`` on ``x`` and its confidence interval (Sen 1968, eq. 2.6):
+    the median of the pairwise slopes, the interval two of its order statistics, with ties in
+    either coordinate taken off the variance of Kendall's score. NaN bounds when the interval
+    cannot be placed."""
+    dx = x[:, np.newaxis] - x
+    dy = y[:, np.newaxis] - y
+    slopes = np.sort(dy[dx > 0] / dx[dx > 0])
+    if slopes.size == 0:
+        return math.nan, math.nan, math.nan
+    slope = float(np.median(slopes))
+    tail = 1.0 - confidence if confidence > 0.5 else confidence
+    z = norm_ppf(tail / 2.0)
+    n = float(y.size)
+    variance = (n * (n - 1) * (2 * n + 5) - _tie_term(x) - _tie_term(y)) / 18.0
+    if not variance >= 0:
+        return slope, math.nan, math.nan
+    sigma = math.sqrt(variance)
+    nt = slopes.size
+    upper = min(int(np.round((nt - z * sigma) / 2.0)), nt - 1)
+    lower = max(int(np.round((nt + z * sigma) / 2.0)) - 1, 0)
+    if not (0 <= lower < nt and 0 <= upper < nt):
+        return slope, math.nan, math.nan
+    return slope, float(slopes[lower]), float(slopes[upper])
 
 
 def steady_state(

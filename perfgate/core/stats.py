@@ -15,12 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
+
+from perfgate.core.distributions import binom_ppf
 
 __all__ = [
     "QUANTILES",
     "Summary",
     "min_samples_for",
+    "order_statistic_ranks",
     "quantile",
     "quantile_ci",
     "summarize",
@@ -101,12 +103,19 @@ def quantile_ci(samples: Sequence[float], statistic: str, confidence: float = 0.
     n = x.size
     if n == 0:
         raise ValueError("cannot bound a quantile of an empty sample")
+    lo, hi = order_statistic_ranks(n, statistic, confidence)
+    return float(x[lo - 1]), float(x[hi - 1])
+
+
+def order_statistic_ranks(n: int, statistic: str, confidence: float = 0.95) -> tuple[int, int]:
+    """The 1-based ranks ``(l, u)`` of the order statistics bounding a quantile of ``n`` samples
+    (:func:`quantile_ci`); they depend on ``n`` alone, not on the values."""
+    if n < 1:
+        raise ValueError("cannot bound a quantile of an empty sample")
     if n == 1:
-        return float(x[0]), float(x[0])
+        return 1, 1
     q = QUANTILES[statistic]
     tail = (1.0 - confidence) / 2.0
-    lo = int(sps.binom.ppf(tail, n, q))  # number of samples below -> 1-based order statistic
-    hi = int(sps.binom.ppf(1.0 - tail, n, q)) + 1
-    lo = min(max(lo, 1), n)
-    hi = min(max(hi, 1), n)
-    return float(x[lo - 1]), float(x[hi - 1])
+    lo = binom_ppf(tail, n, q)  # number of samples below -> 1-based order statistic
+    hi = binom_ppf(1.0 - tail, n, q) + 1
+    return min(max(lo, 1), n), min(max(hi, 1), n)

@@ -80,7 +80,15 @@ def markdown_html(text: str, *, shift: int = 2) -> str:
 
 
 def _verdict_of(result: CheckResult) -> str:
-    return "regressed" if result.regressions else "over budget" if result.broken_budgets else "passed"
+    return (
+        "regressed"
+        if result.regressions
+        else "over budget"
+        if result.broken_budgets
+        else "missing metric"
+        if result.missing
+        else "passed"
+    )
 
 
 def _key(result: CheckResult) -> str:

@@ -41,6 +41,7 @@ def _comparison(c: Comparison) -> dict[str, Any]:
         "noise_assumed": c.noise_assumed,
         "reference": c.reference or None,
         "raw_change": c.raw_change,
+        "derived_from": c.derived_from or None,
     }
 
 
@@ -57,10 +58,12 @@ def result_to_dict(result: CheckResult) -> dict[str, Any]:
         "current_run_id": result.current.run_id,
         "current_commit": result.current.git.commit,
         "machine_mismatch": result.machine_mismatch,
+        "missing": list(result.missing),
         "policy": {
             "threshold_pct": result.policy.threshold_pct,
             "alpha": result.policy.alpha,
             "thresholds_pct": dict(result.policy.thresholds_pct),
+            "missing_metric": result.policy.missing_metric,
             "assumed_noise": {
                 name: {"phase": model.phase, "process": model.process}
                 for name, model in (
@@ -86,6 +89,8 @@ def result_to_dict(result: CheckResult) -> dict[str, Any]:
                 "n": b.n,
                 "ok": b.ok,
                 "note": b.note,
+                "measured": b.measured,
+                "derived_from": b.derived_from or None,
             }
             for b in result.budgets
         ],

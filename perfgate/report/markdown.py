@@ -23,6 +23,7 @@ from perfgate.core.metrics import Direction
 from perfgate.report.conditions import conditions
 from perfgate.report.escape import md_cell, md_code, md_prose, md_text
 from perfgate.report.format import fmt_change, fmt_interval, fmt_p, fmt_time, fmt_value, unit_label
+from perfgate.report.missing import missing_markdown
 from perfgate.report.terms import VERDICT_TITLES, advice, change_ci, count_line, effect_word, unchanged_note
 
 __all__ = ["MAX_CHARS", "render_markdown", "verdict_heading"]
@@ -69,6 +70,8 @@ def verdict_heading(result: CheckResult) -> str:
         return "❌ Regression Detected"
     if result.broken_budgets:
         return "❌ Budget Exceeded"
+    if result.missing:
+        return "❌ Gated Metric Missing"
     return "✅ No Regression Detected"
 
 
@@ -87,7 +90,7 @@ def _verdict_block(result: CheckResult, cap: int | None) -> list[str]:
             f"Performance regression detected: {len(names)} metric(s) degraded by "
             f"{_threshold_text(regs, result.policy.threshold_pct)}: {listed}",
         ]
-    elif not broken:
+    elif not broken and not result.missing:
         unsure = result.with_verdict(Verdict.INCONCLUSIVE)
         if unsure:
             lines += [
@@ -194,7 +197,7 @@ def _budget_section(budgets: Sequence[BudgetCheck], cap: int | None) -> list[str
     rows = []
     for b in sorted(budgets, key=lambda b: b.ok):
         op = "≥" if b.direction is Direction.HIGHER else "≤"
-        status = "❌ over budget" if not b.ok else ("— not measured" if b.value is None else "✅ ok")
+        status = "❌ not measured" if b.value is None else "❌ over budget" if not b.ok else "✅ ok"
         rows.append(
             [
                 f"{b.budget.metric} ({b.budget.statistic})",
@@ -308,7 +311,14 @@ def _footer(result: CheckResult) -> list[str]:
 def _render(result: CheckResult, cap: int | None) -> str:
     by = {v: sorted(result.with_verdict(v), key=_severity, reverse=True) for v in Verdict}
     alpha = result.policy.alpha
-    lines = ["# Performance Regression Check", "", *_verdict_block(result, cap), "", count_line(result)]
+    lines = [
+        "# Performance Regression Check",
+        *missing_markdown(result),
+        "",
+        *_verdict_block(result, cap),
+        "",
+        count_line(result),
+    ]
     lines += _notes(result)
     lines += _regression_sections(result, by[Verdict.REGRESSED], cap)
     lines += _budget_section(result.budgets, cap)

@@ -295,10 +295,10 @@ def test_budget_note_when_too_few_samples() -> None:
 
 
 def test_budget_of_unmeasured_metric_and_other_model() -> None:
-    """An unmeasured metric's budget is not broken (noted); another model's budget is ignored."""
+    """An unmeasured metric's budget is not met (noted, not counted as broken); another model's budget is ignored."""
     run = run_from_dict(flat())
     (check,) = check_budgets(run, (Budget(model="dqn", metric="gpu_utilization_pct", statistic="max", limit=1.0),))
-    assert check.ok and check.value is None and "not measured" in check.note
+    assert not check.ok and not check.measured and check.value is None and "not measured" in check.note
     policy = Policy.quiet(budgets=(Budget(model="ppo", metric="memory_usage_mb", statistic="max", limit=1.0),))
     assert compare_runs(run, run, policy).budgets == ()
 

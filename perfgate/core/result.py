@@ -1,0 +1,144 @@
+"""What a check found: per-metric comparisons, budgets, gated metrics that went missing.
+
+The report and the exit code are derived from a :class:`CheckResult`; the decision that
+fills it is :mod:`perfgate.core.decision`, the budgets :mod:`perfgate.core.budgets`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from perfgate.core.metrics import Direction, describe
+from perfgate.core.policy import Budget, Policy
+from perfgate.core.schema import Run
+from perfgate.core.stats import Summary
+from perfgate.errors import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION
+
+__all__ = ["BudgetCheck", "CheckResult", "Comparison", "Verdict"]
+
+
+class Verdict(StrEnum):
+    REGRESSED = "regressed"
+    IMPROVED = "improved"
+    UNCHANGED = "unchanged"
+    INCONCLUSIVE = "inconclusive"
+    INFORMATIONAL = "informational"
+    MISSING = "missing"
+    NEW = "new"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Comparison:
+    """One metric (and one location statistic of it) compared across two runs.
+
+    ``change`` is the raw relative change of the statistic (current / baseline - 1);
+    ``worse`` the direction-adjusted one, positive when the current run is worse (a 15 %
+    throughput drop is ``worse = +0.15``). ``ci`` bounds ``worse`` at the policy's
+    confidence level. ``derived_from`` names the metric a derived one (a throughput: the
+    batch over the time of the same calls) was computed from; it shares that metric's test
+    and counts once in the family-wise correction.
+    """
+
+    metric: str
+    statistic: str
+    unit: str
+    direction: Direction
+    baseline: Summary | None
+    current: Summary | None
+    baseline_value: float | None
+    current_value: float | None
+    change: float | None
+    worse: float | None
+    ci: tuple[float, float] | None
+    p_value: float | None
+    p_adjusted: float | None
+    threshold: float
+    verdict: Verdict
+    reason: str = ""
+    required_n: int | None = None
+    required_unit: str = "samples"  # or "processes", or "pairs" (perfgate ab): what more of would decide it
+    required_seconds: float | None = None  # perfgate ab: the time budget those pairs would take
+    threshold_only: bool = False
+    noise: str = ""  # the run-to-run noise folded into the test, when there was any
+    noise_assumed: bool = False  # that noise was the default assumption, not measured on this machine
+    reference: str = ""  # the reference kernel both sides were normalised by ("" = raw values compared)
+    raw_change: float | None = None  # with a reference: the raw relative change, beside the normalised one
+    derived_from: str = ""  # the metric this one is derived from ("" = measured on its own)
+
+    @property
+    def label(self) -> str:
+        return self.metric if self.statistic == "median" else f"{self.metric} ({self.statistic})"
+
+    @property
+    def description(self) -> str:
+        return describe(self.metric)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetCheck:
+    """One budget evaluated on the current run.
+
+    A budget whose metric the run did not measure is not met: ``value`` is None and ``ok``
+    False, and the check counts it among :attr:`CheckResult.missing`, not among the broken
+    budgets (there is no value that broke the limit).
+    """
+
+    budget: Budget
+    unit: str
+    direction: Direction
+    value: float | None  # None: the metric was not measured
+    n: int
+    ok: bool
+    note: str = ""
+    derived_from: str = ""  # a derived rate's source metric; its value is then the run's overall rate
+
+    @property
+    def measured(self) -> bool:
+        return self.value is not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckResult:
+    """Everything one check found; the report and the exit code are derived from it.
+
+    ``missing`` lists the gated metrics the current run lacks: in the baseline (and not
+    informational), or under a budget. Each fails the check (exit 1), or, with the policy's
+    ``missing_metric = "refuse"``, makes the check refuse to decide (exit 2).
+    """
+
+    current: Run
+    baseline: Run | None
+    comparisons: tuple[Comparison, ...]
+    budgets: tuple[BudgetCheck, ...]
+    policy: Policy
+    machine_mismatch: bool = False
+    baseline_source: str = ""
+    missing: tuple[str, ...] = ()
+
+    def with_verdict(self, verdict: Verdict) -> list[Comparison]:
+        return [c for c in self.comparisons if c.verdict is verdict]
+
+    @property
+    def regressions(self) -> list[Comparison]:
+        return self.with_verdict(Verdict.REGRESSED)
+
+    @property
+    def broken_budgets(self) -> list[BudgetCheck]:
+        """Budgets whose measured value is beyond the limit (unmeasured ones are in ``missing``)."""
+        return [b for b in self.budgets if not b.ok and b.measured]
+
+    @property
+    def refused(self) -> bool:
+        """A gated metric is missing and the policy refuses to decide without it."""
+        return bool(self.missing) and self.policy.missing_metric == "refuse"
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.regressions or self.broken_budgets or self.missing)
+
+    @property
+    def exit_code(self) -> int:
+        if self.refused:
+            return EXIT_ERROR
+        return EXIT_REGRESSION if self.failed else EXIT_OK
