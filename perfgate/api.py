@@ -142,7 +142,7 @@ class PerformanceTracker:
             unit, direction = self.units.get(name) or (info.unit, info.direction)  # type: ignore[union-attr]
             metrics[name] = Metric(name=name, unit=unit, direction=direction, samples=tuple(samples))
         from perfgate.bench.gitinfo import collect_git
-        from perfgate.bench.machine import collect_machine
+        from perfgate.bench.machine import collect_machine, collect_software
 
         machine = collect_machine()
         fingerprint = machine.pop("fingerprint")
@@ -155,6 +155,7 @@ class PerformanceTracker:
             git=collect_git(self.git_commit),
             machine=Machine(fingerprint=fingerprint, details=machine),
             config=dict(config or {}),
+            software=collect_software(),
         )
 
     @property
