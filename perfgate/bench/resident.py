@@ -62,8 +62,8 @@ class Worker:
     def setup(self, req: dict[str, Any]) -> dict[str, Any]:
         from pathlib import Path
 
-        from perfgate.bench.registry import StageContext, stages_for
         from perfgate.bench.memory import PipelineMemory
+        from perfgate.bench.registry import StageContext, stages_for
         from perfgate.bench.runner import BenchOptions, memory_round, prepare, timed_for
 
         loaded = self.load(req)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from perfgate.core.compare import BudgetCheck, CheckResult, Comparison, Verdict
 from perfgate.core.metrics import Direction
+from perfgate.report.environment import environment_markdown
 from perfgate.report.escape import Markdown, md_cell, md_code, md_prose, md_text
 from perfgate.report.format import fmt_change, fmt_ci, fmt_p, fmt_time, fmt_value
 
@@ -349,6 +350,7 @@ def _render(result: CheckResult, cap: int | None) -> str:
         ]
     lines += _section("Regression statistics", by[Verdict.REGRESSED], cap, "regressions")
     lines += _conditions(result, cap)
+    lines += environment_markdown(result)
     lines += _footer(result)
     return "\n".join(lines) + "\n"
 
