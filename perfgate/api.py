@@ -8,7 +8,7 @@ The counterpart of the original specification's ``PerformanceTracker`` / ``Perfo
     for batch in loader:
         with tracker.timer("training_step_time_ms"):
             train_step(batch)
-    tracker.record("memory_usage_mb", peak_mb)
+    tracker.record("memory_usage_mb", memory.peak_mb)  # from perfgate.bench.memory.PipelineMemory
     run = tracker.save("benchmark_results/dqn_current.json")
     if not tracker.baseline_exists():
         tracker.save_baseline()

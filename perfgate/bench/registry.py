@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfgate.bench.memory import unmeasured  # for set-ups: work that is not the pipeline's memory
 from perfgate.core.schema import REFERENCE_KINDS
 
-__all__ = ["Stage", "StageContext", "clear", "register", "stage", "stages_for"]
+__all__ = ["Stage", "StageContext", "clear", "register", "stage", "stages_for", "unmeasured"]
 
 _TIME_UNITS = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
 

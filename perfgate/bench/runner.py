@@ -224,7 +224,7 @@ def memory_round(prepared: list[_Prepared], memory: PipelineMemory) -> dict[str,
         p.repeat = 1
     try:
         _, top = _round(prepared)
-        figures = {_MEMORY_METRIC: memory.peak_mb(top)}
+        figures = {_MEMORY_METRIC: memory.round_mb(top)}
         for p in prepared:
             if p.stage.memory_metric:
                 figures[p.stage.memory_metric] = p.memory_mb[-1]
@@ -328,7 +328,7 @@ def run_benchmark(
         gpu_round = GpuRound(torch, options.device) if torch is not None else nullcontext()
         with gpu_round as gpu:
             start, top = _round(prepared, kernels)
-        memory.append(pipeline_memory.peak_mb(top))
+        memory.append(pipeline_memory.round_mb(top))
         round_memory.append(max(0, top - start) / 2**20)
         if gpu is not None:
             gpu_memory.append(gpu.peak_mb)
