@@ -215,3 +215,18 @@ def test_bad_software_record_names_its_field(software, field):
     with pytest.raises(InputError) as info:
         run_from_dict(doc, source="r.json")
     assert info.value.field == field
+
+
+def test_upgrade_keeps_an_old_bench_memory_figure_under_the_name_that_says_what_it_is():
+    """Up to version 2, bench's memory_usage_mb was the per-round peak above the round's start; it
+    is round_memory_mb now, so an old baseline does not read the new pipeline peak as a regression."""
+    doc = json.loads((DATA / "v2_dqn.json").read_text())
+    doc["config"]["memory_definition"] = "peak RSS above the process state at the start of each round (includes set-up)"
+    run = run_from_dict(doc)
+    assert "memory_usage_mb" not in run.metrics
+    assert run.metrics["round_memory_mb"].samples == (7.1, 7.2)
+    assert run.metrics["round_memory_mb"].direction.value == "informational"
+    assert "memory_definition" not in run.config
+    # recorded any other way (no bench definition in its config), the figure is the author's and stays
+    plain = run_from_dict(json.loads((DATA / "v2_dqn.json").read_text()))
+    assert plain.metrics["memory_usage_mb"].samples == (7.1, 7.2)

@@ -43,7 +43,13 @@ def _upgrade_1_to_2(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+# what ``perfgate bench`` measured as ``memory_usage_mb`` up to version 2: the figure now named
+# ``round_memory_mb`` (the pipeline's peak, set-up included, is ``memory_usage_mb`` since)
+_V2_MEMORY_DEFINITION = "peak RSS above the process state at the start of each round (includes set-up)"
+
+
 def _upgrade_2_to_3(doc: dict[str, Any]) -> dict[str, Any]:
+    doc = _rename_round_memory(doc)
     # software versions move out of ``machine`` into ``software``; a fingerprint perfgate
     # computed itself (it hashed them too) is recomputed from the hardware alone, so the
     # baseline keeps matching runs on the same machine. A fingerprint from anywhere else
@@ -60,6 +66,24 @@ def _upgrade_2_to_3(doc: dict[str, Any]) -> dict[str, Any]:
     if "software" not in doc:
         doc["software"] = {key: str(value) for key, value in software.items() if value is not None}
     return doc
+
+
+def _rename_round_memory(doc: dict[str, Any]) -> dict[str, Any]:
+    # a bench run's old memory_usage_mb is the per-round figure, not the pipeline's peak: it
+    # keeps its meaning under its new name, so an old baseline never compares it with the new
+    # figure (which would read as a regression of many times). A memory_usage_mb recorded any
+    # other way (the Python API, an import, a flat file) is what its author measured, and stays.
+    config, metrics = doc.get("config"), doc.get("metrics")
+    if not isinstance(config, Mapping) or config.get("memory_definition") != _V2_MEMORY_DEFINITION:
+        return doc
+    if not isinstance(metrics, Mapping) or "memory_usage_mb" not in metrics or "round_memory_mb" in metrics:
+        return doc
+    metrics = dict(metrics)
+    old = metrics.pop("memory_usage_mb")
+    metrics["round_memory_mb"] = {**old, "direction": "informational"} if isinstance(old, Mapping) else old
+    config = {k: v for k, v in config.items() if k != "memory_definition"}
+    config["round_memory_definition"] = _V2_MEMORY_DEFINITION
+    return {**doc, "config": config, "metrics": metrics}
 
 
 # version N -> function turning a version-N document into version N+1; keep every step

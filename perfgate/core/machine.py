@@ -62,27 +62,24 @@ class SoftwareChange:
     """One software component whose version differs between baseline and current run."""
 
     name: str
-    baseline: str | None  # None: not recorded (or not installed) on that side
-    current: str | None
+    baseline: str
+    current: str
 
     def __str__(self) -> str:
-        return f"{self.name} {self.baseline or 'none'} → {self.current or 'none'}"
+        return f"{self.name} {self.baseline} → {self.current}"
 
 
 def software_changes(baseline: Mapping[str, str], current: Mapping[str, str]) -> tuple[SoftwareChange, ...]:
-    """The components whose versions differ, in :data:`SOFTWARE_KEYS` order, then by name.
+    """The components recorded on both sides whose versions differ, in :data:`SOFTWARE_KEYS` order, then by name.
 
-    Nothing when either side recorded no software at all (an imported or flat-format run):
-    an absent record is not a change.
+    A component recorded on one side only is not a change: older files did not record numpy,
+    imported and flat-format runs record nothing, and a GPU driver that appears comes with a
+    GPU, which the fingerprint already tells apart.
     """
-    if not baseline or not current:
-        return ()
     order = {name: i for i, name in enumerate(SOFTWARE_KEYS)}
-    names = sorted(set(baseline) | set(current), key=lambda n: (order.get(n, len(order)), n))
+    names = sorted(set(baseline) & set(current), key=lambda n: (order.get(n, len(order)), n))
     return tuple(
-        SoftwareChange(name=n, baseline=baseline.get(n), current=current.get(n))
-        for n in names
-        if baseline.get(n) != current.get(n)
+        SoftwareChange(name=n, baseline=baseline[n], current=current[n]) for n in names if baseline[n] != current[n]
     )
 
 

@@ -33,7 +33,7 @@ def environment_markdown(result: CheckResult) -> list[str]:
     changes = environment_changes(result)
     if not changes:
         return []
-    parts = [f"{md_text(c.name)} {md_text(c.baseline or 'none')} → {md_text(c.current or 'none')}" for c in changes]
+    parts = [f"{md_text(c.name)} {md_text(c.baseline)} → {md_text(c.current)}" for c in changes]
     return ["", "**Environment changed** (baseline → current): " + ", ".join(parts) + "."]
 
 
