@@ -354,6 +354,7 @@ def test_memory_held_by_a_set_up_counts_in_memory_usage(tmp_path, monkeypatch):
     assert doc["metrics"]["round_memory_mb"]["direction"] == "informational"
     assert all(mb < 100 for mb in doc["metrics"]["round_memory_mb"]["samples"])
     assert "before the first set-up" in doc["config"]["memory_definition"]
+    assert doc["config"]["memory_method"] in ("vmhwm", "sampled")
 
 
 def test_memory_usage_counts_a_set_up_peak_that_was_freed(suite):
@@ -395,3 +396,21 @@ def test_unmeasured_work_in_a_set_up_is_left_out_of_memory_usage(suite):
 
     run = _run()
     assert all(mb < 55 for mb in run.metrics["memory_usage_mb"].samples)
+
+
+def test_memory_usage_without_the_kernel_high_water_mark_falls_back_to_sampling(suite, monkeypatch):
+    """Where /proc/self/clear_refs cannot be written, RSS is sampled; a held set-up still counts."""
+    import perfgate.bench.memory as memory
+
+    monkeypatch.setattr(memory, "_reset_hwm", lambda: False)
+    clear(SUITE)
+
+    @stage("hold", metric="dbn_load_time_ms", unit="ms", suite=SUITE, warmup=1, repeat=2)
+    def hold(ctx):
+        block = np.ones(80 * 2**20 // 8)
+        ctx.state["block"] = block
+        return lambda: float(block[::4096].sum())
+
+    run = _run()
+    assert run.config["memory_method"] == "sampled"
+    assert all(mb >= 80 for mb in run.metrics["memory_usage_mb"].samples)

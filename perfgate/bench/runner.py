@@ -374,6 +374,8 @@ def run_benchmark(
         },
         "memory_definition": _MEMORY,
         "round_memory_definition": _ROUND_MEMORY,
+        # vmhwm: the kernel's exact high-water mark; sampled: RSS read every millisecond (may miss short peaks)
+        "memory_method": pipeline_memory.method,
         **({"stage_memory_definition": _STAGE_MEMORY} if any(p.stage.memory_metric for p in prepared) else {}),
         **(config or {}),
     }
