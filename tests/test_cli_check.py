@@ -355,3 +355,12 @@ def test_different_hardware_is_still_a_machine_mismatch(tmp_path, capsys):
     cur.write_text(json.dumps(other))
     assert check("--baseline", base, "--current", cur, "--output", tmp_path / "r.md") == 2
     assert "machine" in capsys.readouterr().err
+
+
+def test_the_html_report_names_the_environment_change(tmp_path):
+    base, cur = tmp_path / "base.json", tmp_path / "cur.json"
+    base.write_text(json.dumps(_run_doc("2.13.0")))
+    cur.write_text(json.dumps(_run_doc("2.14.0")))
+    html = tmp_path / "r.html"
+    assert check("--baseline", base, "--current", cur, "--html", html, "--output", tmp_path / "r.md", "--quiet") == 0
+    assert "Environment changed: torch 2.13.0 → 2.14.0 (baseline → current)" in html.read_text()

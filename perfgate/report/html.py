@@ -25,6 +25,7 @@ from perfgate.core.compare import BudgetCheck, CheckResult, Comparison, Verdict
 from perfgate.core.metrics import Direction, describe
 from perfgate.core.text import plain
 from perfgate.errors import ConfigError
+from perfgate.report.environment import environment_text
 from perfgate.report.format import fmt_change, fmt_ci, fmt_p, fmt_time, fmt_value
 from perfgate.report.plots import HistoryPoint, distribution_chart, history_chart
 
@@ -134,6 +135,8 @@ def _section(index: int, section: ReportSection, charts: list[dict[str, Any]]) -
             f'<p class="warn">Cross-machine comparison: baseline from machine '
             f"<code>{_e(result.baseline.machine.fingerprint)}</code>; differences may be the hardware.</p>"
         )
+    if changed := environment_text(result):
+        parts.append(f'<p class="meta">{_e(changed)} (baseline → current)</p>')
     parts.append(_budget_table(result.budgets))
     by_metric: dict[str, list[Comparison]] = {}
     for c in result.comparisons:
