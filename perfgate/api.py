@@ -8,7 +8,7 @@ The counterpart of the original specification's ``PerformanceTracker`` / ``Perfo
     for batch in loader:
         with tracker.timer("training_step_time_ms"):
             train_step(batch)
-    tracker.record("memory_usage_mb", peak_mb)
+    tracker.record("memory_usage_mb", memory.peak_mb)  # from perfgate.bench.memory.PipelineMemory
     run = tracker.save("benchmark_results/dqn_current.json")
     if not tracker.baseline_exists():
         tracker.save_baseline()
@@ -142,7 +142,7 @@ class PerformanceTracker:
             unit, direction = self.units.get(name) or (info.unit, info.direction)  # type: ignore[union-attr]
             metrics[name] = Metric(name=name, unit=unit, direction=direction, samples=tuple(samples))
         from perfgate.bench.gitinfo import collect_git
-        from perfgate.bench.machine import collect_machine
+        from perfgate.bench.machine import collect_machine, collect_software
 
         machine = collect_machine()
         fingerprint = machine.pop("fingerprint")
@@ -155,6 +155,7 @@ class PerformanceTracker:
             git=collect_git(self.git_commit),
             machine=Machine(fingerprint=fingerprint, details=machine),
             config=dict(config or {}),
+            software=collect_software(),
         )
 
     @property

@@ -13,7 +13,8 @@ Example::
 
     [tool.perfgate.budgets.dqn]
     inference_latency_us = { p99 = 50.0 }
-    memory_usage_mb = { max = 150 }
+    training_memory_mb = { max = 150 }   # the model's class in the original specification
+    memory_usage_mb = { max = 300 }      # the whole pipeline's peak (bench's definition, README)
     throughput_samples_per_sec = { min = 1000 }
 
     [tool.perfgate.metrics.tokenizer_time_ms]

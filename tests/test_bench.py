@@ -58,7 +58,7 @@ def suite():
     clear(SUITE)
 
 
-def _run(**kw):
+def _run(software=None, **kw):
     options = BenchOptions(model="dqn", suite=SUITE, rounds=2, **kw)
     return run_benchmark(
         options,
@@ -66,6 +66,7 @@ def _run(**kw):
         created_at="2026-11-29T18:00:00Z",
         git=GitInfo(commit="abc"),
         machine={"fingerprint": "fp", "cores": 2},
+        software=software,
     )
 
 
@@ -158,6 +159,7 @@ def test_cli_bench_writes_a_valid_run_file(suite, tmp_path, monkeypatch):
         "training_step_time_ms",
         "throughput_samples_per_sec",
         "memory_usage_mb",
+        "round_memory_mb",
     }
     from perfgate.store import open_store
     from perfgate.store.base import RunQuery
@@ -290,3 +292,95 @@ def test_a_stage_of_a_declared_kind_carries_its_reference_kernel(suite):
 def test_stage_kind_is_validated():
     with pytest.raises(ValueError, match="kind must be one of"):
         Stage(name="x", metric="x_ms", unit="ms", setup=lambda ctx: lambda: None, kind="gpu")
+
+
+HOLD_STAGES = """\
+import numpy as np
+from perfgate.bench import stage
+
+@stage('hold', metric='hold_time_ms', unit='ms', suite='holdsuite', repeat=5, warmup=1)
+def hold(ctx):
+    block = np.ones(100 * 2**20 // 8)  # 100 MB, every page touched, held for the whole run
+    ctx.state['block'] = block
+    return lambda: float(block[::4096].sum())
+"""
+
+
+def test_memory_held_by_a_set_up_counts_in_memory_usage(tmp_path, monkeypatch):
+    """Regression for memory_usage_mb measuring only the peak above each round's start: a set-up's
+    100 MB (a model, a replay buffer) read as a few MB. In 2 worker processes: each process's
+    figure is its own peak, and combining them keeps them per process (never a sum)."""
+    (tmp_path / "pg_hold_stages.py").write_text(HOLD_STAGES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{Path(__file__).resolve().parent.parent}")
+    out = tmp_path / "run.json"
+    argv = ["bench", "--suite", "holdsuite", "--stages-module", "pg_hold_stages", "--model", "m", "--output", str(out)]
+    assert main([*argv, "--rounds", "2", "--processes", "2"]) == 0
+    doc = validate_run_file(out)
+    memory = doc["metrics"]["memory_usage_mb"]
+    assert memory["groups"] == [2, 2]
+    assert all(100 <= mb < 200 for mb in memory["samples"]), memory["samples"]
+    # what the calls add on top of the held block is reported apart, and it is not the block
+    assert doc["metrics"]["round_memory_mb"]["direction"] == "informational"
+    assert all(mb < 100 for mb in doc["metrics"]["round_memory_mb"]["samples"])
+    assert "before the first set-up" in doc["config"]["memory_definition"]
+    assert doc["config"]["memory_method"] in ("vmhwm", "sampled")
+
+
+def test_memory_usage_counts_a_set_up_peak_that_was_freed(suite):
+    """A set-up's transient peak (a 60 MB temporary) is part of the pipeline's peak; the runner's own
+    figure sees it even though the rounds never reach it again."""
+    clear(SUITE)
+
+    @stage("spike", metric="dbn_load_time_ms", unit="ms", suite=SUITE, warmup=1, repeat=2)
+    def spike(ctx):
+        temporary = np.ones(60 * 2**20 // 8)
+        total = float(temporary[::4096].sum())
+        del temporary
+        return lambda: total
+
+    run = _run()
+    assert all(mb >= 55 for mb in run.metrics["memory_usage_mb"].samples)
+    assert all(mb < 55 for mb in run.metrics["round_memory_mb"].samples)
+
+
+def test_runner_records_software_apart_from_the_machine(suite):
+    run = _run(software={"python": "3.11.7", "torch": "2.14.0"})
+    assert dict(run.software) == {"python": "3.11.7", "torch": "2.14.0"}
+    assert "torch" not in run.machine.details
+
+
+def test_unmeasured_work_in_a_set_up_is_left_out_of_memory_usage(suite):
+    """Writing a cached data file on a fresh machine is not the pipeline: a first run must not look heavier."""
+    from perfgate.bench import unmeasured
+
+    clear(SUITE)
+
+    @stage("cached", metric="dbn_load_time_ms", unit="ms", suite=SUITE, warmup=1, repeat=2)
+    def cached(ctx):
+        with unmeasured():
+            temporary = np.ones(60 * 2**20 // 8)  # building the cache: 60 MB, freed
+            total = float(temporary[::4096].sum())
+            del temporary
+        return lambda: total
+
+    run = _run()
+    assert all(mb < 55 for mb in run.metrics["memory_usage_mb"].samples)
+
+
+def test_memory_usage_without_the_kernel_high_water_mark_falls_back_to_sampling(suite, monkeypatch):
+    """Where /proc/self/clear_refs cannot be written, RSS is sampled; a held set-up still counts."""
+    import perfgate.bench.memory as memory
+
+    monkeypatch.setattr(memory, "_reset_hwm", lambda: False)
+    clear(SUITE)
+
+    @stage("hold", metric="dbn_load_time_ms", unit="ms", suite=SUITE, warmup=1, repeat=2)
+    def hold(ctx):
+        block = np.ones(80 * 2**20 // 8)
+        ctx.state["block"] = block
+        return lambda: float(block[::4096].sum())
+
+    run = _run()
+    assert run.config["memory_method"] == "sampled"
+    assert all(mb >= 80 for mb in run.metrics["memory_usage_mb"].samples)

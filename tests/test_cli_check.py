@@ -84,7 +84,7 @@ def _bad(tmp_path: Path, name: str, content: str) -> Path:
             json.dumps({"schema_version": 1, "model": "dqn", "metrics": {"tokens_ms": {"samples": [1.0]}}}),
             ["metrics.tokens_ms", "unknown metric"],
         ),
-        (json.dumps({"schema_version": 3, "model": "dqn", "metrics": {}}), ["schema_version", "newer"]),
+        (json.dumps({"schema_version": 99, "model": "dqn", "metrics": {}}), ["schema_version", "newer"]),
         (json.dumps({"schema_version": 1, "metrics": {"training_step_time_ms": {"samples": [1.0]}}}), ["'model'"]),
         (json.dumps({"schema_version": 1, "model": "dqn", "metrics": {}}), ["'metrics'"]),
         (json.dumps({"schema_version": "one", "model": "dqn", "metrics": {}}), ["schema_version"]),
@@ -290,3 +290,78 @@ def test_index_on_one_side_only_compares_raw_times_and_says_so(tmp_path):
     (c,) = json.loads(out.read_text())["comparisons"]
     assert c["reference"] is None and c["change"] == pytest.approx(2.0) and c["noise_assumed"]
     assert "The baseline has no machine-speed index: raw times were compared." in report.read_text()
+
+
+def _run_doc(torch: str, *, level: float = 10.0) -> dict:
+    """A run as `perfgate bench` writes it now: hardware fingerprint, software apart."""
+    from perfgate.core.machine import hardware_fingerprint
+
+    machine = {"cpu": "AMD EPYC", "cores": 2, "memory_gib": 24, "arch": "x86_64", "gpu": None}
+    samples = [level * (1 + 0.01 * ((i % 5) - 2)) for i in range(30)]
+    return {
+        "schema_version": 3,
+        "model": "dqn",
+        "machine": {**machine, "fingerprint": hardware_fingerprint(machine)},
+        "software": {"python": "3.11.7", "torch": torch, "numpy": "2.1.0"},
+        "metrics": {"training_step_time_ms": {"unit": "ms", "direction": "lower_is_better", "samples": samples}},
+    }
+
+
+@pytest.mark.parametrize(("level", "expected"), [(10.0, 0), (30.0, 1)])
+def test_a_torch_upgrade_is_compared_and_reported_not_a_machine_mismatch(tmp_path, capsys, level, expected):
+    """Regression for a torch upgrade reading as another machine (exit 2): same hardware, new torch."""
+    base, cur = tmp_path / "base.json", tmp_path / "cur.json"
+    base.write_text(json.dumps(_run_doc("2.13.0")))
+    cur.write_text(json.dumps(_run_doc("2.14.0", level=level)))
+    report, out = tmp_path / "r.md", tmp_path / "r.json"
+    assert check("--baseline", base, "--current", cur, "--output", report, "--json", out) == expected
+    assert "**Environment changed** (baseline → current): torch 2.13.0 → 2.14.0." in report.read_text()
+    assert "Environment changed: torch 2.13.0 → 2.14.0" in capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    assert doc["machine_mismatch"] is False
+    assert doc["environment_changes"] == [{"name": "torch", "baseline": "2.13.0", "current": "2.14.0"}]
+
+
+def test_version_2_files_that_differ_only_in_torch_match_after_the_upgrade(tmp_path, capsys):
+    """Files written before software left the fingerprint: their fingerprints differ (torch was
+    hashed); read now, both are recomputed from the hardware and the check runs."""
+    from perfgate.core.machine import v2_fingerprint
+
+    docs = []
+    for torch in ("2.13.0", "2.14.0"):
+        doc = _run_doc(torch)
+        doc["schema_version"] = 2
+        machine = {**doc["machine"], "os": "Debian GNU/Linux 12 (bookworm)", "python": "3.11.7", "torch": torch}
+        machine["gpu_driver"] = None
+        machine["fingerprint"] = v2_fingerprint(machine)
+        doc["machine"] = machine
+        del doc["software"]
+        docs.append(doc)
+    assert docs[0]["machine"]["fingerprint"] != docs[1]["machine"]["fingerprint"]
+    base, cur = tmp_path / "base.json", tmp_path / "cur.json"
+    base.write_text(json.dumps(docs[0]))
+    cur.write_text(json.dumps(docs[1]))
+    assert check("--baseline", base, "--current", cur, "--output", tmp_path / "r.md") == 0
+    assert "Environment changed: torch 2.13.0 → 2.14.0" in capsys.readouterr().err
+
+
+def test_different_hardware_is_still_a_machine_mismatch(tmp_path, capsys):
+    from perfgate.core.machine import hardware_fingerprint
+
+    other = _run_doc("2.13.0")
+    other["machine"] = {**other["machine"], "cores": 64}
+    other["machine"]["fingerprint"] = hardware_fingerprint(other["machine"])
+    base, cur = tmp_path / "base.json", tmp_path / "cur.json"
+    base.write_text(json.dumps(_run_doc("2.13.0")))
+    cur.write_text(json.dumps(other))
+    assert check("--baseline", base, "--current", cur, "--output", tmp_path / "r.md") == 2
+    assert "machine" in capsys.readouterr().err
+
+
+def test_the_html_report_names_the_environment_change(tmp_path):
+    base, cur = tmp_path / "base.json", tmp_path / "cur.json"
+    base.write_text(json.dumps(_run_doc("2.13.0")))
+    cur.write_text(json.dumps(_run_doc("2.14.0")))
+    html = tmp_path / "r.html"
+    assert check("--baseline", base, "--current", cur, "--html", html, "--output", tmp_path / "r.md", "--quiet") == 0
+    assert "Environment changed: torch 2.13.0 → 2.14.0 (baseline → current)" in html.read_text()

@@ -45,8 +45,12 @@ def test_round_trip_is_identical_and_deterministic(tmp_path):
     again = load_run(out)
     assert again == run
     assert dumps(again) == dumps(run) == out.read_text()
-    # a version-1 file comes back as version 2 with nothing else changed (version 2 only adds optional fields)
-    assert json.loads(out.read_text()) == {**json.loads((DATA / "v1_dqn.json").read_text()), "schema_version": 2}
+    # a version-1 file comes back as version 3: version 2 only added optional fields, version 3 moved
+    # the software versions out of the machine (a fingerprint not computed by perfgate stays as it was)
+    old = json.loads((DATA / "v1_dqn.json").read_text())
+    machine = {k: v for k, v in old["machine"].items() if k not in ("python", "torch")}
+    expected = {**old, "schema_version": 3, "machine": machine, "software": {"python": "3.11.7", "torch": "2.13.0"}}
+    assert json.loads(out.read_text()) == expected
 
 
 def test_flat_file_written_in_current_format_validates(tmp_path):
@@ -144,7 +148,7 @@ def test_version_2_round_trip_keeps_the_machine_speed_index(tmp_path):
     out = tmp_path / "out.json"
     save_run(out, run)
     validate_run_file(out)
-    assert json.loads(out.read_text()) == json.loads((DATA / "v2_dqn.json").read_text())
+    assert json.loads(out.read_text()) == {**json.loads((DATA / "v2_dqn.json").read_text()), "schema_version": 3}
 
 
 @pytest.mark.parametrize(
@@ -162,3 +166,67 @@ def test_bad_reference_names_its_field(reference, field):
     with pytest.raises(InputError, match="training_step_time_ms") as info:
         run_from_dict(doc, source="r.json")
     assert info.value.field == f"metrics.training_step_time_ms.{field}"
+
+
+def test_version_3_round_trip_keeps_software_apart_from_the_machine(tmp_path):
+    run = load_run(DATA / "v3_dqn.json")
+    assert dict(run.software) == {
+        "numpy": "2.1.0",
+        "os": "Debian GNU/Linux 12 (bookworm)",
+        "python": "3.11.7",
+        "torch": "2.14.0+cpu",
+    }
+    assert "torch" not in run.machine.details
+    out = tmp_path / "out.json"
+    save_run(out, run)
+    validate_run_file(out)
+    assert json.loads(out.read_text()) == json.loads((DATA / "v3_dqn.json").read_text())
+
+
+def test_upgrade_recomputes_perfgates_own_fingerprint_from_the_hardware():
+    """A version-2 fingerprint hashed Python and torch; the upgrade recomputes the ones perfgate wrote
+    (recognised by their hash), so two files differing only in torch end on one machine."""
+    from perfgate.core.machine import hardware_fingerprint, v2_fingerprint
+
+    hardware = {"cpu": "AMD EPYC", "cores": 2, "memory_gib": 24, "arch": "x86_64", "gpu": None, "hostname": "vm"}
+    prints = set()
+    for torch in ("2.13.0", "2.14.0"):
+        machine = {**hardware, "os": "Debian GNU/Linux 12 (bookworm)", "python": "3.11.7", "torch": torch}
+        machine["gpu_driver"] = None
+        machine["fingerprint"] = v2_fingerprint(machine)
+        doc = {
+            "schema_version": 2,
+            "model": "dqn",
+            "machine": machine,
+            "metrics": {"training_step_time_ms": {"samples": [1.0]}},
+        }
+        run = run_from_dict(doc)
+        assert run.machine.fingerprint == hardware_fingerprint(hardware)
+        assert dict(run.machine.details) == hardware
+        assert dict(run.software) == {"os": "Debian GNU/Linux 12 (bookworm)", "python": "3.11.7", "torch": torch}
+        prints.add(run.machine.fingerprint)
+    assert len(prints) == 1
+
+
+@pytest.mark.parametrize(("software", "field"), [(["torch"], "software"), ({"torch": 2.14}, "software.torch")])
+def test_bad_software_record_names_its_field(software, field):
+    doc = json.loads((DATA / "v3_dqn.json").read_text())
+    doc["software"] = software
+    with pytest.raises(InputError) as info:
+        run_from_dict(doc, source="r.json")
+    assert info.value.field == field
+
+
+def test_upgrade_keeps_an_old_bench_memory_figure_under_the_name_that_says_what_it_is():
+    """Up to version 2, bench's memory_usage_mb was the per-round peak above the round's start; it
+    is round_memory_mb now, so an old baseline does not read the new pipeline peak as a regression."""
+    doc = json.loads((DATA / "v2_dqn.json").read_text())
+    doc["config"]["memory_definition"] = "peak RSS above the process state at the start of each round (includes set-up)"
+    run = run_from_dict(doc)
+    assert "memory_usage_mb" not in run.metrics
+    assert run.metrics["round_memory_mb"].samples == (7.1, 7.2)
+    assert run.metrics["round_memory_mb"].direction.value == "informational"
+    assert "memory_definition" not in run.config
+    # recorded any other way (no bench definition in its config), the figure is the author's and stays
+    plain = run_from_dict(json.loads((DATA / "v2_dqn.json").read_text()))
+    assert plain.metrics["memory_usage_mb"].samples == (7.1, 7.2)

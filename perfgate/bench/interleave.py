@@ -273,6 +273,7 @@ class _Data:
     # stages only one side has (added or removed by the change): their typical time, to report new/missing
     one_side: tuple[dict[str, Metric], dict[str, Metric]] = field(default_factory=lambda: ({}, {}))
     machine: dict[str, Any] = field(default_factory=dict)
+    software: dict[str, str] = field(default_factory=dict)
 
     def add(self, metric: str, unit: str, direction: Direction, a: list[float], b: list[float]) -> None:
         self.units.setdefault(metric, (unit, direction))
@@ -367,6 +368,7 @@ def _runs(data: _Data, sides: tuple[Side, Side], options: ResidentOptions, confi
                 ),
                 config={**config, "ab": {"role": side.role, "label": side.label}},
                 metrics=metrics,
+                software=data.software,
             )
         )
     return runs[0], runs[1]
@@ -411,9 +413,9 @@ def measure_resident(
     """
     started = time.monotonic()
     cpus = tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else (0,)
-    from perfgate.bench.machine import collect_machine
+    from perfgate.bench.machine import collect_machine, collect_software
 
-    data = _Data(machine=collect_machine())
+    data = _Data(machine=collect_machine(), software=collect_software())
     plans: list[_Plan] = []
     rule: SequentialLooks | None = None
     pinned = True

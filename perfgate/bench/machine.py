@@ -1,26 +1,29 @@
-"""The machine fingerprint: what makes timings comparable, hashed.
+"""This machine: its hardware (fingerprinted) and the software a run is measured with.
 
-The fingerprint covers CPU model, logical cores, total memory (GiB), OS and architecture,
-Python and torch versions, and GPU model and driver where present. Hostname is left out on
-purpose: identical CI runners must share a baseline. Torch is never imported here; its
-version comes from the installed package metadata.
+The fingerprint (:func:`perfgate.core.machine.hardware_fingerprint`) covers CPU model,
+logical cores, total memory (GiB), architecture and GPU model: what makes timings differ
+the way another machine would. Software — Python, torch, numpy, the OS distribution, the
+GPU driver — is collected apart (:func:`collect_software`) and recorded in the run, so an
+upgrade is compared against the baseline and reported as an environment change instead of
+making the run a stranger to its own machine. Hostname is left out on purpose: identical
+CI runners must share a baseline. Torch is never imported here; its version comes from the
+installed package metadata.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import platform
 import shutil
 import subprocess
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["collect_machine", "fingerprint_of"]
+from perfgate.core.machine import hardware_fingerprint
 
-_IDENTITY = ("cpu", "cores", "memory_gib", "os", "arch", "python", "torch", "gpu", "gpu_driver")
+__all__ = ["collect_machine", "collect_software", "fingerprint_of"]
 
 
 def _cpu_model() -> str:
@@ -57,6 +60,7 @@ def _package_version(name: str) -> str | None:
         return None
 
 
+@cache  # one nvidia-smi call for both the machine and the software record
 def _gpus() -> tuple[str | None, str | None]:
     if shutil.which("nvidia-smi") is None:
         return None, None
@@ -82,25 +86,33 @@ def _gpus() -> tuple[str | None, str | None]:
 
 
 def fingerprint_of(details: dict[str, Any]) -> str:
-    """Stable 16-hex-digit hash of the identity fields of ``details``."""
-    identity = {key: details.get(key) for key in _IDENTITY}
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+    """Stable 16-hex-digit hash of the hardware fields of ``details``."""
+    return hardware_fingerprint(details)
 
 
 def collect_machine() -> dict[str, Any]:
-    """Describe this machine; includes ``fingerprint``."""
-    gpu, driver = _gpus()
+    """Describe this machine's hardware; includes ``fingerprint``."""
+    gpu, _ = _gpus()
     details: dict[str, Any] = {
         "cpu": _cpu_model(),
         "cores": os.cpu_count() or 0,
         "memory_gib": _memory_gib(),
-        "os": _os_name(),
         "arch": platform.machine(),
-        "python": platform.python_version(),
-        "torch": _package_version("torch"),
         "gpu": gpu,
-        "gpu_driver": driver,
         "hostname": platform.node(),
     }
     details["fingerprint"] = fingerprint_of(details)
     return details
+
+
+def collect_software() -> dict[str, str]:
+    """The versions a run here is measured with; a component that is absent is left out."""
+    _, driver = _gpus()
+    found = {
+        "python": platform.python_version(),
+        "torch": _package_version("torch"),
+        "numpy": _package_version("numpy"),
+        "os": _os_name(),
+        "gpu_driver": driver,
+    }
+    return {name: version for name, version in found.items() if version}

@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfgate.bench.memory import unmeasured  # for set-ups: work that is not the pipeline's memory
 from perfgate.core.schema import REFERENCE_KINDS
 from perfgate.core.units import TIME_UNITS as _TIME_UNITS
 
-__all__ = ["Stage", "StageContext", "clear", "register", "stage", "stages_for"]
+__all__ = ["Stage", "StageContext", "clear", "register", "stage", "stages_for", "unmeasured"]
 
 
 @dataclass(slots=True, kw_only=True)

@@ -62,6 +62,7 @@ class Worker:
     def setup(self, req: dict[str, Any]) -> dict[str, Any]:
         from pathlib import Path
 
+        from perfgate.bench.memory import PipelineMemory
         from perfgate.bench.registry import StageContext, stages_for
         from perfgate.bench.runner import BenchOptions, memory_round, prepare, timed_for
 
@@ -95,9 +96,11 @@ class Worker:
             params=dict(options.params),
         )
         described = []
+        pipeline_memory = PipelineMemory()  # after the imports, before the first set-up
         for st in stages:
-            p = prepare(st, ctx, options)
-            spent = sorted(timed_for(p.call, p.sync, _TYPICAL_TIME, 10_000))
+            with pipeline_memory.setup():
+                p = prepare(st, ctx, options)
+                spent = sorted(timed_for(p.call, p.sync, _TYPICAL_TIME, 10_000))
             self.prepared[st.name] = p
             described.append(
                 {
@@ -110,7 +113,7 @@ class Worker:
                     "memory_metric": st.memory_metric,
                 }
             )
-        memory = memory_round(list(self.prepared.values()))
+        memory = memory_round(list(self.prepared.values()), pipeline_memory)
         return {"ok": True, "stages": described, "memory": memory}
 
     def time(self, req: dict[str, Any]) -> dict[str, Any]:

@@ -9,9 +9,12 @@ Per model the runner does, in order:
    its own with ``perf_counter_ns`` (and a CUDA synchronise on both sides when the stage
    runs on a GPU); without a fixed count, ``repeat`` is chosen from the warm-up speed so a
    round of the stage lasts about :attr:`BenchOptions.round_time` seconds;
-3. ``memory_usage_mb``: per round, the peak resident memory above the process's state at
-   the start of the round (which includes every stage's set-up), see
-   :mod:`perfgate.bench.memory`;
+3. ``memory_usage_mb``: per round, the pipeline's peak resident memory: the highest RSS of
+   the stages' set-ups and that round, above the RSS the process had after its imports and
+   before the first set-up (freed heap released) — so what the stages hold (models,
+   optimisers, buffers, data) counts, see :class:`perfgate.bench.memory.PipelineMemory`;
+   ``round_memory_mb`` (informational) is the round's peak above the RSS at its own start:
+   what the calls allocate on top of what the set-ups hold;
 4. for a stage with a ``memory_metric``, per round, its own peak: the resident memory its
    set-up and warm-up kept (RSS after minus before them, freed heap released both times)
    plus the peak of its calls in the round above the RSS just before them (high-water
@@ -36,7 +39,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from perfgate.bench.gpu import GpuRound, cuda_torch
-from perfgate.bench.memory import PeakMemory, current_rss_bytes, release_free_memory
+from perfgate.bench.memory import PeakMemory, PipelineMemory, current_rss_bytes, release_free_memory
 from perfgate.bench.reference import KINDS, ReferenceKernels
 from perfgate.bench.registry import Stage, StageContext, stages_for
 from perfgate.core.metrics import BUILTIN_METRICS, Direction
@@ -62,6 +65,12 @@ ProgressFn = Callable[[str, int, int], None]  # (what, done, total)
 BLOCK_SECONDS = 0.005
 
 _MEMORY_METRIC = "memory_usage_mb"
+_ROUND_MEMORY_METRIC = "round_memory_mb"
+_MEMORY = (
+    "per round: the highest RSS of the stages' set-ups and the round, above the RSS before the first set-up "
+    "(after the imports, freed heap released): what the stages hold plus their peak above that"
+)
+_ROUND_MEMORY = "per round: the round's peak RSS above the RSS at its start (what the calls allocate on top)"
 _STAGE_MEMORY = (
     "per round: resident memory the stage's set-up and warm-up kept, plus the peak RSS of its calls above the "
     "RSS just before them (VmHWM reset there, freed heap released first)"
@@ -185,8 +194,8 @@ def _timed_calls(p: _Prepared, kernels: ReferenceKernels | None) -> None:
         done += k
 
 
-def _round(prepared: list[_Prepared], kernels: ReferenceKernels | None = None) -> float:
-    """One round over every stage; returns its peak RSS above the RSS at its start, in MB."""
+def _round(prepared: list[_Prepared], kernels: ReferenceKernels | None = None) -> tuple[int, int]:
+    """One round over every stage; returns (RSS at its start, its peak RSS), in bytes."""
     release_free_memory()  # or the start would hold whatever the round before freed, differently each time
     start = current_rss_bytes()
     top = start
@@ -200,21 +209,22 @@ def _round(prepared: list[_Prepared], kernels: ReferenceKernels | None = None) -
         top = max(top, peak.before + peak.peak_bytes)
         if p.stage.memory_metric:
             p.memory_mb.append((p.held_bytes + peak.peak_bytes) / 2**20)
-    return max(0, top - start) / 2**20
+    return start, top
 
 
-def memory_round(prepared: list[_Prepared]) -> dict[str, float]:
+def memory_round(prepared: list[_Prepared], memory: PipelineMemory) -> dict[str, float]:
     """One round of a single call per stage, for its memory figures only (its timings are dropped).
 
-    Returns ``memory_usage_mb`` as :func:`_round` defines it, and each stage's own
-    ``memory_metric``. The resident workers of ``perfgate ab`` measure memory this way once per
-    process.
+    Returns ``memory_usage_mb`` (``memory`` is the tracker the stages were set up under, module
+    docstring 3.) and each stage's own ``memory_metric``. The resident workers of ``perfgate ab``
+    measure memory this way once per process.
     """
     saved = [(p.repeat, len(p.seconds), len(p.memory_mb)) for p in prepared]
     for p in prepared:
         p.repeat = 1
     try:
-        figures = {_MEMORY_METRIC: _round(prepared)}
+        _, top = _round(prepared)
+        figures = {_MEMORY_METRIC: memory.round_mb(top)}
         for p in prepared:
             if p.stage.memory_metric:
                 figures[p.stage.memory_metric] = p.memory_mb[-1]
@@ -266,14 +276,17 @@ def run_benchmark(
     created_at: str,
     git: GitInfo,
     machine: dict[str, Any],
+    software: Mapping[str, str] | None = None,
     config: dict[str, Any] | None = None,
     progress: ProgressFn | None = None,
     on_finish: Callable[[StageContext], None] | None = None,
 ) -> Run:
     """Measure every stage of ``options.suite`` that applies to ``options.model``.
 
-    ``on_finish(ctx)`` runs after the last round, with what the stages left in
-    ``ctx.state`` (the CLI saves the trained model from there).
+    ``software`` is recorded as the run's :attr:`~perfgate.core.schema.Run.software` (None:
+    this process's, :func:`perfgate.bench.machine.collect_software`). ``on_finish(ctx)`` runs
+    after the last round, with what the stages left in ``ctx.state`` (the CLI saves the
+    trained model from there).
     """
     stages = stages_for(options.suite, options.model)
     if not stages:
@@ -288,13 +301,20 @@ def run_benchmark(
         device=options.device,
         params=dict(options.params),
     )
+    if software is None:
+        from perfgate.bench.machine import collect_software
+
+        software = collect_software()
     total = len(stages) + options.rounds
     prepared = []
+    pipeline_memory = PipelineMemory()  # the stages' modules are imported: this is the state before them
     for i, stage in enumerate(stages):
         if progress:
             progress(f"warm-up {stage.name}", i, total)
-        prepared.append(prepare(stage, ctx, options))
+        with pipeline_memory.setup():
+            prepared.append(prepare(stage, ctx, options))
     memory: list[float] = []
+    round_memory: list[float] = []
     gpu_memory: list[float] = []
     gpu_util: list[float] = []
     torch = cuda_torch(options.device)
@@ -307,7 +327,9 @@ def run_benchmark(
             index[kind].append(kernels.time(kind))
         gpu_round = GpuRound(torch, options.device) if torch is not None else nullcontext()
         with gpu_round as gpu:
-            memory.append(_round(prepared, kernels))
+            start, top = _round(prepared, kernels)
+        memory.append(pipeline_memory.round_mb(top))
+        round_memory.append(max(0, top - start) / 2**20)
         if gpu is not None:
             gpu_memory.append(gpu.peak_mb)
             if gpu.utilization_pct is not None:
@@ -337,6 +359,7 @@ def run_benchmark(
         if st.memory_metric:
             metrics[st.memory_metric] = _metric(st.memory_metric, "MB", Direction.LOWER, p.memory_mb)
     metrics[_MEMORY_METRIC] = _metric(_MEMORY_METRIC, "MB", Direction.LOWER, memory)
+    metrics[_ROUND_MEMORY_METRIC] = _metric(_ROUND_MEMORY_METRIC, "MB", Direction.INFO, round_memory)
     if gpu_memory:
         metrics["gpu_memory_mb"] = _metric("gpu_memory_mb", "MB", Direction.LOWER, gpu_memory)
     if gpu_util:
@@ -349,7 +372,10 @@ def run_benchmark(
             p.stage.name: {"metric": p.stage.metric, "repeat_per_round": p.repeat, **stability[p.stage.name]}
             for p in prepared
         },
-        "memory_definition": "peak RSS above the process state at the start of each round (includes set-up)",
+        "memory_definition": _MEMORY,
+        "round_memory_definition": _ROUND_MEMORY,
+        # vmhwm: the kernel's exact high-water mark; sampled: RSS read every millisecond (may miss short peaks)
+        "memory_method": pipeline_memory.method,
         **({"stage_memory_definition": _STAGE_MEMORY} if any(p.stage.memory_metric for p in prepared) else {}),
         **(config or {}),
     }
@@ -367,4 +393,5 @@ def run_benchmark(
         config=run_config,
         metrics=metrics,
         machine_index={kind: float(np.median(values)) for kind, values in index.items() if values},
+        software=dict(software),
     )

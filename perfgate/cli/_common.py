@@ -342,6 +342,10 @@ def policy_from(config: Config, args: argparse.Namespace) -> Policy:
 def print_verdict(result: CheckResult) -> None:
     """A few lines on stderr: what regressed, which budgets broke, or that nothing did."""
     console = stderr_console()
+    from perfgate.report.environment import environment_text
+
+    if changed := environment_text(result):
+        console.print(f"[yellow]{term(changed)}[/]")
     if result.regressions:
         console.print(f"[bold red]✗ regression[/] in {len(result.regressions)} comparison(s):")
         for c in result.regressions:

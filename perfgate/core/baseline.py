@@ -40,7 +40,7 @@ __all__ = ["flat_baseline", "pool_runs"]
 def pool_runs(runs: Sequence[Run]) -> Run:
     """One run whose metrics hold the samples of all ``runs`` (newest first).
 
-    Provenance (commit, created_at, machine) is the newest run's; a metric missing from
+    Provenance (commit, created_at, machine, software) is the newest run's; a metric missing from
     some runs is pooled from the runs that have it.
     """
     if not runs:
@@ -75,6 +75,7 @@ def pool_runs(runs: Sequence[Run]) -> Run:
         config={"pooled_run_ids": [r.run_id for r in runs]},
         metrics=metrics,
         machine_index=median_index(runs),
+        software=newest.software,
     )
 
 

@@ -2,7 +2,7 @@
 
 Two formats are read:
 
-* the versioned run format (``schema_version`` 2, documented in
+* the versioned run format (``schema_version`` 3, documented in
   ``perfgate/schemas/run.schema.json``), upgraded step by step from
   older versions through :data:`UPGRADES` and refused when newer than this perfgate;
 * the original specification's flat format (one number per metric plus ``timestamp``, ``git_commit``,
@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from perfgate.core.machine import SOFTWARE_KEYS, hardware_fingerprint, v2_fingerprint
 from perfgate.core.metrics import BUILTIN_METRICS, Direction, MetricInfo
 from perfgate.core.schema import MAX_SAMPLE, REFERENCE_KINDS, SCHEMA_VERSION, GitInfo, Machine, Metric, Reference, Run
 from perfgate.errors import InputError, SchemaVersionError
@@ -42,9 +43,52 @@ def _upgrade_1_to_2(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+# what ``perfgate bench`` measured as ``memory_usage_mb`` up to version 2: the figure now named
+# ``round_memory_mb`` (the pipeline's peak, set-up included, is ``memory_usage_mb`` since)
+_V2_MEMORY_DEFINITION = "peak RSS above the process state at the start of each round (includes set-up)"
+
+
+def _upgrade_2_to_3(doc: dict[str, Any]) -> dict[str, Any]:
+    doc = _rename_round_memory(doc)
+    # software versions move out of ``machine`` into ``software``; a fingerprint perfgate
+    # computed itself (it hashed them too) is recomputed from the hardware alone, so the
+    # baseline keeps matching runs on the same machine. A fingerprint from anywhere else
+    # (an importer's, one set by hand) is left as it was.
+    machine = doc.get("machine")
+    if not isinstance(machine, Mapping):
+        return doc
+    machine = dict(machine)
+    fingerprint = machine.get("fingerprint")
+    if isinstance(fingerprint, str) and fingerprint == v2_fingerprint(machine):
+        machine["fingerprint"] = hardware_fingerprint(machine)
+    software = {key: machine.pop(key) for key in SOFTWARE_KEYS if key in machine}
+    doc = {**doc, "machine": machine}
+    if "software" not in doc:
+        doc["software"] = {key: str(value) for key, value in software.items() if value is not None}
+    return doc
+
+
+def _rename_round_memory(doc: dict[str, Any]) -> dict[str, Any]:
+    # a bench run's old memory_usage_mb is the per-round figure, not the pipeline's peak: it
+    # keeps its meaning under its new name, so an old baseline never compares it with the new
+    # figure (which would read as a regression of many times). A memory_usage_mb recorded any
+    # other way (the Python API, an import, a flat file) is what its author measured, and stays.
+    config, metrics = doc.get("config"), doc.get("metrics")
+    if not isinstance(config, Mapping) or config.get("memory_definition") != _V2_MEMORY_DEFINITION:
+        return doc
+    if not isinstance(metrics, Mapping) or "memory_usage_mb" not in metrics or "round_memory_mb" in metrics:
+        return doc
+    metrics = dict(metrics)
+    old = metrics.pop("memory_usage_mb")
+    metrics["round_memory_mb"] = {**old, "direction": "informational"} if isinstance(old, Mapping) else old
+    config = {k: v for k, v in config.items() if k != "memory_definition"}
+    config["round_memory_definition"] = _V2_MEMORY_DEFINITION
+    return {**doc, "config": config, "metrics": metrics}
+
+
 # version N -> function turning a version-N document into version N+1; keep every step
 # (old files live forever)
-UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _upgrade_1_to_2}
+UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _upgrade_1_to_2, 2: _upgrade_2_to_3}
 
 FLAT_FIELDS = ("timestamp", "git_commit", "model_type")
 
@@ -210,6 +254,17 @@ def _machine_index(raw: object, *, source: str | None) -> dict[str, float]:
     return index
 
 
+def _software(raw: object, *, source: str | None) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise InputError("expected an object of component name -> version string", source=source, field="software")
+    for name, version in raw.items():
+        if not isinstance(version, str):
+            raise InputError(f"expected a version string, got {version!r}", source=source, field=f"software.{name}")
+    return {str(name): version for name, version in raw.items() if name}
+
+
 def _flat_to_run(data: Mapping[str, Any], *, source: str | None, extra: Mapping[str, MetricInfo]) -> Run:
     model = data.get("model_type", data.get("model"))
     if not isinstance(model, str) or not model.strip():
@@ -328,6 +383,7 @@ def run_from_dict(
         config=config,
         metrics=metrics,
         machine_index=_machine_index(doc.get("machine_index"), source=source),
+        software=_software(doc.get("software"), source=source),
     )
 
 
@@ -372,6 +428,8 @@ def run_to_dict(run: Run) -> dict[str, Any]:
         doc["created_at"] = run.created_at
     if run.machine_index:
         doc["machine_index"] = dict(run.machine_index)
+    if run.software:
+        doc["software"] = dict(run.software)
     return doc
 
 

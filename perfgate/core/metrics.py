@@ -46,6 +46,9 @@ BUILTIN_METRICS: dict[str, MetricInfo] = {
     "training_memory_mb": MetricInfo(unit="MB", direction=Direction.LOWER, label="Training memory (stage peak)"),
     "throughput_samples_per_sec": MetricInfo(unit="samples/s", direction=Direction.HIGHER, label="Throughput"),
     "memory_usage_mb": MetricInfo(unit="MB", direction=Direction.LOWER, label="Memory usage"),
+    "round_memory_mb": MetricInfo(
+        unit="MB", direction=Direction.INFO, label="Round memory (peak above the round's start)"
+    ),
     "gpu_utilization_pct": MetricInfo(unit="%", direction=Direction.INFO, label="GPU utilisation"),
     "gpu_memory_mb": MetricInfo(unit="MB", direction=Direction.LOWER, label="GPU memory (peak allocated)"),
 }

@@ -206,6 +206,7 @@ def combine_repetitions(runs: Sequence[Run], *, run_id: str | None = None) -> Ru
         config=config,
         metrics=metrics,
         machine_index=median_index(runs),
+        software=first.software,
     )
 
 

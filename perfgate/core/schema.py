@@ -32,7 +32,11 @@ __all__ = [
 #   2: the machine-speed index: metrics may carry ``reference`` (the reference kernel timed
 #      with each sample), runs ``machine_index`` (each kernel's median time in the run).
 #      A version-1 file is a valid version-2 file without either.
-SCHEMA_VERSION = 2
+#   3: ``software`` (name -> version: python, torch, numpy, os, gpu_driver) beside ``machine``,
+#      and the machine fingerprint hashes hardware only (perfgate.core.machine). The upgrade
+#      moves those versions out of ``machine`` and recomputes a fingerprint perfgate wrote
+#      itself, so an old baseline still matches runs on the same hardware.
+SCHEMA_VERSION = 3
 
 # the kinds of reference kernel (perfgate.bench.reference): what a stage's time tracks
 REFERENCE_KINDS = ("compute", "interpreter", "memory")
@@ -157,6 +161,9 @@ class Run:
     source did not say; ``single_sample_format`` marks runs read from the original specification's flat files.
     ``machine_index`` is the median time in seconds of each reference kernel over the run:
     how fast the machine was while it ran (empty when the run was not measured with them).
+    ``software`` maps a component (python, torch, numpy, os, gpu_driver) to the version the run
+    was measured with; it is not part of the machine fingerprint, so a check compares across
+    an upgrade and reports it (:func:`perfgate.core.machine.software_changes`).
     """
 
     model: str
@@ -170,6 +177,7 @@ class Run:
     config: Mapping[str, Any] = field(default_factory=dict)
     single_sample_format: bool = False
     machine_index: Mapping[str, float] = field(default_factory=dict)
+    software: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.model:
@@ -183,9 +191,13 @@ class Run:
             if kind not in REFERENCE_KINDS:
                 raise ValueError(f"machine_index: unknown kernel {kind!r} (one of {', '.join(REFERENCE_KINDS)})")
             _positive_seconds((seconds,), f"machine_index.{kind}")
+        for name, version in self.software.items():
+            if not isinstance(name, str) or not name or not isinstance(version, str):
+                raise ValueError(f"software: {name!r} must map to a version string, got {version!r}")
         object.__setattr__(self, "metrics", _frozen(self.metrics))
         object.__setattr__(self, "config", _frozen(self.config))
         object.__setattr__(self, "machine_index", _frozen(self.machine_index))
+        object.__setattr__(self, "software", _frozen(self.software))
 
     @property
     def model_key(self) -> str:

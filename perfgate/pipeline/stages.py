@@ -32,7 +32,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import torch
 
-from perfgate.bench.registry import Stage, StageContext, clear, register, registered, stage
+from perfgate.bench.registry import Stage, StageContext, clear, register, registered, stage, unmeasured
 from perfgate.errors import InputError
 from perfgate.pipeline import models
 from perfgate.pipeline.env import MarketData
@@ -101,7 +101,8 @@ def default_data_path(seed: int, bars: int = DEFAULT_BARS) -> Path:
         from perfgate.pipeline.synth import write_synthetic
 
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_synthetic(path, schema="ohlcv-1m", records=bars, seed=seed, instruments=1)
+        with unmeasured():  # once per machine, not the pipeline: a first run must not look heavier
+            write_synthetic(path, schema="ohlcv-1m", records=bars, seed=seed, instruments=1)
     return path
 
 

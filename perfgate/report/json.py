@@ -8,10 +8,11 @@ from dataclasses import asdict
 from typing import Any
 
 from perfgate.core.compare import CheckResult, Comparison
+from perfgate.report.environment import environment_json
 
 __all__ = ["REPORT_VERSION", "render_json", "result_to_dict"]
 
-# report format history: 1: first version.
+# report format history: 1: first version (``environment_changes`` added since, an additional key).
 REPORT_VERSION = 1
 
 
@@ -59,6 +60,7 @@ def result_to_dict(result: CheckResult) -> dict[str, Any]:
         "current_commit": result.current.git.commit,
         "machine_mismatch": result.machine_mismatch,
         "missing": list(result.missing),
+        "environment_changes": environment_json(result),
         "policy": {
             "threshold_pct": result.policy.threshold_pct,
             "alpha": result.policy.alpha,

@@ -21,6 +21,7 @@ from perfgate.core.advice import measured_seconds
 from perfgate.core.compare import BudgetCheck, CheckResult, Comparison, Verdict
 from perfgate.core.metrics import Direction
 from perfgate.report.conditions import conditions
+from perfgate.report.environment import environment_markdown
 from perfgate.report.escape import md_cell, md_code, md_prose, md_text
 from perfgate.report.format import fmt_change, fmt_interval, fmt_p, fmt_time, fmt_value, unit_label
 from perfgate.report.missing import missing_markdown
@@ -359,6 +360,7 @@ def _render(result: CheckResult, cap: int | None) -> str:
             *_table(["Metric", "Status", "Median", "Note"], rows, cap, "metrics"),
         ]
     lines += conditions(result, cap)
+    lines += environment_markdown(result)
     lines += _footer(result)
     return "\n".join(lines) + "\n"
 
