@@ -355,6 +355,10 @@ def print_verdict(result: CheckResult) -> None:
             f"[bold red]✗ over budget[/]: {term(b.budget.metric)} {term(b.budget.statistic)} = {b.value:.4g} "
             f"(limit {b.budget.limit:g} {term(b.unit)})"
         )
+    if result.missing:
+        names = ", ".join(term(n) for n in result.missing[:10]) + (" …" if len(result.missing) > 10 else "")
+        what = "refusing to decide" if result.refused else "fails the check"
+        console.print(f"[bold red]✗ gated metric(s) not measured[/] ({what}): {names}")
     if not result.failed:
         inconclusive = len(result.with_verdict(Verdict.INCONCLUSIVE))
         extra = f" ({inconclusive} inconclusive)" if inconclusive else ""

@@ -50,6 +50,7 @@ from perfgate.core.compare import (
     _split,
     _statistics_of,
     check_budgets,
+    missing_gated,
 )
 from perfgate.core.distributions import t_sf
 from perfgate.core.metrics import Direction
@@ -203,6 +204,8 @@ def decide_look(
     by_key = {(p.cur.name, p.statistic): adjusted[id(p)] for p in own}
     for p in pending:  # a derived metric is decided on its source's test: one member of the family
         source = derived.get(p.cur.name)
+        if source is not None:
+            p.derived_from = source
         if source is not None and p.fixed is None:
             src = by_key.get((source, p.statistic)) or by_key.get((source, "median"))
             if src is not None:
@@ -212,13 +215,15 @@ def decide_look(
         replace(c, required_unit="pairs") if c.required_n is not None else c
         for c in (_decide(p, adjusted.get(id(p)), look_policy, len(own)) for p in pending)
     ]
+    budgets = check_budgets(current, policy.budgets_for(current.model_key))
     return CheckResult(
         current=current,
         baseline=baseline,
         comparisons=tuple(decided + fixed),
-        budgets=check_budgets(current, policy.budgets_for(current.model_key)),
+        budgets=budgets,
         policy=policy,
         baseline_source=baseline_source,
+        missing=missing_gated(baseline, current, budgets),
     )
 
 

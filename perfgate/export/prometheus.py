@@ -77,7 +77,7 @@ __all__ = [
 # nothing else moved; a change over its threshold that the test could not confirm, or too few
 # samples to tell; an absolute budget broken; the check could not be made (exit 2, e.g. a
 # metric changed its unit); a regression.
-VERDICTS = ("passed", "improved", "inconclusive", "over_budget", "could_not_decide", "regressed")
+VERDICTS = ("passed", "improved", "inconclusive", "over_budget", "metric_missing", "could_not_decide", "regressed")
 _PREFIX = "perfgate_"
 _RUN_LABELS = ["model", "machine", "suite"]
 _VALUE_LABELS = [*_RUN_LABELS, "metric", "statistic"]
@@ -228,6 +228,8 @@ def run_verdict(state: RunState) -> str | None:
         return "could_not_decide" if state.note else None
     if result.regressions:
         return "regressed"
+    if result.missing:
+        return "could_not_decide" if result.refused else "metric_missing"
     if result.broken_budgets:
         return "over_budget"
     if result.with_verdict(Verdict.INCONCLUSIVE):

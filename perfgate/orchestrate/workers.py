@@ -23,9 +23,8 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from scipy import stats as sps
-
 from perfgate.core.codec import run_from_dict
+from perfgate.core.distributions import t_ppf
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import combine_repetitions, group_locations
 from perfgate.core.schema import Run
@@ -47,7 +46,7 @@ def location_precision(run: Run) -> float:
         if len(logs) < 2:
             continue
         sd = float(logs.std(ddof=1))
-        half = float(sps.t.ppf(0.975, len(logs) - 1)) * sd / math.sqrt(len(logs))
+        half = t_ppf(0.975, len(logs) - 1) * sd / math.sqrt(len(logs))
         worst = max(worst, math.expm1(half))
     return worst
 

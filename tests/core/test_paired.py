@@ -114,6 +114,17 @@ def test_throughput_is_flipped_and_derived_metrics_count_once():
     assert step.p_adjusted == rate.p_adjusted == step.p_value  # one test in the family, not two
     assert step.verdict is rate.verdict is Verdict.REGRESSED
     assert "counted once" in rate.noise
+    assert rate.derived_from == "training_step_time_ms" and step.derived_from == ""
+
+
+def test_a_gated_metric_the_current_side_lacks_fails_the_look():
+    both = {**TIME, "dbn_load_time_ms": ("ms", Direction.LOWER)}
+    base, cur = _run(both, 4), _run(TIME, 4)
+    ratios = {("work_time_ms", "median"): [0.001, -0.001, 0.0, 0.002]}
+    result = decide_look(base, cur, ratios, Policy(threshold_pct=3.0), alpha=0.01)
+    assert result.missing == ("dbn_load_time_ms",) and result.failed and result.exit_code == 1
+    refused = decide_look(base, cur, ratios, Policy(threshold_pct=3.0, missing_metric="refuse"), alpha=0.01)
+    assert refused.exit_code == 2
 
 
 def test_unchanged_needs_the_interval_inside_the_threshold():

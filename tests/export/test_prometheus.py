@@ -171,6 +171,16 @@ def test_a_check_that_could_not_be_made_is_could_not_decide():
     assert run_verdict(RunState(run=run, result=None)) is None  # never compared: no verdict at all
 
 
+def test_a_gated_metric_that_went_missing_has_its_own_verdict():
+    base = _step_run("b", 100.0, 10)
+    cur = run_from_dict({"schema_version": 2, "run_id": "c", "model": "dqn", "metrics": {}})
+    result = compare_runs(base, cur, Policy())
+    assert result.missing == ("training_step_time_ms",)
+    assert _verdicts(RunState(run=cur, result=result)) == {v: float(v == "metric_missing") for v in VERDICTS}
+    refused = compare_runs(base, cur, Policy(missing_metric="refuse"))
+    assert run_verdict(RunState(run=cur, result=refused)) == "could_not_decide"
+
+
 def test_per_metric_thresholds_are_exported():
     policy = Policy(thresholds_pct={"training_step_time_ms": 30.0})
     result = compare_runs(_step_run("b", 100.0, 40), _step_run("c", 125.0, 40), policy)
