@@ -24,7 +24,7 @@ import json
 import os
 import zlib
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from perfgate.errors import ConfigError, InputError, os_error_text
 
@@ -116,7 +116,8 @@ def read_json(path: Path | str) -> object:
         with p.open("rb") as handle:
             if p.suffix == ".gz":
                 with gzip.GzipFile(fileobj=handle, mode="rb") as unzipped:
-                    raw = read_capped(unzipped, limit, source=source, what="the decompressed JSON", env=MAX_JSON_ENV)
+                    stream = cast(BinaryIO, unzipped)
+                    raw = read_capped(stream, limit, source=source, what="the decompressed JSON", env=MAX_JSON_ENV)
             else:
                 raw = read_capped(handle, limit, source=source, what="the JSON file", env=MAX_JSON_ENV)
     except FileNotFoundError:

@@ -52,6 +52,7 @@ from perfgate.core.paired import (
 from perfgate.core.policy import Policy
 from perfgate.core.schema import GitInfo, Machine, Metric, Run
 from perfgate.core.stats import QUANTILES
+from perfgate.core.units import TIME_UNITS
 from perfgate.errors import PerfgateError
 
 __all__ = [
@@ -219,15 +220,13 @@ def _setup_request(options: ResidentOptions) -> dict[str, Any]:
 
 
 def _one_side(stages: list[dict[str, Any]], other: list[dict[str, Any]]) -> dict[str, Metric]:
-    from perfgate.bench.registry import _TIME_UNITS
-
     there = {(s["name"], s["metric"]) for s in other}
     return {
         s["metric"]: Metric(
             name=s["metric"],
             unit=s["unit"],
             direction=Direction.LOWER,
-            samples=(float(s["typical_s"]) * _TIME_UNITS[s["unit"]],),
+            samples=(float(s["typical_s"]) * TIME_UNITS[s["unit"]],),
         )
         for s in stages
         if (s["name"], s["metric"]) not in there
@@ -235,8 +234,6 @@ def _one_side(stages: list[dict[str, Any]], other: list[dict[str, Any]]) -> dict
 
 
 def _plan(stages_a: list[dict[str, Any]], stages_b: list[dict[str, Any]], options: ResidentOptions) -> list[_Plan]:
-    from perfgate.bench.registry import _TIME_UNITS
-
     b_by_name = {s["name"]: s for s in stages_b}
     plans = []
     for s in stages_a:
@@ -251,7 +248,7 @@ def _plan(stages_a: list[dict[str, Any]], stages_b: list[dict[str, Any]], option
                 name=s["name"],
                 metric=s["metric"],
                 unit=s["unit"],
-                scale=_TIME_UNITS[s["unit"]],
+                scale=TIME_UNITS[s["unit"]],
                 calls=calls,
                 blocks=max(options.min_blocks, min(options.max_blocks, blocks)),
                 throughput_metric=s.get("throughput_metric"),
@@ -451,10 +448,12 @@ def measure_resident(
             return replies
 
         t_last = time.monotonic()
-        upcoming = start_pair(0, None)  # the first pair sets up on every CPU
+        upcoming: dict[str, Channel] | None = start_pair(0, None)  # the first pair sets up on every CPU
         for pair in range(options.max_pairs):
             t_pair = time.monotonic()
-            chans, upcoming = upcoming, None
+            assert upcoming is not None  # started before the loop, or at the end of the previous pair
+            chans: dict[str, Channel] = upcoming
+            upcoming = None
             replies = finish_setup(chans)
             if not plans:
                 plans = _plan(replies["A"]["stages"], replies["B"]["stages"], options)

@@ -48,7 +48,8 @@ def _memory_gib() -> int:
     try:
         import psutil
 
-        return round(psutil.virtual_memory().total / 2**30)
+        total: int = psutil.virtual_memory().total
+        return round(total / 2**30)
     except Exception:  # psutil missing or unreadable /proc: leave it out rather than fail a benchmark
         return 0
 

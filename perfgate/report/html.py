@@ -76,7 +76,7 @@ def markdown_html(text: str, *, shift: int = 2) -> str:
     for token in tokens:
         if token.type in ("heading_open", "heading_close"):
             token.tag = f"h{min(6, int(token.tag[1:]) + shift)}"
-    return md.renderer.render(tokens, md.options, {})
+    return str(md.renderer.render(tokens, md.options, {}))
 
 
 def _verdict_of(result: CheckResult) -> str:

@@ -82,7 +82,7 @@ class IndexPoint:
     seconds: Mapping[str, float]
 
 
-def thin(samples: Sequence[float], count: int = STRIP_POINTS) -> list[float]:
+def thin(samples: Sequence[float] | np.ndarray, count: int = STRIP_POINTS) -> list[float]:
     """At most ``count`` values with the samples' distribution (evenly spaced quantiles), sorted."""
     values = np.sort(np.asarray(samples, dtype=float))
     if len(values) > count:
@@ -198,14 +198,14 @@ def distribution_chart(name: str, result: CheckResult) -> str:
             f'<line class="med" x1="{x}" x2="{x}" y1="{num(cy - row_h * 0.26)}" y2="{num(cy + row_h * 0.26)}">'
             f"<title>{text(f'p50 {fmt_value(p50)} {unit_label(unit)}')}</title></line>"
         )
-        x, y = scale(p95), cy
+        x95, y = scale(p95), cy
         body.append(
-            f'<path class="mark" d="M{num(x)} {num(y - 6)}l6 6l-6 6l-6 -6z" fill="{_STAT_COLOURS["p95"]}">'
+            f'<path class="mark" d="M{num(x95)} {num(y - 6)}l6 6l-6 6l-6 -6z" fill="{_STAT_COLOURS["p95"]}">'
             f"<title>{text(f'p95 {fmt_value(p95)} {unit_label(unit)}')}</title></path>"
         )
-        x = scale(p99)
+        x99 = scale(p99)
         body.append(
-            f'<path class="mark" d="M{num(x)} {num(y - 6)}l6 11h-12z" fill="{_STAT_COLOURS["p99"]}">'
+            f'<path class="mark" d="M{num(x99)} {num(y - 6)}l6 11h-12z" fill="{_STAT_COLOURS["p99"]}">'
             f"<title>{text(f'p99 {fmt_value(p99)} {unit_label(unit)}')}</title></path>"
         )
     body.append("</g>")

@@ -310,7 +310,8 @@ class SQLStore:
     ) -> list[SeriesPoint]:
         if statistic not in _COLUMN:
             raise StorageError(f"unknown statistic {statistic!r}; choose from {', '.join(SERIES_STATISTICS)}")
-        clauses, params = ["model = ?", "metric = ?"], [normalize_model(model), metric]
+        clauses: list[str] = ["model = ?", "metric = ?"]
+        params: list[Any] = [normalize_model(model), metric]
         for column, value in (("machine", machine), ("branch", branch), ("suite", suite)):
             if value is not None:
                 clauses.append(f"{column} = ?")
