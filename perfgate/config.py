@@ -7,6 +7,7 @@ Example::
     alpha = 0.01              # family-wise, per check
     store = "sqlite:///.perfgate/perfgate.db"
     missing_metric = "fail"   # a gated metric the run lacks: "fail" (exit 1) or "refuse" (exit 2)
+    memory_floor_mb = 1.0     # a memory change smaller than this is never a regression
 
     [tool.perfgate.thresholds]
     inference_latency_us = 15.0
@@ -64,6 +65,7 @@ _KNOWN_KEYS = {
     "notify",
     "assumed_noise",
     "missing_metric",
+    "memory_floor_mb",
 }
 _NOISE_KEYS = ("phase_pct", "process_pct", "normalised_phase_pct", "normalised_process_pct", "memory_pct")
 
@@ -254,6 +256,8 @@ def parse_config(table: Mapping[str, Any], *, source: str) -> Config:
                 field="missing_metric",
             )
         kwargs["missing_metric"] = rule
+    if "memory_floor_mb" in table:
+        kwargs["memory_floor_mb"] = _number(table["memory_floor_mb"], source=source, field="memory_floor_mb")
     try:
         policy = Policy(**kwargs)
     except ValueError as exc:

@@ -257,6 +257,16 @@ def _decide(
             required = need(bound - p.log_worse, z_ci + z_power)
         else:
             verdict = Verdict.UNCHANGED
+    if (
+        verdict in (Verdict.REGRESSED, Verdict.INCONCLUSIVE)
+        and p.cur.unit == "MB"
+        and abs(p.cur_value - p.base_value) < policy.memory_floor_mb
+    ):
+        verdict, required = Verdict.UNCHANGED, None
+        reason = (
+            f"a change of {p.cur_value - p.base_value:+.3g} MB, below the {policy.memory_floor_mb:g} MB "
+            "that a memory metric is gated at (memory_floor_mb)"
+        )
     summary = stats.summary if stats is not None else (lambda m: summarize(m.samples))
     return Comparison(
         metric=p.cur.name,

@@ -1,6 +1,6 @@
 """What makes two runs comparable: the hardware fingerprint, and the software recorded beside it.
 
-A baseline belongs to one machine fingerprint (DESIGN §4): runs from different fingerprints
+A baseline belongs to one machine fingerprint (docs/design.md §4): runs from different fingerprints
 are not compared unless the user asks. The fingerprint therefore covers only what changes
 timings the way another machine would — CPU model, logical cores, memory size,
 architecture, GPU model — and none of the software: a torch or numpy upgrade is the change

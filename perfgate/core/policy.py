@@ -71,6 +71,9 @@ class Policy:
         missing_metric: what a gated metric (in the baseline, or under a budget) that the
             current run lacks does: ``"fail"`` the check (exit 1) or ``"refuse"`` to decide
             (exit 2).
+        memory_floor_mb: the smallest change of a memory metric (unit ``MB``) that may count
+            as a regression; a few pages of allocator noise on a stage that holds almost nothing
+            is a large relative change and no finding.
     """
 
     threshold_pct: float = 10.0
@@ -85,8 +88,15 @@ class Policy:
     assumed_normalised: NoiseModel = ASSUMED_NORMALISED
     assumed_memory: NoiseModel = ASSUMED_MEMORY
     missing_metric: str = "fail"
+    memory_floor_mb: float = 1.0
 
     def __post_init__(self) -> None:
+        if (
+            isinstance(self.memory_floor_mb, bool)
+            or not math.isfinite(self.memory_floor_mb)
+            or self.memory_floor_mb < 0
+        ):
+            raise ValueError(f"memory_floor_mb must be a finite number of MB ≥ 0, got {self.memory_floor_mb!r}")
         if self.missing_metric not in MISSING_METRIC_RULES:
             raise ValueError(
                 f"missing_metric must be one of {', '.join(repr(r) for r in MISSING_METRIC_RULES)}, "

@@ -66,6 +66,7 @@ def result_to_dict(result: CheckResult) -> dict[str, Any]:
             "alpha": result.policy.alpha,
             "thresholds_pct": dict(result.policy.thresholds_pct),
             "missing_metric": result.policy.missing_metric,
+            "memory_floor_mb": result.policy.memory_floor_mb,
             "assumed_noise": {
                 name: {"phase": model.phase, "process": model.process}
                 for name, model in (

@@ -128,6 +128,8 @@ def unchanged_note(c: Comparison, alpha: float) -> str:
     """Why an unchanged metric with a notable change is still unchanged ("" when nothing needs saying)."""
     if c.verdict is not Verdict.UNCHANGED or c.worse is None or c.threshold_only:
         return ""
+    if "memory_floor_mb" in c.reason:  # a memory change too small in MB to count, whatever its share
+        return c.reason
     if c.worse > 0 and c.p_adjusted is not None and c.p_adjusted < alpha:
         return (
             f"below the threshold: significant (p (Holm) {fmt_p(c.p_adjusted)}) but smaller than {c.threshold * 100:g}%"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -589,3 +590,22 @@ def test_aa_false_alarms_at_default_threshold() -> None:
         result = compare_runs(sampled_run(rng, custom=True), sampled_run(rng, custom=True), Policy.quiet())
         alarms += result.exit_code
     assert alarms == 0
+
+
+def test_a_memory_change_below_the_floor_is_never_a_regression():
+    from perfgate.core.codec import run_from_dict
+
+    def run(level: float) -> Run:
+        samples = [level * (1 + 0.001 * math.sin(i)) for i in range(40)]
+        return run_from_dict(
+            {"schema_version": 2, "model": "dqn", "metrics": {"memory_usage_mb": {"samples": samples}}}
+        )
+
+    # +50 % of a stage that holds almost nothing: 0.1 MB -> 0.15 MB is allocator pages, not a finding
+    small = compare_runs(run(0.1), run(0.15), Policy.quiet())
+    (c,) = small.comparisons
+    assert c.verdict is Verdict.UNCHANGED and "memory_floor_mb" in c.reason and small.exit_code == 0
+    # the same share of 100 MB is a regression, and a lower floor lets the small one count again
+    assert compare_runs(run(100.0), run(150.0), Policy.quiet()).comparisons[0].verdict is Verdict.REGRESSED
+    floor0 = compare_runs(run(0.1), run(0.15), replace(Policy.quiet(), memory_floor_mb=0.0))
+    assert floor0.comparisons[0].verdict is Verdict.REGRESSED
