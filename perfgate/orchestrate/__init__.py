@@ -5,3 +5,5 @@ options handed over explicitly) and :mod:`perfgate.orchestrate.ab` measures two 
 revisions alternately. Both know how perfgate's own processes are started, which
 :mod:`perfgate.bench` (timers, samplers, the stage registry) does not need to.
 """
+
+__all__: list[str] = []

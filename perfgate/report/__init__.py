@@ -1,1 +1,3 @@
 """Reports of a check: Markdown (PR comments, job summaries) and JSON."""
+
+__all__: list[str] = []

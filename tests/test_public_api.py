@@ -1,0 +1,128 @@
+"""The public surface: the names of ``perfgate`` itself, the README's list of them, and ``__all__`` everywhere."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import perfgate
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "perfgate"
+README = ROOT / "README.md"
+HEAVY = ("torch", "numpy", "rich")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = sorted(_module_name(p) for p in PACKAGE.rglob("*.py"))
+
+
+def _readme_names() -> list[str]:
+    """The backquoted names in the first column of the table in the README's "Python API" section."""
+    section = re.search(r"^## Python API\n(.*?)^## ", README.read_text(), re.S | re.M)
+    assert section is not None, "README.md has no '## Python API' section"
+    rows = [line for line in section.group(1).splitlines() if line.startswith("| `")]
+    assert rows, "the README's Python API section has no table of names"
+    return [name for row in rows for name in re.findall(r"`([^`]+)`", row.split("|")[1])]
+
+
+def test_root_all_is_the_list_in_the_readme():
+    documented = _readme_names()
+    assert len(documented) == len(set(documented)), "a name is listed twice in the README"
+    assert len(perfgate.__all__) == len(set(perfgate.__all__)), "a name is twice in perfgate.__all__"
+    assert sorted(perfgate.__all__) == sorted(documented)
+
+
+def test_every_root_name_is_the_public_object_of_its_module():
+    lazy = perfgate._SOURCES
+    assert set(lazy) | {"__version__"} == set(perfgate.__all__)
+    for name, source in lazy.items():
+        module = importlib.import_module(source)
+        # public where it is defined too, and the very same object, not a copy
+        assert name in module.__all__, f"{source} does not export {name}"
+        assert getattr(perfgate, name) is getattr(module, name), name
+
+
+def test_import_perfgate_is_light():
+    # a fresh interpreter: this one has imported half the package already
+    code = (
+        "import sys, perfgate\n"
+        "dir(perfgate); perfgate.__version__\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r} or m.startswith('perfgate.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_name_loads_only_what_it_needs():
+    code = "import sys\nfrom perfgate import InputError, __version__\nprint('numpy' in sys.modules)\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "False"
+
+
+def test_star_import_gives_exactly_all():
+    namespace: dict[str, object] = {}
+    exec("from perfgate import *", namespace)
+    assert set(namespace) - {"__builtins__"} == set(perfgate.__all__)
+
+
+def test_dir_lists_the_public_names():
+    assert set(perfgate.__all__) <= set(dir(perfgate))
+
+
+def test_an_unknown_name_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'PerformanceTrackr'"):
+        _ = perfgate.PerformanceTrackr
+    assert not hasattr(perfgate, "_not_a_name")
+
+
+def _literal_all(path: Path) -> list[str] | None:
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign):
+            targets = [node.target]
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            assert node.value is not None
+            value = ast.literal_eval(node.value)
+            assert isinstance(value, list) and all(isinstance(v, str) for v in value), path
+            return value
+    return None
+
+
+def test_modules_are_found():
+    assert len(MODULES) > 100 and "perfgate" in MODULES and "perfgate.core.compare" in MODULES
+
+
+@pytest.mark.parametrize("module_name", MODULES)
+def test_every_module_defines_all(module_name):
+    path = PACKAGE.parent / (module_name.replace(".", "/") + ".py")
+    if not path.exists():
+        path = PACKAGE.parent / module_name.replace(".", "/") / "__init__.py"
+    names = _literal_all(path)
+    assert names is not None, f"{path.relative_to(ROOT)} has no __all__ list at the top level"
+    assert len(names) == len(set(names)), f"{path.relative_to(ROOT)}: a name is twice in __all__"
+    if module_name == "perfgate.__main__":  # importing it runs the command line
+        assert names == []
+        return
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and not exc.name.startswith("perfgate"):
+            pytest.skip(f"{module_name} needs {exc.name}, not installed")
+        raise
+    assert module.__all__ == names
+    missing = [name for name in names if not hasattr(module, name)]
+    assert missing == [], f"{module_name}.__all__ names what the module lacks"
