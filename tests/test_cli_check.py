@@ -364,4 +364,4 @@ def test_the_html_report_names_the_environment_change(tmp_path):
     cur.write_text(json.dumps(_run_doc("2.14.0")))
     html = tmp_path / "r.html"
     assert check("--baseline", base, "--current", cur, "--html", html, "--output", tmp_path / "r.md", "--quiet") == 0
-    assert "Environment changed: torch 2.13.0 → 2.14.0 (baseline → current)" in html.read_text()
+    assert "Environment changed</strong> (baseline → current): torch 2.13.0 → 2.14.0" in html.read_text()

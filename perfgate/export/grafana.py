@@ -83,7 +83,7 @@ _VERDICT_SHOWN = {
     "improved": ("improved", "blue"),
     "inconclusive": ("inconclusive", "yellow"),
     "over_budget": ("over budget", "orange"),
-    "metric_missing": ("gated metric missing", "dark-orange"),
+    "metric_missing": ("metric missing", "dark-orange"),
     "could_not_decide": ("could not decide", "purple"),
     "regressed": ("regressed", "red"),
 }

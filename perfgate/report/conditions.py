@@ -52,7 +52,7 @@ def conditions(result: CheckResult, cap: int | None) -> list[str]:
         shown = unstable if cap is None else unstable[:cap]
         lines += [
             *([""] if lines[-1] else []),
-            "Unstable metrics (robust CV above a third of the threshold): "
+            "Unstable metrics (samples spread by more than a third of the threshold around their median): "
             + ", ".join(f"{md_text(c.metric)} {cv:.0%}" for cv, c in shown)
             + ". Run more worker processes (`perfgate bench --processes N` or `--time-budget S`) "
             "or compare interleaved (`perfgate ab`).",

@@ -173,7 +173,7 @@ def test_a_check_that_could_not_be_made_is_could_not_decide():
 
 def test_a_gated_metric_that_went_missing_has_its_own_verdict():
     base = _step_run("b", 100.0, 10)
-    cur = run_from_dict({"schema_version": 2, "run_id": "c", "model": "dqn", "metrics": {}})
+    cur = _step_run("c", 100.0, 10, metric="dbn_load_time_ms")
     result = compare_runs(base, cur, Policy())
     assert result.missing == ("training_step_time_ms",)
     assert _verdicts(RunState(run=cur, result=result)) == {v: float(v == "metric_missing") for v in VERDICTS}
