@@ -182,86 +182,6 @@ def _rsi(gain: float, loss: float) -> float:
 
 
 @numba.njit(inline="always")
-def _wilder_step(
-    row: np.ndarray, t: int, d: float, tr: float, close: float, gain: float, loss: float, atr: float
-) -> tuple[float, float, float]:
-    """One bar (t >= 1) of the RSI and ATR recurrences; writes rows 4 (RSI) and 9 (ATR / close)
-    from bar 14 on and returns the new (gain, loss, atr). ``d`` is the close's change, ``tr``
-    the true range. Wilder's averages in TA-Lib's order of operations: the mean of bars 1..14,
-    then ``(prev * 13 + x) / 14``. The batch and the streaming features share this step."""
-    up = max(d, 0.0)
-    down = max(-d, 0.0)
-    if t <= 14:
-        gain += up
-        loss += down
-        atr += tr
-        if t == 14:
-            gain /= 14.0
-            loss /= 14.0
-            atr /= 14.0
-    else:
-        gain = (gain * 13.0 + up) / 14.0
-        loss = (loss * 13.0 + down) / 14.0
-        atr = (atr * 13.0 + tr) / 14.0
-    if t >= 14:
-        row[4] = _rsi(gain, loss)
-        row[9] = atr / close
-    return gain, loss, atr
-
-
-@numba.njit(inline="always")
-def _trend_step(
-    row: np.ndarray,
-    t: int,
-    close: float,
-    closes: np.ndarray,
-    first: int,
-    ema12: float,
-    fast: float,
-    slow: float,
-    sig: float,
-) -> tuple[float, float, float, float]:
-    """One bar of the EMA12 and MACD recurrences; writes rows 3 (close / EMA12 - 1), 5 (MACD /
-    close) and 6 (signal / close) once defined, and returns the new (ema12, fast, slow, sig).
-
-    EMA12 starts from the mean of the first 12 closes; both MACD EMAs start at bar 25, the
-    fast one from the mean of closes 14..25, read at bar 25 as ``closes[first + i]``; the
-    signal line is the EMA9 of MACD, starting from the mean of its first 9 values. The batch
-    and the streaming features share this step."""
-    if t < 11:
-        ema12 += close
-    elif t == 11:
-        ema12 = (ema12 + close) / 12.0
-    else:
-        ema12 = (close - ema12) * _K12 + ema12
-    if t >= 11:
-        row[3] = close / ema12 - 1.0
-    if t < 25:
-        slow += close
-    elif t == 25:
-        slow = (slow + close) / 26.0
-        fast = 0.0
-        for i in range(14, 26):
-            fast += closes[first + i]
-        fast /= 12.0
-    else:
-        slow = (close - slow) * _K26 + slow
-        fast = (close - fast) * _K12 + fast
-    if t >= 25:
-        macd = fast - slow
-        row[5] = macd / close
-        if t < 33:
-            sig += macd
-        elif t == 33:
-            sig = (sig + macd) / 9.0
-        else:
-            sig = (macd - sig) * _K9 + sig
-        if t >= 33:
-            row[6] = sig / close
-    return ema12, fast, slow, sig
-
-
-@numba.njit(inline="always")
 def _stoch(close: float, hh: float, ll: float) -> float:
     rng = hh - ll
     return 100.0 * (close - ll) / rng if rng > 0.0 else 50.0
@@ -382,8 +302,25 @@ def _kernel(h: np.ndarray, lo: np.ndarray, c: np.ndarray, v: np.ndarray, out: np
                 r2 -= dr * dr
                 moved -= 1 if lr_ring[(t - _W) & 31] != 0.0 else 0
                 sv -= sv_ring[(t - _W) & 31]
+            # Wilder averages in TA-Lib's order of operations: (prev * 13 + x) / 14
+            up = max(d, 0.0)
+            down = max(-d, 0.0)
             tr = max(ht, prev) - min(lt, prev)
-            gain, loss, atr = _wilder_step(row, t, d, tr, ct, gain, loss, atr)
+            if t <= 14:
+                gain += up
+                loss += down
+                atr += tr
+                if t == 14:
+                    gain /= 14.0
+                    loss /= 14.0
+                    atr /= 14.0
+            else:
+                gain = (gain * 13.0 + up) / 14.0
+                loss = (loss * 13.0 + down) / 14.0
+                atr = (atr * 13.0 + tr) / 14.0
+            if t >= 14:
+                row[4] = _rsi(gain, loss)
+                row[9] = atr / ct
         if t % REANCHOR == 0 and t >= REANCHOR:
             first = t - _W + 1
             kc, c1, c2 = _anchor(c[first : t + 1])
@@ -396,7 +333,38 @@ def _kernel(h: np.ndarray, lo: np.ndarray, c: np.ndarray, v: np.ndarray, out: np
             sv = _ring_sum(sv_ring, t)
         if t >= 10:
             row[1] = ct / c[t - 10] - 1.0
-        ema12, fast, slow, sig = _trend_step(row, t, ct, c, 0, ema12, fast, slow, sig)
+        # EMA12 seeded with the SMA of the first 12 closes
+        if t < 11:
+            ema12 += ct
+        elif t == 11:
+            ema12 = (ema12 + ct) / 12.0
+        else:
+            ema12 = (ct - ema12) * _K12 + ema12
+        if t >= 11:
+            row[3] = ct / ema12 - 1.0
+        # MACD: both EMAs start at bar 25; the fast one is seeded with closes 14..25
+        if t < 25:
+            slow += ct
+        elif t == 25:
+            slow = (slow + ct) / 26.0
+            fast = 0.0
+            for i in range(14, 26):
+                fast += c[i]
+            fast /= 12.0
+        else:
+            slow = (ct - slow) * _K26 + slow
+            fast = (ct - fast) * _K12 + fast
+        if t >= 25:
+            macd = fast - slow
+            row[5] = macd / ct
+            if t < 33:
+                sig += macd
+            elif t == 33:
+                sig = (sig + macd) / 9.0
+            else:
+                sig = (macd - sig) * _K9 + sig
+            if t >= 33:
+                row[6] = sig / ct
         if t >= _W - 1:
             _window_features(row, ct, vt, _moments(kc, c1, c2), _moments(kv, v1, v2), sumv, pv)
         if t >= _W:

@@ -24,6 +24,9 @@ import numpy as np
 
 from perfgate.errors import InputError
 from perfgate.pipeline.features import (
+    _K9,
+    _K12,
+    _K26,
     _W,
     FEATURE_NAMES,
     N_FEATURES,
@@ -33,10 +36,9 @@ from perfgate.pipeline.features import (
     _bad_bar,
     _moments,
     _ring_sum,
+    _rsi,
     _signed_volume,
     _stoch,
-    _trend_step,
-    _wilder_step,
     _window_features,
 )
 
@@ -143,8 +145,24 @@ def _update(st: np.ndarray, high: float, low: float, close: float, volume: float
             if st[_RLR + ((t - _W) & 31)] != 0.0:
                 st[_MOVED] -= 1.0
             sv -= st[_RSV + ((t - _W) & 31)]
+        up = max(d, 0.0)
+        down = max(-d, 0.0)
         tr = max(high, prev) - min(low, prev)
-        gain, loss, atr = _wilder_step(row, t, d, tr, close, gain, loss, atr)
+        if t <= 14:
+            gain += up
+            loss += down
+            atr += tr
+            if t == 14:
+                gain /= 14.0
+                loss /= 14.0
+                atr /= 14.0
+        else:
+            gain = (gain * 13.0 + up) / 14.0
+            loss = (loss * 13.0 + down) / 14.0
+            atr = (atr * 13.0 + tr) / 14.0
+        if t >= 14:
+            row[4] = _rsi(gain, loss)
+            row[9] = atr / close
     if t % REANCHOR == 0 and t >= REANCHOR:
         scratch = st[_SCRATCH : _SCRATCH + _W]
         first = t - _W + 1
@@ -162,9 +180,40 @@ def _update(st: np.ndarray, high: float, low: float, close: float, volume: float
         sv = _ring_sum(st[_RSV : _RSV + 32], t)
     if t >= 10:
         row[1] = close / st[_RC + ((t - 10) & 31)] - 1.0
-    # at bar 25 the ring still holds bars 0..25, so bar i's close is st[_RC + i]
-    ema12, fast, slow, sig = _trend_step(row, t, close, st, _RC, st[_EMA12], st[_FAST], st[_SLOW], st[_SIG])
-    st[_EMA12], st[_FAST], st[_SLOW], st[_SIG] = ema12, fast, slow, sig
+    ema12 = st[_EMA12]
+    if t < 11:
+        ema12 += close
+    elif t == 11:
+        ema12 = (ema12 + close) / 12.0
+    else:
+        ema12 = (close - ema12) * _K12 + ema12
+    st[_EMA12] = ema12
+    if t >= 11:
+        row[3] = close / ema12 - 1.0
+    fast, slow, sig = st[_FAST], st[_SLOW], st[_SIG]
+    if t < 25:
+        slow += close
+    elif t == 25:
+        slow = (slow + close) / 26.0
+        fast = 0.0
+        for i in range(14, 26):  # at bar 25 the ring still holds bars 0..25
+            fast += st[_RC + i]
+        fast /= 12.0
+    else:
+        slow = (close - slow) * _K26 + slow
+        fast = (close - fast) * _K12 + fast
+    if t >= 25:
+        macd = fast - slow
+        row[5] = macd / close
+        if t < 33:
+            sig += macd
+        elif t == 33:
+            sig = (sig + macd) / 9.0
+        else:
+            sig = (macd - sig) * _K9 + sig
+        if t >= 33:
+            row[6] = sig / close
+    st[_FAST], st[_SLOW], st[_SIG] = fast, slow, sig
     if t >= _W - 1:
         _window_features(row, close, volume, _moments(kc, c1, c2), _moments(kv, v1, v2), sumv, pv)
     if t >= _W:
