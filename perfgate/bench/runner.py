@@ -61,7 +61,7 @@ __all__ = ["BenchOptions", "ProgressFn", "memory_round", "prepare", "run_benchma
 ProgressFn = Callable[[str, int, int], None]  # (what, done, total)
 
 # calls of a stage per reference timing: a block lasts about this long (at least one call);
-# short against the machine's phases (seconds), long against the kernel (0.3 ms)
+# short against the machine's phases (seconds); the kernel timed before it takes 1-3 ms
 BLOCK_SECONDS = 0.005
 
 _MEMORY_METRIC = "memory_usage_mb"
