@@ -22,7 +22,15 @@ from perfgate.core.metrics import Direction
 from perfgate.report.escape import Markdown, md_cell, md_code, md_prose, md_text
 from perfgate.report.format import fmt_change, fmt_interval, fmt_p, fmt_time, fmt_value, unit_label
 from perfgate.report.markdown import verdict_heading
-from perfgate.report.terms import VERDICT_TITLES, advice, change_ci, count_line, effect_word, unchanged_note
+from perfgate.report.terms import (
+    VERDICT_TITLES,
+    advice,
+    change_ci,
+    count_line,
+    effect_word,
+    presence_row,
+    unchanged_note,
+)
 
 __all__ = ["MAX_BYTES", "MAX_COLUMNS", "render_comment"]
 
@@ -149,15 +157,7 @@ def _classes(result: CheckResult, by: dict[Verdict, list[Comparison]], cap: int 
         )
     other = by[Verdict.NEW] + by[Verdict.MISSING]
     if other:
-        rows = [
-            [
-                c.label,
-                c.verdict.value,
-                fmt_value(c.baseline_value if c.verdict is Verdict.MISSING else c.current_value),
-                c.reason,
-            ]
-            for c in _shown(other, cap)
-        ]
+        rows = [presence_row(c) for c in _shown(other, cap)]
         lines += _folded(
             "New and missing", len(other), _table(["Metric", "Status", "Median", "Note"], rows, len(other))
         )

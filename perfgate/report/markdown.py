@@ -25,7 +25,15 @@ from perfgate.report.environment import environment_markdown
 from perfgate.report.escape import md_cell, md_code, md_prose, md_text
 from perfgate.report.format import fmt_change, fmt_interval, fmt_p, fmt_time, fmt_value, unit_label
 from perfgate.report.missing import missing_markdown
-from perfgate.report.terms import VERDICT_TITLES, advice, change_ci, count_line, effect_word, unchanged_note
+from perfgate.report.terms import (
+    VERDICT_TITLES,
+    advice,
+    change_ci,
+    count_line,
+    effect_word,
+    presence_row,
+    unchanged_note,
+)
 
 __all__ = ["MAX_CHARS", "render_markdown", "verdict_heading"]
 
@@ -344,15 +352,7 @@ def _render(result: CheckResult, cap: int | None) -> str:
     )  # fmt: skip
     other = by[Verdict.NEW] + by[Verdict.MISSING]
     if other:
-        rows = [
-            [
-                c.label,
-                c.verdict.value,
-                fmt_value(c.baseline_value if c.verdict is Verdict.MISSING else c.current_value),
-                c.reason,
-            ]
-            for c in other
-        ]
+        rows = [presence_row(c) for c in other]
         lines += [
             "",
             "### New and missing metrics",

@@ -14,7 +14,7 @@ from perfgate.core.advice import measured_seconds, repetitions, seconds_to_decid
 from perfgate.core.compare import CheckResult, Comparison, Verdict
 from perfgate.core.metrics import Direction
 from perfgate.report.escape import Markdown, md_text
-from perfgate.report.format import fmt_duration, fmt_p
+from perfgate.report.format import fmt_duration, fmt_p, fmt_value
 
 __all__ = [
     "VERDICT_TITLES",
@@ -23,6 +23,7 @@ __all__ = [
     "count_line",
     "effect_word",
     "is_time_unit",
+    "presence_row",
     "unchanged_note",
 ]
 
@@ -167,3 +168,10 @@ def count_line(result: CheckResult) -> str:
     if broken:
         others.append(f"{broken} budget(s) broken")
     return line + ("; " + ", ".join(others) if others else "") + "."
+
+
+def presence_row(c: Comparison) -> list[str]:
+    """A new or missing metric's row: its name, what happened, the value the side that has it
+    measured, and why."""
+    value = c.baseline_value if c.verdict is Verdict.MISSING else c.current_value
+    return [c.label, c.verdict.value, fmt_value(value), c.reason]
