@@ -318,6 +318,12 @@ def test_pytest_benchmark_identical_work_recorded_twice_raises_no_alarm(tmp_path
     results = []
     for i in range(2):
         result = tmp_path / f"pytest{i}.json"
-        _run_pytest_benchmark(tmp_path, result, "--benchmark-min-rounds=200", "--benchmark-max-time=0.2")
+        _run_pytest_benchmark(
+            tmp_path, result, "--benchmark-save-data", "--benchmark-min-rounds=200", "--benchmark-max-time=0.2"
+        )
         results.append(result)
-    _check_pair("pytest-benchmark", results[0], results[1], tmp_path)
+    doc = _check_pair("pytest-benchmark", results[0], results[1], tmp_path)
+    # every round was imported, so the comparison was a test, not the threshold alone
+    (sort,) = doc["comparisons"]
+    assert sort["p_value"] is not None and not sort["threshold_only"]
+    assert len(load_run(tmp_path / "pytest-benchmark-0.json").metrics["test_sort_time_us"].samples) >= 200
