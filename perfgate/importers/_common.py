@@ -40,6 +40,7 @@ __all__ = [
     "metric_name",
     "number",
     "numbers",
+    "python_software",
     "require",
     "sanitize",
     "scale",
@@ -188,6 +189,17 @@ def numbers(values: object, *, source: str, field: str) -> tuple[float, ...]:
     return tuple(number(v, source=source, field=f"{field}[{i}]") for i, v in enumerate(values))
 
 
+def python_software(version: object, implementation: object = None) -> dict[str, str]:
+    """The Python a benchmark ran on, for :attr:`Run.software`: ``{"python": "3.11.2"}``, or
+    ``"pypy 3.10.14"`` for another implementation; empty when the tool did not say."""
+    if not isinstance(version, str) or not version.strip():
+        return {}
+    text = version.split(" ")[0]
+    if isinstance(implementation, str) and implementation.strip().lower() not in ("", "cpython"):
+        text = f"{implementation.strip().lower()} {text}"
+    return {"python": text}
+
+
 def fingerprint(tool: str, identity: Mapping[str, Any]) -> str | None:
     """A stable hash of what the tool recorded about the machine; ``None`` when it recorded nothing.
 
@@ -229,10 +241,16 @@ def build_run(
     git: GitInfo | None = None,
     machine: Mapping[str, Any] | None = None,
     identity: Mapping[str, Any] | None = None,
+    software: Mapping[str, Any] | None = None,
     config: Mapping[str, Any] | None = None,
     notes: Iterable[str] = (),
 ) -> ImportResult:
-    """Assemble the :class:`Run` of an import; ``specs`` in the file's order."""
+    """Assemble the :class:`Run` of an import; ``specs`` in the file's order.
+
+    ``identity`` is what the tool recorded about the hardware, hashed into the fingerprint;
+    ``software`` the versions it recorded (Python, the OS), kept beside it as
+    :attr:`Run.software`, so a Python upgrade is a change to gate, not another machine.
+    """
     if not specs:
         raise InputError("no benchmark results with samples in this file", source=source, field="benchmarks")
     metrics: dict[str, Metric] = {}
@@ -266,5 +284,6 @@ def build_run(
         git=git or GitInfo(),
         machine=Machine(fingerprint=fingerprint(tool, identity or {}), details=details),
         config={"imported_from": tool, **(config or {})},
+        software={k: str(v) for k, v in (software or {}).items() if v not in (None, "")},
     )
     return ImportResult(run=run, notes=tuple(notes), names=names)

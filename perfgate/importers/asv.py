@@ -33,6 +33,7 @@ from perfgate.importers._common import (
     direction_for_unit,
     number,
     numbers,
+    python_software,
     require,
     sanitize,
     summary_note,
@@ -140,7 +141,7 @@ def _machine(params: object) -> tuple[dict[str, Any], dict[str, Any]]:
         "asv_machine": params.get("machine"),
     }
     details = {k: v for k, v in details.items() if v not in (None, "")}
-    identity = {k: params.get(k) for k in ("arch", "cpu", "num_cpu", "os", "ram")}
+    identity = {k: params.get(k) for k in ("arch", "cpu", "num_cpu", "ram")}
     return details, identity
 
 
@@ -214,6 +215,9 @@ def parse(
     python = data.get("python")
     if isinstance(python, str):
         details["asv_python"] = python
+    software = python_software(python)
+    if isinstance(details.get("os"), str):
+        software["os"] = details["os"]
     config: dict[str, Any] = {"format_version": version}
     if isinstance(data.get("env_name"), str):
         config["env_name"] = data["env_name"]
@@ -226,6 +230,7 @@ def parse(
         git=GitInfo(commit=commit if isinstance(commit, str) else None),
         machine=details,
         identity=identity,
+        software=software,
         config=config,
         notes=notes,
     )

@@ -26,6 +26,7 @@ from perfgate.importers._common import (
     build_run,
     creation_time,
     numbers,
+    python_software,
     require,
     time_spec,
 )
@@ -66,8 +67,7 @@ def _identity(meta: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         "hostname": meta.get("hostname"),
     }
     details = {k: v for k, v in details.items() if v is not None}
-    identity = {k: details.get(k) for k in ("cpu", "cores", "python")}
-    identity["implementation"] = meta.get("python_implementation")
+    identity = {k: details.get(k) for k in ("cpu", "cores")}
     return details, identity
 
 
@@ -144,6 +144,7 @@ def parse(data: object, *, source: str, options: ImportOptions) -> ImportResult:
         created_at=created_at,
         machine=details,
         identity=identity,
+        software=python_software(first_meta.get("python_version"), first_meta.get("python_implementation")),
         config=config,
         notes=notes,
     )

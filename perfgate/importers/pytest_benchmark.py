@@ -22,6 +22,7 @@ from perfgate.importers._common import (
     creation_time,
     number,
     numbers,
+    python_software,
     require,
     summary_note,
     time_spec,
@@ -61,9 +62,18 @@ def _machine(info: object) -> tuple[dict[str, Any], dict[str, Any]]:
         "hostname": info.get("node"),
     }
     details = {k: v for k, v in details.items() if v not in (None, "")}
-    identity = {k: details.get(k) for k in ("cpu", "cores", "os", "arch", "python")}
-    identity["implementation"] = info.get("python_implementation")
+    identity = {k: details.get(k) for k in ("cpu", "cores", "arch")}
     return details, identity
+
+
+def _software(info: object) -> dict[str, str]:
+    if not isinstance(info, Mapping):
+        return {}
+    software = python_software(info.get("python_version"), info.get("python_implementation"))
+    system, release = info.get("system"), info.get("release")
+    if isinstance(system, str) and system:
+        software["os"] = f"{system} {release}" if isinstance(release, str) and release else system
+    return software
 
 
 def parse(data: object, *, source: str, options: ImportOptions) -> ImportResult:
@@ -103,6 +113,7 @@ def parse(data: object, *, source: str, options: ImportOptions) -> ImportResult:
         git=_git(data.get("commit_info")),
         machine=details,
         identity=identity,
+        software=_software(data.get("machine_info")),
         config={"tool_version": version} if isinstance(version, str) else {},
         notes=notes,
     )

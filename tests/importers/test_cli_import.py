@@ -66,3 +66,33 @@ def test_check_against_the_store_after_import(tmp_path):
     report = tmp_path / "r.md"
     assert main(["check", "--store", store, "--current", str(second), "--output", str(report), "--quiet"]) == 0
     assert "samples pooled from the last 1 run(s)" in report.read_text()
+
+
+def test_a_python_upgrade_is_an_environment_change_not_another_machine(tmp_path, capsys):
+    """The fingerprint of an import hashes the hardware the tool recorded; the Python version
+    goes to the run's software, and a check names its change instead of refusing (exit 2)."""
+    doc = json.loads(PYPERF.read_text())
+    upgraded = json.loads(PYPERF.read_text())
+    upgraded["metadata"]["python_version"] = "3.12.1 (64-bit)"
+    files = []
+    for i, data in enumerate((doc, upgraded)):
+        source, out = tmp_path / f"pyperf{i}.json", tmp_path / f"run{i}.json"
+        source.write_text(json.dumps(data))
+        assert main(["import", "pyperf", str(source), "--output", str(out), "--git-commit", f"c{i}"]) == 0
+        files.append(json.loads(out.read_text()))
+    assert files[0]["machine"]["fingerprint"] == files[1]["machine"]["fingerprint"]
+    assert (files[0]["software"], files[1]["software"]) == ({"python": "3.11.7"}, {"python": "3.12.1"})
+    capsys.readouterr()
+    report = tmp_path / "report.md"
+    code = main(["check", "--baseline", str(tmp_path / "run0.json"), "--current", str(tmp_path / "run1.json"),
+                 "--output", str(report), "--quiet"])  # fmt: skip
+    assert code in (0, 1)
+    assert "**Environment changed** (baseline → current): python 3.11.7 → 3.12.1." in report.read_text()
+
+
+def test_the_python_implementation_is_named_beside_its_version():
+    from perfgate.importers._common import python_software
+
+    assert python_software("3.10.14 (64-bit)", "PyPy") == {"python": "pypy 3.10.14"}
+    assert python_software("3.11.7", "cpython") == {"python": "3.11.7"}
+    assert python_software(None, "cpython") == {}
