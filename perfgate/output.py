@@ -14,6 +14,8 @@ a character device or FIFO             written in place, appended (``/dev/null``
 a pipe)                                never truncated
 ``/proc/self/fd/N``, ``/dev/stdout``   written in place whatever it points at: it is an
 and other links through ``/proc``      open file of a process, not a name to replace
+``-``                                  standard output (``--json - | jq``); a command that
+                                       writes a report there prints nothing else on it
 a directory, a block device, a         refused: :class:`~perfgate.errors.OutputError`
 socket, a dangling link                (exit 2)
 =====================================  ==================================================
@@ -30,6 +32,7 @@ import contextlib
 import errno
 import os
 import stat
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -37,7 +40,15 @@ from typing import BinaryIO
 
 from perfgate.errors import OutputError, os_error_text
 
-__all__ = ["append_output", "check_distinct", "is_replaceable", "open_output", "write_output"]
+__all__ = ["STDOUT", "append_output", "check_distinct", "is_replaceable", "open_output", "to_stdout", "write_output"]
+
+STDOUT = "-"  # the path that means standard output
+
+
+def to_stdout(path: Path | str | None) -> bool:
+    """Whether ``path`` is :data:`STDOUT`, the name of standard output."""
+    return path is not None and str(path) == STDOUT
+
 
 _MAX_LINKS = 40  # as the kernel's limit on symbolic links followed in one lookup
 
@@ -148,6 +159,11 @@ def open_output(path: Path | str) -> Iterator[BinaryIO]:
     target = Path(path)
     if str(path) == "":
         raise OutputError("an empty path; give the file to write")
+    if to_stdout(path):
+        sys.stdout.flush()
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
     try:
         with _open(target) as handle:
             yield handle
@@ -197,6 +213,8 @@ def is_replaceable(path: Path | str) -> bool:
     A command that writes companion files beside its output (the trained model beside a
     run file) writes them only then: ``--output /dev/null`` must not create ``/dev/null.model.pt``.
     """
+    if to_stdout(path):
+        return False
     target = Path(path)
     try:
         own = target.lstat()
@@ -269,8 +287,16 @@ def check_distinct(outputs: Mapping[str, Path | str | None], inputs: Mapping[str
         if key is not None and key[0] == "file":
             seen.setdefault(key, flag)
     outputs_seen: dict[tuple[object, ...], str] = {}
+    on_stdout = ""
     for flag, path in outputs.items():
         if path is None or str(path) == "":
+            continue
+        if to_stdout(path):
+            if on_stdout:
+                raise OutputError(
+                    f"{flag} and {on_stdout} both write to standard output; give one of them a file", source=STDOUT
+                )
+            on_stdout = flag
             continue
         _refuse_early(Path(path))  # before any work, so that no other output is written first
         key = _identity(Path(path))

@@ -108,3 +108,36 @@ def test_no_color_is_honoured(tmp_path, no_color, coloured):
     assert done.returncode == 1
     assert "regression" in done.stderr
     assert bool(COLOUR.search(done.stderr)) is coloured
+
+
+def test_json_on_standard_output_is_the_only_thing_there(tmp_path):
+    """``--json -`` writes the JSON report on stdout, and the Markdown that would be printed
+    there is left out, so ``perfgate check … --json - | jq`` reads one JSON document."""
+    base, cur = _run(tmp_path, "base.json", 1.0, "a1"), _run(tmp_path, "cur.json", 3.0, "b2")
+    done = _perfgate(tmp_path, "check", "--baseline", str(base), "--current", str(cur), "--json", "-")
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    assert LONG in doc["regressions"]
+    assert "regression" in done.stderr.lower()  # the verdict lines stay on stderr
+    assert not list(tmp_path.glob("-*"))  # no file named "-"
+
+
+def test_the_markdown_may_go_to_standard_output_beside_a_json_file(tmp_path):
+    base, cur = _run(tmp_path, "base.json", 1.0, "a1"), _run(tmp_path, "cur.json", 1.0, "b2")
+    args = ["--baseline", str(base), "--current", str(cur), "--output", "-", "--json", "r.json", "--quiet"]
+    done = _perfgate(tmp_path, "check", *args)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("# Performance Regression Check")
+    assert json.loads((tmp_path / "r.json").read_text())["regressions"] == []
+
+
+def test_two_reports_on_standard_output_are_refused_before_any_work(tmp_path):
+    base, cur = _run(tmp_path, "base.json", 1.0, "a1"), _run(tmp_path, "cur.json", 1.0, "b2")
+    done = _perfgate(
+        tmp_path, "check", "--baseline", str(base), "--current", str(cur), "--json", "-", "--comment", "-",
+        "--output", "report.md",
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stdout == "" and "Traceback" not in done.stderr
+    assert "--comment and --json both write to standard output" in done.stderr
+    assert not (tmp_path / "report.md").exists()

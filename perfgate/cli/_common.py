@@ -93,13 +93,14 @@ FLAG_HELP: dict[str, str] = {
     "--baseline-branch": "the branch whose recorded runs are read as the reference: baselines, trends, noise",
     "--baseline-runs": "how many of the newest recorded runs of the baseline branch are used",
     "--branch": "the git branch to record with the new run",
-    "--comment": "write the compact pull-request comment form here (6 columns at most, details folded)",
+    "--comment": "write the compact pull-request comment form here (6 columns at most, details folded); - for "
+    "standard output",
     "--config": "perfgate.toml or pyproject.toml with [tool.perfgate]",
     "--data": "DBN market-data file to load (.dbn or .dbn.zst)",
     "--device": "cpu or cuda[:N]",
     "--git-commit": "the commit to record with the new run",
-    "--html": "write the HTML report (one self-contained file, with plots) here",
-    "--json": "write the machine-readable report (JSON) here",
+    "--html": "write the HTML report (one self-contained file, with plots) here; - for standard output",
+    "--json": "write the machine-readable report (JSON) here; - for standard output",
     "--format": "text, for people (tables), or json, for programs",
     "--machine": "machine fingerprint, as perfgate history and the reports show it",
     "--model": "the model, by name, any case (DQN is dqn): with the built-in suite dqn, ppo, mamba2 or tft; with "
@@ -337,6 +338,15 @@ def policy_from(config: Config, args: argparse.Namespace) -> Policy:
         return dataclasses.replace(config.policy, **overrides)
     except ValueError as exc:
         raise ConfigError(str(exc), source="command line") from None
+
+
+def markdown_on_stdout(args: argparse.Namespace) -> bool:
+    """Whether the Markdown report is printed on standard output: when ``--output`` is not given
+    and no other report is written there (``--json - | jq`` must read JSON only)."""
+    from perfgate.output import to_stdout
+
+    outputs = (getattr(args, name, None) for name in ("json_output", "html_output", "comment"))
+    return args.output is None and not any(to_stdout(path) for path in outputs)
 
 
 def print_verdict(result: CheckResult) -> None:

@@ -33,6 +33,7 @@ from perfgate.cli._common import (
     add_deprecated_alias,
     add_flag,
     config_from,
+    markdown_on_stdout,
     policy_from,
     print_verdict,
     stderr_console,
@@ -118,7 +119,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--data", type=Path, default=None, default_text="synthetic OHLCV-1m bars")
     add_flag(parser, "--threshold", type=float, default=None, default_text="10")
     add_flag(parser, "--alpha", type=float, default=None, default_text="0.01")
-    parser.add_argument("--output", type=Path, help="write the Markdown report here")
+    parser.add_argument("--output", type=Path, help="write the Markdown report here (default: standard output)")
     add_flag(parser, "--json", type=Path, dest="json_output")
     add_flag(parser, "--html", type=Path, dest="html_output")
     add_flag(parser, "--comment", type=Path)
@@ -282,7 +283,7 @@ def run(args: argparse.Namespace) -> int:
 
         write_text_atomic(args.comment, render_comment(result))
     if not args.quiet:
-        if args.output is None:
+        if markdown_on_stdout(args):
             sys.stdout.write(markdown)
         print_verdict(result)
     return result.exit_code

@@ -15,6 +15,7 @@ from perfgate.cli._common import (
     chosen_store,
     config_from,
     config_warnings,
+    markdown_on_stdout,
     policy_from,
     print_verdict,
     store_file,
@@ -38,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--baseline", type=Path, help="baseline run file (versioned, or the original specification's flat format)"
     )
     parser.add_argument("--current", type=Path, required=True, help="current run file")
-    parser.add_argument("--output", type=Path, help="write the Markdown report here")
+    parser.add_argument("--output", type=Path, help="write the Markdown report here (default: standard output)")
     add_flag(parser, "--json", type=Path, dest="json_output")
     add_flag(parser, "--html", type=Path, dest="html_output")
     add_flag(parser, "--comment", type=Path)
@@ -164,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
 
         write_text_atomic(args.comment, render_comment(result))
     if not args.quiet:
-        if args.output is None:
+        if markdown_on_stdout(args):
             sys.stdout.write(markdown)
         print_verdict(result)
     if args.push_metrics is not None:
