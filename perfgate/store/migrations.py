@@ -13,15 +13,19 @@ History, SQLite:
    metric rows of the stored runs computed from their documents.
 3. ``runs.created_at`` ``NOT NULL``, and the run ids of ``runs`` and ``run_status`` (as in
    PostgreSQL): a run without a timestamp has the empty key, which migration 2 already wrote.
+4. the keys of runs stored before run format version 3 (:func:`_run_format_3_keys`).
 
 History, PostgreSQL:
 
 1. all four tables as SQLite has them after its migration 3 (``BIGSERIAL`` for the
    auto-increment key), the documents compressed with lz4 where the server has it.
+2. as SQLite's migration 4.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import math
 import re
@@ -188,14 +192,80 @@ _SQLITE_3 = """
     ALTER TABLE run_status_v3 RENAME TO run_status;
     """
 
+
+# --- both: the keys of runs stored before run format version 3 -----------------------------
+
+# run format 3 fingerprints the hardware alone; up to version 2 perfgate hashed these fields
+_FINGERPRINT_2 = ("cpu", "cores", "memory_gib", "os", "arch", "python", "torch", "gpu", "gpu_driver")
+_FINGERPRINT_3 = ("cpu", "cores", "memory_gib", "arch", "gpu")
+# what a bench run's memory_usage_mb meant up to version 2: now round_memory_mb
+_MEMORY_2 = "peak RSS above the process state at the start of each round (includes set-up)"
+
+
+def _fingerprint_4(details: dict[str, Any], keys: tuple[str, ...]) -> str:
+    identity = {key: details.get(key) for key in keys}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _run_format_3_keys(conn: Any, *, placeholder: str) -> None:
+    """Give the runs stored before run format version 3 the keys that version reads them under.
+
+    A document is upgraded when it is read, but the queries filter on columns written when the
+    run was stored, so an old store would keep its history under fingerprints no new run has,
+    and a bench run's old per-round memory figure under the name the pipeline's peak has now:
+
+    * a fingerprint perfgate computed itself (it equals the version-2 hash of the document's
+      machine details) becomes the hash of the hardware fields, in ``runs``, ``metrics`` and
+      ``baselines``; any other fingerprint (an import's, one set by hand) stays;
+    * the ``memory_usage_mb`` metric row of a bench run that measured it per round is
+      ``round_memory_mb``, informational.
+
+    ``placeholder`` is the connection's parameter marker (``?`` or ``%s``).
+    """
+    p = placeholder
+    stored = conn.execute("SELECT run_id, machine, document FROM runs").fetchall()
+    moved: dict[str, str] = {}
+    for run_id, machine, document in stored:
+        doc = json.loads(document)
+        if not isinstance(doc, dict) or doc.get("schema_version") not in (1, 2):
+            continue
+        details = doc.get("machine")
+        if isinstance(details, dict) and isinstance(machine, str) and machine == details.get("fingerprint"):
+            if machine == _fingerprint_4(details, _FINGERPRINT_2):
+                new = _fingerprint_4(details, _FINGERPRINT_3)
+                moved[machine] = new
+                conn.execute(f"UPDATE runs SET machine = {p} WHERE run_id = {p}", (new, run_id))
+                conn.execute(f"UPDATE metrics SET machine = {p} WHERE run_id = {p}", (new, run_id))
+        config, metrics = doc.get("config"), doc.get("metrics")
+        if (
+            isinstance(config, dict)
+            and config.get("memory_definition") == _MEMORY_2
+            and isinstance(metrics, dict)
+            and "memory_usage_mb" in metrics
+            and "round_memory_mb" not in metrics
+        ):
+            conn.execute(
+                f"UPDATE metrics SET metric = 'round_memory_mb', direction = 'informational' "
+                f"WHERE run_id = {p} AND metric = 'memory_usage_mb'",
+                (run_id,),
+            )
+    for old, new in moved.items():
+        conn.execute(f"UPDATE baselines SET machine = {p} WHERE machine = {p}", (new, old))
+
+
 #: SQLite: a script of ``;``-separated statements, or a function of the connection.
-SQLITE: list[str | Callable[[Any], None]] = [_SQLITE_1, _sqlite_2_backfill, _SQLITE_3]
+SQLITE: list[str | Callable[[Any], None]] = [
+    _SQLITE_1,
+    _sqlite_2_backfill,
+    _SQLITE_3,
+    functools.partial(_run_format_3_keys, placeholder="?"),
+]
 
 
 # --- PostgreSQL --------------------------------------------------------------------------
 
-#: PostgreSQL: the statements of each migration.
-POSTGRES: list[list[str]] = [
+#: PostgreSQL: the statements of each migration, or functions of the cursor.
+POSTGRES: list[list[str | Callable[[Any], None]]] = [
     [
         """
         CREATE TABLE runs (
@@ -217,4 +287,5 @@ POSTGRES: list[list[str]] = [
         "CREATE INDEX runs_branch ON runs (branch, created_at)",
         *_tables_2("BIGSERIAL PRIMARY KEY"),
     ],
+    [functools.partial(_run_format_3_keys, placeholder="%s")],
 ]

@@ -10,7 +10,7 @@ Messages name the URL with its password masked.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -22,7 +22,7 @@ from perfgate.store.sql import INSERT_RUN, PreparedRun, SQLStore, check_schema_v
 __all__ = ["MIGRATIONS", "PostgresStore"]
 
 # Numbered schema migrations, applied in order on open (their history: perfgate.store.migrations).
-MIGRATIONS: list[list[str]] = migrations.POSTGRES
+MIGRATIONS: list[list[str | Callable[[Any], None]]] = migrations.POSTGRES
 
 _MIGRATION_LOCK = 0x70657266676174  # "perfgat": one advisory lock id for schema changes
 _CONNECT_TIMEOUT_S = 10
@@ -91,7 +91,10 @@ class PostgresStore(SQLStore):
                 if number in done:
                     continue
                 for statement in statements:
-                    cur.execute(statement)
+                    if callable(statement):
+                        statement(cur)
+                    else:
+                        cur.execute(statement)
                 cur.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (number,))
 
     def _insert_runs(self, cur: Any, prepared: list[PreparedRun]) -> list[bool]:

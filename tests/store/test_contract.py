@@ -403,7 +403,7 @@ def test_sqlite_version_1_store_is_migrated_with_its_runs(tmp_path):
         assert s.get_run("old").model == "DQN"
         assert consistency_problems(s) == []
     with sqlite3.connect(path) as conn:
-        assert [v for (v,) in conn.execute("SELECT version FROM schema_migrations ORDER BY version")] == [1, 2, 3]
+        assert [v for (v,) in conn.execute("SELECT version FROM schema_migrations ORDER BY version")] == [1, 2, 3, 4]
         assert conn.execute("SELECT created_at FROM runs WHERE run_id = 'undated'").fetchone() == ("",)
         with pytest.raises(sqlite3.IntegrityError, match="NOT NULL"):
             conn.execute("UPDATE runs SET created_at = NULL WHERE run_id = 'old'")
