@@ -253,7 +253,7 @@ def run_check(repo: Path, case: str, base: str, cur: str, out: Path, seed: int, 
 def legacy_check(repo: Path, case: str, base: str, cur: str) -> tuple[dict[float, dict], float]:
     """The older process-level design: a fresh ``perfgate bench`` per measurement, ABBA, paired t test."""
     from perfgate.core.compare import compare_runs
-    from perfgate.orchestrate.ab import AbOptions, checkout, measure_interleaved
+    from perfgate.orchestrate._ab import AbOptions, checkout, measure_interleaved
 
     c = CASES[case]
     t0 = time.monotonic()

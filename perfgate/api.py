@@ -141,7 +141,7 @@ class PerformanceTracker:
             info = BUILTIN_METRICS.get(name)
             unit, direction = self.units.get(name) or (info.unit, info.direction)  # type: ignore[union-attr]
             metrics[name] = Metric(name=name, unit=unit, direction=direction, samples=tuple(samples))
-        from perfgate.bench.gitinfo import collect_git
+        from perfgate.bench._gitinfo import collect_git
         from perfgate.bench.machine import collect_machine, collect_software
 
         machine = collect_machine()

@@ -32,7 +32,7 @@ Example::
     memory_pct = 3.0              # memory figures: per process, no phase
 
 Secrets never live here; notification credentials come from the environment
-(``[tool.perfgate.notify]``, see :mod:`perfgate.notify.settings`).
+(``[tool.perfgate.notify]``, see :mod:`perfgate.notify._settings`).
 """
 
 from __future__ import annotations
@@ -43,13 +43,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfgate.core._text import one_line
 from perfgate.core.metrics import Direction, MetricInfo
 from perfgate.core.noise import ASSUMED_MEMORY, ASSUMED_NORMALISED, ASSUMED_RAW, NoiseModel
 from perfgate.core.policy import BUDGET_STATISTICS, MISSING_METRIC_RULES, Budget, Policy
 from perfgate.core.schema import normalize_model
-from perfgate.core.text import one_line
 from perfgate.errors import ConfigError, os_error_text
-from perfgate.notify.settings import NotifyConfig, parse_notify
+from perfgate.notify._settings import NotifyConfig, parse_notify
 
 __all__ = ["Config", "find_config", "load_config", "parse_config"]
 

@@ -18,7 +18,7 @@ import pytest
 
 from perfgate.cli import main
 from perfgate.errors import InputError
-from perfgate.orchestrate.ab import WORKTREE, AbOptions, abba_order, checkout
+from perfgate.orchestrate._ab import WORKTREE, AbOptions, abba_order, checkout
 
 STAGES = '''\
 """A user stage for the perfgate ab tests: a fixed numpy computation, allocation-free."""
@@ -154,7 +154,7 @@ def test_more_work_is_a_paired_regression(repo, tmp_path):
 
 @pytest.mark.slow
 def test_a_revision_without_resident_workers_is_measured_process_by_process(repo, tmp_path, monkeypatch):
-    from perfgate.bench import interleave
+    from perfgate.bench import _interleave as interleave
 
     def old_perfgate(*args, **kwargs):
         raise interleave.ProtocolMissing("the baseline has no resident worker")

@@ -1,4 +1,4 @@
-"""The resident-worker engine of ``perfgate ab`` (perfgate.bench.interleave, .resident, .workerproc).
+"""The resident-worker engine of ``perfgate ab`` (perfgate.bench._interleave, .resident, .workerproc).
 
 Two plain folders stand for the two revisions' trees, each with its own stage module; the
 engine runs with tiny blocks and budgets. Asserted: the block order (random, reproducible
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.bench.interleave import ProtocolMissing, ResidentOptions, Side, block_orders, measure_resident
+from perfgate.bench._interleave import ProtocolMissing, ResidentOptions, Side, block_orders, measure_resident
 from perfgate.bench.resident import PROTOCOL_VERSION
 from perfgate.core.policy import Policy
 from perfgate.errors import PerfgateError
@@ -228,7 +228,7 @@ def test_protocol_serves_requests_and_reports_errors_in_one_line(tmp_path):
 
 
 def test_an_inconclusive_metric_says_what_time_budget_would_decide_it():
-    from perfgate.bench.interleave import _with_budgets
+    from perfgate.bench._interleave import _with_budgets
     from perfgate.core.metrics import Direction
     from perfgate.core.paired import decide_look
     from perfgate.core.schema import Metric, Run

@@ -261,7 +261,7 @@ def test_workers_record_nothing_with_the_store_from_the_environment(tmp_path, mo
 
 
 def test_worker_options_are_parsed_fields_not_the_command_line():
-    from perfgate.cli.bench import WORKER_FIELDS, worker_options
+    from perfgate.cli._bench import WORKER_FIELDS, worker_options
 
     parser, _ = _command_parser("bench")
     args = parser.parse_args(
@@ -277,7 +277,7 @@ def test_a_worker_refuses_options_it_does_not_know(tmp_path):
     import subprocess
     import sys
 
-    from perfgate.orchestrate.workers import WORKER_MODULE
+    from perfgate.orchestrate._workers import WORKER_MODULE
 
     job = {"model": "m", "output": str(tmp_path / "w.json"), "store": "sqlite:///x.db"}
     proc = subprocess.run(

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from perfgate.cli import main
-from perfgate.cli.history import sparkline
+from perfgate.cli._history import sparkline
 from perfgate.store import open_store
 from tests.store.helpers import run, stamp
 

@@ -28,7 +28,7 @@ ALLOWED = {
     "output": {"errors"},
     "runfile": {"core", "errors", "inputs", "output"},
     "calibration": {"core", "errors", "runfile"},
-    "config": {"core", "errors", "notify.settings"},
+    "config": {"core", "errors", "notify._settings"},
     "api": {"api", "bench", "core", "errors", "runfile"},
     # the root re-exports the public names (README, "Python API"), imported on first use only
     "__init__": {"api", "bench", "core", "errors", "report", "runfile", "store"},

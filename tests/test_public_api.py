@@ -126,3 +126,51 @@ def test_every_module_defines_all(module_name):
     assert module.__all__ == names
     missing = [name for name in names if not hasattr(module, name)]
     assert missing == [], f"{module_name}.__all__ names what the module lacks"
+
+
+# The modules without a leading underscore, and why each is one: everything else under perfgate
+# is private (its own name, or a package's, begins with "_"). A new module is private unless it
+# is added here with its reason.
+PUBLIC_MODULES = {
+    # where the root's names live (README, "Python API")
+    "perfgate.api", "perfgate.bench.memory", "perfgate.bench.registry", "perfgate.core.compare",
+    "perfgate.core.metrics", "perfgate.core.policy", "perfgate.core.result", "perfgate.core.schema",
+    "perfgate.errors", "perfgate.report.markdown", "perfgate.runfile", "perfgate.store.base",
+    # the data model and the decision's parts that the docs describe (docs/design.md, docs/noise.md)
+    "perfgate.core.baseline", "perfgate.core.changepoints", "perfgate.core.codec", "perfgate.core.machine",
+    "perfgate.core.noise", "perfgate.core.paired", "perfgate.core.stability", "perfgate.core.stats",
+    "perfgate.core.units", "perfgate.calibration", "perfgate.config", "perfgate.inputs", "perfgate.output",
+    # what the measurement records, named by the README
+    "perfgate.bench.gpu", "perfgate.bench.machine", "perfgate.bench.reference", "perfgate.bench.runner",
+    # entry points that one revision of perfgate ab starts in another revision's tree: their names
+    # are a protocol between versions
+    "perfgate.bench.resident", "perfgate.cli.worker",
+    # the reports, the outlets and the stores by format or backend
+    "perfgate.report.comment", "perfgate.report.html", "perfgate.report.json",
+    "perfgate.export.grafana", "perfgate.export.prometheus",
+    "perfgate.store.baseline", "perfgate.store.memory", "perfgate.store.postgres", "perfgate.store.sqlite",
+    "perfgate.notify.base", "perfgate.notify.dispatch", "perfgate.notify.slack", "perfgate.notify.smtp",
+    "perfgate.notify.webhook",
+    # one module per imported format
+    "perfgate.importers.asv", "perfgate.importers.google_benchmark", "perfgate.importers.hyperfine",
+    "perfgate.importers.pyperf", "perfgate.importers.pytest_benchmark",
+    # the reference pipeline, one file per model (pipeline/models registers them)
+    "perfgate.pipeline.dbn", "perfgate.pipeline.env", "perfgate.pipeline.features",
+    "perfgate.pipeline.features_stream", "perfgate.pipeline.serve", "perfgate.pipeline.stages",
+    "perfgate.pipeline.synth", "perfgate.pipeline.train", "perfgate.pipeline.models.dqn",
+    "perfgate.pipeline.models.mamba2", "perfgate.pipeline.models.ppo", "perfgate.pipeline.models.tft",
+}  # fmt: skip
+
+
+def _private(module: str) -> bool:
+    return any(part.startswith("_") and part != "__init__" for part in module.split("."))
+
+
+def test_every_module_is_private_or_listed_with_its_reason():
+    packages = {_module_name(p) for p in PACKAGE.rglob("__init__.py")}
+    public = {m for m in MODULES if not _private(m) and m not in packages and m != "perfgate.__main__"}
+    assert public == PUBLIC_MODULES, "a module is public without a reason here, or a listed one is gone"
+
+
+def test_the_root_names_come_from_public_modules():
+    assert all(not _private(source) for source in perfgate._SOURCES.values()), perfgate._SOURCES

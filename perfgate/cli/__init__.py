@@ -15,27 +15,27 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from perfgate import __version__
-from perfgate.core.redact import mask_url
-from perfgate.core.text import one_line
+from perfgate.core._redact import mask_url
+from perfgate.core._text import one_line
 from perfgate.errors import EXIT_ERROR, PerfgateError, os_error_text
 
 __all__ = ["COMMANDS", "guarded", "main"]
 
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "bench": ("perfgate.cli.bench", "run the benchmark stages of a model and write a run file"),
-    "check": ("perfgate.cli.check", "compare a run against its baseline; exit 1 on regression"),
-    "record": ("perfgate.cli.record", "add finished runs to the result store"),
-    "baseline": ("perfgate.cli.baseline", "per-model baselines: save, show, update, accept, export"),
-    "history": ("perfgate.cli.history", "a model's metrics over time from the store, with change points"),
-    "data": ("perfgate.cli.data", "synthesise and inspect DBN market-data files"),
-    "calibrate": ("perfgate.cli.calibrate", "learn this machine's run-to-run noise from unchanged runs"),
-    "import": ("perfgate.cli.import_", "convert pytest-benchmark, pyperf, asv, hyperfine or google-benchmark results"),
-    "summary": ("perfgate.cli.summary", "join Markdown reports into one PR comment or job summary within the limit"),
-    "export": ("perfgate.cli.export", "export the newest results as Prometheus metrics (serve, push, textfile)"),
-    "dashboard": ("perfgate.cli.dashboard", "write the Grafana dashboard of perfgate's Prometheus metrics"),
-    "report": ("perfgate.cli.report", "write the HTML report with plots of a store's newest runs"),
-    "ab": ("perfgate.cli.ab", "measure two git revisions alternately in one job and check them paired"),
+    "bench": ("perfgate.cli._bench", "run the benchmark stages of a model and write a run file"),
+    "check": ("perfgate.cli._check", "compare a run against its baseline; exit 1 on regression"),
+    "record": ("perfgate.cli._record", "add finished runs to the result store"),
+    "baseline": ("perfgate.cli._baseline", "per-model baselines: save, show, update, accept, export"),
+    "history": ("perfgate.cli._history", "a model's metrics over time from the store, with change points"),
+    "data": ("perfgate.cli._data", "synthesise and inspect DBN market-data files"),
+    "calibrate": ("perfgate.cli._calibrate", "learn this machine's run-to-run noise from unchanged runs"),
+    "import": ("perfgate.cli._import", "convert pytest-benchmark, pyperf, asv, hyperfine or google-benchmark results"),
+    "summary": ("perfgate.cli._summary", "join Markdown reports into one PR comment or job summary within the limit"),
+    "export": ("perfgate.cli._export", "export the newest results as Prometheus metrics (serve, push, textfile)"),
+    "dashboard": ("perfgate.cli._dashboard", "write the Grafana dashboard of perfgate's Prometheus metrics"),
+    "report": ("perfgate.cli._report", "write the HTML report with plots of a store's newest runs"),
+    "ab": ("perfgate.cli._ab", "measure two git revisions alternately in one job and check them paired"),
 }
 
 

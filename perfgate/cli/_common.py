@@ -12,14 +12,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from perfgate.config import Config, load_config
+from perfgate.core._text import plain
 from perfgate.core.codec import dumps
 from perfgate.core.compare import CheckResult, Verdict
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Run, normalize_model
-from perfgate.core.text import plain
 from perfgate.errors import ConfigError, PerfgateError
 from perfgate.pipeline.models import MODELS as _BUILTIN_MODELS  # the model registry: imports no torch
-from perfgate.report.format import fmt_change
+from perfgate.report._format import fmt_change
 
 __all__ = [
     "FLAG_HELP",
@@ -352,7 +352,7 @@ def markdown_on_stdout(args: argparse.Namespace) -> bool:
 def print_verdict(result: CheckResult) -> None:
     """A few lines on stderr: what regressed, which budgets broke, or that nothing did."""
     console = stderr_console()
-    from perfgate.report.environment import environment_text
+    from perfgate.report._environment import environment_text
 
     if changed := environment_text(result):
         console.print(f"[yellow]{term(changed)}[/]")

@@ -1,7 +1,7 @@
-"""One worker process of ``perfgate bench --processes N`` (started by :mod:`perfgate.orchestrate.workers`).
+"""One worker process of ``perfgate bench --processes N`` (started by :mod:`perfgate.orchestrate._workers`).
 
 It reads its options as one JSON object on standard input — the options the parent parsed
-(:func:`perfgate.cli.bench.worker_options`), never a copy of the parent's command line — and
+(:func:`perfgate.cli._bench.worker_options`), never a copy of the parent's command line — and
 measures one model once into the run file it is given. It records nothing in a store and
 pushes nothing, whatever ``PERFGATE_STORE`` or a configuration file say: the parent records
 and pushes the combined run, once.
@@ -20,7 +20,7 @@ __all__ = ["main"]
 
 def main() -> int:
     def work() -> int:
-        from perfgate.cli.bench import run_worker
+        from perfgate.cli._bench import run_worker
 
         try:
             options = json.loads(sys.stdin.read())

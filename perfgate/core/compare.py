@@ -1,14 +1,14 @@
 """The regression decision: a current run against its baseline, metric by metric.
 
 :func:`compare_runs` checks that the two runs can be compared, decides every metric
-(:mod:`perfgate.core.decision`: the estimate, the test with the run-to-run noise, Holm's
-correction and the verdict), evaluates the budgets (:mod:`perfgate.core.budgets`) and lists
+(:mod:`perfgate.core._decision`: the estimate, the test with the run-to-run noise, Holm's
+correction and the verdict), evaluates the budgets (:mod:`perfgate.core._budgets`) and lists
 the gated metrics the current run lacks. The result types are in :mod:`perfgate.core.result`.
 
 A derived metric (a throughput: the batch over the time of the same calls,
-:mod:`perfgate.core.derived`) is decided with the test of the metric it is derived from and
+:mod:`perfgate.core._derived`) is decided with the test of the metric it is derived from and
 counts once in the family. The per-metric statistics of a whole check are computed at once
-over numpy matrices (:class:`~perfgate.core.samplestats.BatchStats`); ``vectorised=False``
+over numpy matrices (:class:`~perfgate.core._samplestats.BatchStats`); ``vectorised=False``
 computes them one metric at a time, the reference the fast path is tested against.
 
 The decision's private helpers (``_Pending``, ``_decide``, ...) are re-exported here for the
@@ -17,20 +17,20 @@ paired decision of ``perfgate ab`` (:mod:`perfgate.core.paired`).
 
 from __future__ import annotations
 
-from perfgate.core.budgets import check_budgets
-from perfgate.core.decision import _decide as _decide
-from perfgate.core.decision import _holm_by_id as _holm_by_id
-from perfgate.core.decision import _Pending as _Pending
-from perfgate.core.decision import _split as _split
-from perfgate.core.decision import _statistics_of as _statistics_of
-from perfgate.core.decision import _unpaired, prepare
-from perfgate.core.derived import derived_metrics
-from perfgate.core.estimate import sides_of
+from perfgate.core._budgets import check_budgets
+from perfgate.core._decision import _decide as _decide
+from perfgate.core._decision import _holm_by_id as _holm_by_id
+from perfgate.core._decision import _Pending as _Pending
+from perfgate.core._decision import _split as _split
+from perfgate.core._decision import _statistics_of as _statistics_of
+from perfgate.core._decision import _unpaired, prepare
+from perfgate.core._derived import derived_metrics
+from perfgate.core._estimate import sides_of
+from perfgate.core._samplestats import BatchStats, ReferenceStats, SampleStats
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import independent_runs
 from perfgate.core.policy import Policy
 from perfgate.core.result import BudgetCheck, CheckResult, Comparison, Verdict
-from perfgate.core.samplestats import BatchStats, ReferenceStats, SampleStats
 from perfgate.core.schema import Metric, Run
 from perfgate.errors import MismatchError
 

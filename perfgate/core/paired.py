@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from perfgate.core._distributions import t_sf
 from perfgate.core.compare import (
     CheckResult,
     Comparison,
@@ -52,7 +53,6 @@ from perfgate.core.compare import (
     check_budgets,
     missing_gated,
 )
-from perfgate.core.distributions import t_sf
 from perfgate.core.metrics import Direction
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Metric, Run

@@ -1,7 +1,7 @@
 """What a check found: per-metric comparisons, budgets, gated metrics that went missing.
 
 The report and the exit code are derived from a :class:`CheckResult`; the decision that
-fills it is :mod:`perfgate.core.decision`, the budgets :mod:`perfgate.core.budgets`.
+fills it is :mod:`perfgate.core._decision`, the budgets :mod:`perfgate.core._budgets`.
 """
 
 from __future__ import annotations

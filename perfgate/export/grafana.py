@@ -14,7 +14,7 @@ throughput; ``$model`` and ``$machine`` filter every panel.
 
 Time series plot the history, one point per run at the run's own time
 (``perfgate_history_*``, backfilled from ``perfgate export prometheus --openmetrics``, see
-:mod:`perfgate.export.history`); a scraped value carries the scrape's time, so plotted over
+:mod:`perfgate.export._history`); a scraped value carries the scrape's time, so plotted over
 time it would only repeat the newest run. The gate panels, the training-step bars and the
 change against the baseline show the newest check (the live ``perfgate_*`` families).
 """

@@ -1,6 +1,6 @@
 """The notifier protocol, its errors, bounded retries and secret masking.
 
-A :class:`Notifier` sends one :class:`~perfgate.notify.message.Summary` to one target and
+A :class:`Notifier` sends one :class:`~perfgate.notify._message.Summary` to one target and
 raises :class:`NotifyError` when it could not. Its :attr:`~Notifier.target` is what may be
 printed: never a URL or credential (a Slack webhook URL *is* the secret), only the channel
 and the environment variable it came from.
@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from perfgate.core import redact
+from perfgate.core import _redact as redact
 from perfgate.errors import PerfgateError
 
 if TYPE_CHECKING:
-    from perfgate.notify.message import Summary
+    from perfgate.notify._message import Summary
 
 __all__ = ["MASK", "Notifier", "NotifyError", "RetryPolicy", "mask", "retrying"]
 
@@ -92,5 +92,5 @@ def retrying(
 
 
 def mask(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every secret value replaced by :data:`MASK` (:func:`perfgate.core.redact.mask`)."""
+    """``text`` with every secret value replaced by :data:`MASK` (:func:`perfgate.core._redact.mask`)."""
     return redact.mask(text, secrets)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from perfgate.notify.http import JSONPostNotifier
-from perfgate.notify.message import Summary
+from perfgate.notify._http import JSONPostNotifier
+from perfgate.notify._message import Summary
 
 __all__ = ["SlackNotifier", "escape", "payload"]
 

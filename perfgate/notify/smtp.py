@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
+from perfgate.notify._message import Summary
 from perfgate.notify.base import NotifyError, RetryPolicy, retrying
-from perfgate.notify.message import Summary
 
 __all__ = ["SmtpNotifier", "body", "message"]
 

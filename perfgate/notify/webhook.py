@@ -1,7 +1,7 @@
 """A generic JSON webhook: the check's summary as data, for any receiver.
 
 The body (``"schema": "perfgate.notification/1"``) carries the verdict, the model and
-commit, counts per verdict and up to :data:`~perfgate.notify.message.MAX_ROWS` rows. Metric
+commit, counts per verdict and up to :data:`~perfgate.notify._message.MAX_ROWS` rows. Metric
 names are passed verbatim as JSON strings: JSON escaping makes them safe to transport, and
 a receiver that renders them into HTML or Markdown must escape them there.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from perfgate.notify.http import JSONPostNotifier
-from perfgate.notify.message import Summary
+from perfgate.notify._http import JSONPostNotifier
+from perfgate.notify._message import Summary
 
 __all__ = ["SCHEMA", "WebhookNotifier", "payload"]
 

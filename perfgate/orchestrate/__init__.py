@@ -1,7 +1,7 @@
 """Orchestration above the measurement layer: commands that start other perfgate processes.
 
-:mod:`perfgate.orchestrate.workers` runs ``perfgate bench`` in worker processes (one model,
-options handed over explicitly) and :mod:`perfgate.orchestrate.ab` measures two git
+:mod:`perfgate.orchestrate._workers` runs ``perfgate bench`` in worker processes (one model,
+options handed over explicitly) and :mod:`perfgate.orchestrate._ab` measures two git
 revisions alternately. Both know how perfgate's own processes are started, which
 :mod:`perfgate.bench` (timers, samplers, the stage registry) does not need to.
 """

@@ -2,7 +2,7 @@
 
 ``fast_server(model)`` copies a trained model's weights into one flat float32 buffer and
 returns a callable that runs the whole forward (DQN, PPO) or one streaming step (Mamba-2,
-TFT) in a fused numba kernel (:mod:`perfgate.pipeline.kernels`). That is the floor on a
+TFT) in a fused numba kernel (:mod:`perfgate.pipeline._kernels`). That is the floor on a
 CPU: a few µs, against tens to hundreds for torch eager, whose cost at batch 1 is operator
 dispatch, not arithmetic. ``eager_server(model)`` is the same call in torch, for the
 ``inference_latency_torch_us`` metric; ``OrtServer`` serves an ONNX export of the MLPs
@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from perfgate.pipeline import kernels, models
+from perfgate.pipeline import _kernels as kernels
+from perfgate.pipeline import models
 from perfgate.pipeline.models.dqn import QNetwork
 from perfgate.pipeline.models.mamba2 import Mamba2
 from perfgate.pipeline.models.ppo import ActorCritic
@@ -109,7 +110,7 @@ class MLPServer:
 
 
 def mamba2_tensors(model: Mamba2) -> list[torch.Tensor]:
-    """The packing order of :func:`perfgate.pipeline.kernels.mamba2_step`."""
+    """The packing order of :func:`perfgate.pipeline._kernels.mamba2_step`."""
     out = [model.embed.weight.T, model.embed.bias, model.norm_f.weight, model.head.weight.T, model.head.bias]
     for layer in model.layers:
         mx = layer.mixer
@@ -166,7 +167,7 @@ class Mamba2Server:
 
 
 def tft_tensors(model: TFT) -> list[torch.Tensor]:
-    """The packing order of :func:`perfgate.pipeline.kernels.tft_step`; every matrix as (in, out)."""
+    """The packing order of :func:`perfgate.pipeline._kernels.tft_step`; every matrix as (in, out)."""
 
     def lin(m: Any) -> list[torch.Tensor]:
         return [m.weight.T, m.bias]

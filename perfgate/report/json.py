@@ -8,7 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from perfgate.core.compare import CheckResult, Comparison
-from perfgate.report.environment import environment_json
+from perfgate.report._environment import environment_json
 
 __all__ = ["REPORT_VERSION", "render_json", "result_to_dict"]
 

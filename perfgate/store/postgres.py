@@ -14,15 +14,15 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from perfgate.core.redact import mask, mask_url, url_secrets
+from perfgate.core._redact import mask, mask_url, url_secrets
 from perfgate.errors import StorageError
-from perfgate.store import migrations
-from perfgate.store.sql import INSERT_RUN, PreparedRun, SQLStore, check_schema_version, hint, one_line
+from perfgate.store import _migrations
+from perfgate.store._sql import INSERT_RUN, PreparedRun, SQLStore, check_schema_version, hint, one_line
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
 
-# Numbered schema migrations, applied in order on open (their history: perfgate.store.migrations).
-MIGRATIONS: list[list[str | Callable[[Any], None]]] = migrations.POSTGRES
+# Numbered schema migrations, applied in order on open (their history: perfgate.store._migrations).
+MIGRATIONS: list[list[str | Callable[[Any], None]]] = _migrations.POSTGRES
 
 _MIGRATION_LOCK = 0x70657266676174  # "perfgat": one advisory lock id for schema changes
 _CONNECT_TIMEOUT_S = 10

@@ -17,14 +17,14 @@ from typing import Any
 from urllib.parse import quote
 
 from perfgate.errors import StorageError
-from perfgate.store import migrations
-from perfgate.store.sql import SQLStore, check_schema_version, hint, one_line
+from perfgate.store import _migrations
+from perfgate.store._sql import SQLStore, check_schema_version, hint, one_line
 
 __all__ = ["MIGRATIONS", "SQLiteStore"]
 
 
-# Numbered schema migrations, applied in order on open (their history: perfgate.store.migrations).
-MIGRATIONS: list[str | Callable[[Any], None]] = migrations.SQLITE
+# Numbered schema migrations, applied in order on open (their history: perfgate.store._migrations).
+MIGRATIONS: list[str | Callable[[Any], None]] = _migrations.SQLITE
 
 
 def _path_of(url: str) -> Path:

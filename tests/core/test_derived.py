@@ -1,4 +1,4 @@
-"""Derived metrics (:mod:`perfgate.core.derived`): a throughput that is the batch over each
+"""Derived metrics (:mod:`perfgate.core._derived`): a throughput that is the batch over each
 call's time is one member of the family, and its ``min`` budget is the run's overall rate."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 
-from perfgate.core.budgets import check_budgets, overall_rate
+from perfgate.core._budgets import check_budgets, overall_rate
+from perfgate.core._derived import derived_metrics, is_derived_from
 from perfgate.core.compare import compare_runs
-from perfgate.core.derived import derived_metrics, is_derived_from
 from perfgate.core.metrics import Direction
 from perfgate.core.policy import Budget, Policy
 from perfgate.core.schema import Metric, Run

@@ -9,11 +9,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from perfgate.core._significance import holm
 from perfgate.core.compare import Verdict, compare_runs
 from perfgate.core.metrics import Direction
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Metric, Run
-from perfgate.core.significance import holm
 from perfgate.core.stats import quantile_ci, summarize
 
 PROPERTY_SETTINGS = settings(max_examples=60, deadline=None)

@@ -18,8 +18,8 @@ from perfgate.core.codec import run_from_dict
 from perfgate.core.compare import compare_runs
 from perfgate.core.policy import Policy
 from perfgate.errors import InputError
-from perfgate.export.latest import RunState, fresh_states, latest_states
-from perfgate.export.outlets import parse_listen_address, push_states
+from perfgate.export._latest import RunState, fresh_states, latest_states
+from perfgate.export._outlets import parse_listen_address, push_states
 from perfgate.export.prometheus import (
     VERDICTS,
     PerfgateCollector,
@@ -378,7 +378,7 @@ def test_time_is_not_in_the_exposition():
 
 
 def test_a_missing_extra_is_one_line_exit_2():
-    from perfgate.cli.export import require_extra
+    from perfgate.cli._export import require_extra
     from perfgate.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"pip install 'perfgate\[export\]'"):

@@ -18,8 +18,7 @@ import pytest
 import zstandard
 
 from perfgate.errors import DataError
-from perfgate.pipeline.dbn import OHLCV_KEYS, DbnFile, load_dbn, ohlcv_arrays, prices_as_float
-from perfgate.pipeline.dbn_schemas import (
+from perfgate.pipeline._dbn_schemas import (
     RTYPE_NAMES,
     SCHEMA_IDS,
     SCHEMA_NAMES,
@@ -27,6 +26,7 @@ from perfgate.pipeline.dbn_schemas import (
     UNDEF_PRICE,
     record_dtype,
 )
+from perfgate.pipeline.dbn import OHLCV_KEYS, DbnFile, load_dbn, ohlcv_arrays, prices_as_float
 
 from .test_dbn_corpus import (
     DBN_SAMPLES,

@@ -107,7 +107,7 @@ def test_the_built_in_models_are_registered_in_order():
 
 
 def test_the_command_line_reads_the_registry():
-    from perfgate.cli import bench
+    from perfgate.cli import _bench as bench
 
     assert bench.MODELS is models.MODELS
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perfgate.pipeline import kernels
+from perfgate.pipeline import _kernels as kernels
 
 GRID = np.linspace(-30.0, 30.0, 60_001).astype(np.float32)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from perfgate.core.codec import run_from_dict
 from perfgate.store._rows import created_key, metric_rows
-from perfgate.store.sql import SQLStore
+from perfgate.store._sql import SQLStore
 
 
 def doc(

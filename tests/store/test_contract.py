@@ -419,7 +419,7 @@ def test_migrations_call_no_live_code():
     import ast
     from pathlib import Path
 
-    import perfgate.store.migrations as migrations
+    import perfgate.store._migrations as migrations
 
     tree = ast.parse(Path(migrations.__file__).read_text())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}

@@ -87,7 +87,7 @@ _KILL_INSIDE = textwrap.dedent(
     """
     import sys, time
     from perfgate.store import open_store
-    from perfgate.store.sql import SQLStore
+    from perfgate.store._sql import SQLStore
     from tests.store.helpers import run
 
     original = SQLStore._insert_metrics
@@ -174,7 +174,7 @@ def test_writer_killed_at_random_moments_leaves_whole_runs(shared_url):
 
 
 def test_failed_batch_stores_none_of_its_runs(shared_url, monkeypatch):
-    from perfgate.store.sql import SQLStore
+    from perfgate.store._sql import SQLStore
 
     s = open_store(shared_url)
     original = SQLStore._insert_metrics

@@ -133,7 +133,7 @@ def test_a_postgres_store_of_run_format_2_is_read_under_the_keys_of_format_3(pg_
 def test_the_frozen_fingerprints_are_the_ones_perfgate_computes():
     """The values written out above and the migration's frozen hash agree with perfgate's own code."""
     from perfgate.core.machine import hardware_fingerprint, v2_fingerprint
-    from perfgate.store import migrations
+    from perfgate.store import _migrations as migrations
 
     assert (v2_fingerprint(DETAILS), hardware_fingerprint(DETAILS)) == (OLD_FINGERPRINT, NEW_FINGERPRINT)
     assert migrations._fingerprint_4(DETAILS, migrations._FINGERPRINT_2) == OLD_FINGERPRINT

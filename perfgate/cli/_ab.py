@@ -1,0 +1,289 @@
+"""``perfgate ab``: two revisions measured interleaved in one job, then checked paired.
+
+Both refs are checked out into temporary git worktrees. Each revision gets resident worker
+processes that import its own tree; fresh pairs of them alternate short blocks of every
+stage on one CPU until every gated metric is decided or ``--time-budget`` is spent
+(:mod:`perfgate.bench._interleave`, decided by :mod:`perfgate.core.paired`). A revision whose
+perfgate predates the resident worker is measured the older way, one fresh ``perfgate
+bench`` process per measurement, alternating A B B A (:mod:`perfgate.orchestrate._ab`), and the report
+says so. The reports and exit codes are ``perfgate check``'s (0 pass, 1 regression or
+broken budget, 2 could not decide).
+
+``--current-ref`` defaults to ``HEAD`` when the working tree is clean and to ``WORKTREE``
+(the working tree as it is, measured in place) when tracked files have uncommitted
+changes: what a developer who runs ``perfgate ab --baseline-ref main`` means to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from perfgate.cli._common import (
+    add_config_argument,
+    add_deprecated_alias,
+    add_flag,
+    config_from,
+    markdown_on_stdout,
+    policy_from,
+    print_verdict,
+    stderr_console,
+)
+from perfgate.core.compare import CheckResult, compare_runs
+from perfgate.core.policy import Policy
+from perfgate.core.schema import normalize_model
+from perfgate.errors import InputError
+from perfgate.output import check_distinct
+from perfgate.report.json import render_json
+from perfgate.report.markdown import render_markdown
+from perfgate.runfile import write_text_atomic
+
+if TYPE_CHECKING:
+    from perfgate.bench._interleave import ResidentOptions
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from perfgate.bench._interleave import DEFAULT_TIME_BUDGET
+    from perfgate.orchestrate._ab import DEFAULT_PAIRS, WORKTREE
+
+    parser.add_argument("--baseline-ref", required=True, help="git ref of the baseline (branch, tag or SHA)")
+    parser.add_argument(
+        "--current-ref",
+        default=None,
+        help=f"git ref of the current version, or {WORKTREE} for the working tree as it is "
+        f"(default: HEAD when the working tree is clean, {WORKTREE} when it has uncommitted changes)",
+    )
+    add_flag(parser, "--model", required=True)
+    add_flag(
+        parser,
+        "--time-budget",
+        type=float,
+        default=DEFAULT_TIME_BUDGET,
+        metavar="SECONDS",
+        default_text=f"{DEFAULT_TIME_BUDGET:g}, enough for a DQN or PPO check; give Mamba-2 or TFT about 240",
+    )
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=20,
+        metavar="N",
+        help=f"at most N fresh worker pairs (default 20); a revision too old for resident workers is measured "
+        f"in min(N, {DEFAULT_PAIRS}) pairs of whole perfgate bench processes",
+    )
+    seed = parser.add_argument(
+        "--order-seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="random seed of the order in which the two sides' blocks alternate (default: random; the report "
+        "gives it, so a check can be repeated)",
+    )
+    add_deprecated_alias(parser, "--seed", seed, command="ab")
+    add_flag(parser, "--suite", default="pipeline", default_text="pipeline")
+    add_flag(
+        parser,
+        "--stages-module",
+        action="append",
+        default=[],
+        dest="stages_modules",
+        metavar="MODULE",
+        default_text="none; each side imports it from its own revision's tree",
+    )
+    add_flag(parser, "--quick", action="store_true")
+    add_flag(
+        parser,
+        "--rounds",
+        type=int,
+        default=None,
+        default_text="perfgate bench's; used only for a revision too old for resident workers",
+    )
+    add_flag(
+        parser,
+        "--repeat",
+        type=int,
+        default=None,
+        default_text="perfgate bench's; used only for a revision too old for resident workers",
+    )
+    add_flag(parser, "--device", default=None, default_text="cpu")
+    add_flag(parser, "--data", type=Path, default=None, default_text="synthetic OHLCV-1m bars")
+    add_flag(parser, "--threshold", type=float, default=None, default_text="10")
+    add_flag(parser, "--alpha", type=float, default=None, default_text="0.01")
+    parser.add_argument("--output", type=Path, help="write the Markdown report here (default: standard output)")
+    add_flag(parser, "--json", type=Path, dest="json_output")
+    add_flag(parser, "--html", type=Path, dest="html_output")
+    add_flag(parser, "--comment", type=Path)
+    parser.add_argument(
+        "--repo", type=Path, default=None, help="the git repository (default: the one holding the working directory)"
+    )
+    add_flag(parser, "--quiet", action="store_true")
+    add_config_argument(parser)
+
+
+def _bench_args(args: argparse.Namespace) -> tuple[str, ...]:
+    out: list[str] = []
+    if args.rounds is not None:
+        out += ["--rounds", str(args.rounds)]
+    if args.repeat is not None:
+        out += ["--repeat", str(args.repeat)]
+    if args.device is not None:
+        out += ["--device", args.device]
+    if args.data is not None:
+        if not args.data.exists():
+            raise InputError("data file not found", source=str(args.data), field="--data")
+        out += ["--data", str(args.data.resolve())]  # the measuring processes run in other folders
+    return tuple(out)
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Let a CI cancellation (SIGTERM) unwind like Ctrl-C, so the worktrees are removed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _json(result: CheckResult, ab: dict[str, object]) -> str:
+    data = json.loads(render_json(result))
+    data["ab"] = ab
+    return json.dumps(data, sort_keys=True, indent=2, allow_nan=False) + "\n"
+
+
+def _resident_options(args: argparse.Namespace, policy: Policy, seed: int) -> ResidentOptions:
+    from perfgate.bench._interleave import ResidentOptions
+
+    if args.time_budget <= 0:
+        raise InputError(f"must be positive, got {args.time_budget:g}", field="--time-budget")
+    smoke: dict[str, object] = {}
+    if args.quick:  # a smoke run: every stage runs on both sides, nothing is decided from it
+        smoke = {"max_pairs": 3, "looks": 1, "stage_time": 0.1, "min_blocks": 3, "block_time": 0.005}
+    return ResidentOptions(
+        model=normalize_model(args.model),
+        suite=args.suite,
+        stages_modules=tuple(args.stages_modules),
+        seed=seed,
+        device=args.device or "cpu",
+        params={"quick": True} if args.quick else {},
+        data=args.data.resolve() if args.data is not None else None,
+        time_budget=args.time_budget,
+        max_pairs=max(args.pairs, 3),
+        metric_info=policy.metric_info,
+        **smoke,  # type: ignore[arg-type]
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import secrets
+
+    from perfgate.bench._interleave import ProtocolMissing, measure_resident
+    from perfgate.orchestrate._ab import (
+        DEFAULT_PAIRS,
+        WORKTREE,
+        AbOptions,
+        checkout,
+        git_toplevel,
+        is_dirty,
+        measure_interleaved,
+        sides,
+    )
+
+    config = config_from(args)
+    policy = policy_from(config, args)
+    check_distinct(
+        {"--output": args.output, "--json": args.json_output, "--html": args.html_output, "--comment": args.comment},
+        {"--data": args.data, "--config": config.source},
+    )
+    fallback = AbOptions(
+        model=args.model,
+        suite=args.suite,
+        pairs=min(args.pairs, DEFAULT_PAIRS) if args.pairs >= 3 else args.pairs,
+        stages_modules=tuple(args.stages_modules),
+        quick=args.quick,
+        bench_args=_bench_args(args),
+        metric_info=policy.metric_info,
+    )
+    seed = args.order_seed if args.order_seed is not None else secrets.randbelow(2**31)
+    resident = _resident_options(args, policy, seed)
+    repo = git_toplevel(args.repo if args.repo is not None else Path.cwd())
+    current_ref = args.current_ref or (WORKTREE if is_dirty(repo) else "HEAD")
+    console = stderr_console()
+
+    def progress(what: str) -> None:
+        if not args.quiet:
+            console.print(f"perfgate ab: {what}", markup=False)
+
+    info: dict[str, object] = {"paired": True, "interleaved": True, "seed": seed}
+    with _sigterm_as_interrupt(), checkout(repo, args.baseline_ref, current_ref) as (base_rev, cur_rev):
+        info.update(
+            baseline_ref=base_rev.ref,
+            baseline_commit=base_rev.commit,
+            current_ref=cur_rev.ref,
+            current_commit=cur_rev.commit,
+            current_dirty=cur_rev.dirty,
+        )
+        try:
+            outcome = measure_resident(sides(base_rev, cur_rev), resident, policy, progress=progress)
+        except ProtocolMissing as exc:
+            progress(f"{exc}: measuring whole perfgate bench processes, alternating A B B A, instead")
+            ab = measure_interleaved(base_rev, cur_rev, fallback, progress=lambda w: progress(f"measured {w}"))
+            source = f"{ab.describe()}. {exc}, so the older process-level design was used: far less sensitive"
+            result = compare_runs(ab.baseline, ab.current, policy, paired=True, baseline_source=source)
+            info.update(engine="process-level ABBA", pairs=ab.pairs, order="".join(ab.order))
+        else:
+            result = outcome.result
+            info.update(
+                engine="resident workers",
+                pairs=outcome.pairs,
+                looks=list(outcome.looks),
+                planned_looks=list(outcome.schedule),
+                stopped=outcome.stopped,
+                pinned=outcome.pinned,
+                seconds=round(outcome.seconds, 1),
+                seconds_per_pair=round(outcome.pair_seconds, 1),
+                stages=list(outcome.plan),
+                pair_log_ratios={f"{m} {st}": [round(x, 6) for x in v] for (m, st), v in outcome.log_ratios.items()},
+                derived=dict(outcome.derived),
+                setup_seconds=[round(x, 2) for x in outcome.setup_seconds],
+                measure_seconds=[round(x, 2) for x in outcome.measure_seconds],
+            )
+    if args.quick:
+        result = dataclasses.replace(
+            result, baseline_source=result.baseline_source + ". A smoke run (--quick): not for decisions"
+        )
+    markdown = render_markdown(result)
+    if args.output is not None:
+        write_text_atomic(args.output, markdown)
+    if args.json_output is not None:
+        write_text_atomic(args.json_output, _json(result, info))
+    if args.html_output is not None:
+        from perfgate.report.html import render_check_html
+
+        write_text_atomic(args.html_output, render_check_html(result))
+    if args.comment is not None:
+        from perfgate.report.comment import render_comment
+
+        write_text_atomic(args.comment, render_comment(result))
+    if not args.quiet:
+        if markdown_on_stdout(args):
+            sys.stdout.write(markdown)
+        print_verdict(result)
+    return result.exit_code

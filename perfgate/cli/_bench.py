@@ -1,0 +1,386 @@
+"""``perfgate bench``: run the stages of a model and write a run file (the original specification's quick benchmark).
+
+For the reference pipeline it also writes the trained model next to the run file
+(``run.json`` -> ``run.model.pt``); ``--quick`` is a smoke run: two rounds, fewer calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import sys
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from perfgate.cli._common import (
+    add_config_argument,
+    add_flag,
+    add_store_argument,
+    chosen_store,
+    config_from,
+    model_key,
+    needs_extra,
+    stderr_console,
+    store_file,
+    term,
+)
+from perfgate.core._text import plain
+from perfgate.core.codec import format_timestamp
+from perfgate.core.schema import Run
+from perfgate.errors import InputError
+from perfgate.output import check_distinct, is_replaceable, open_output
+from perfgate.pipeline.models import MODELS  # the registry's names: imports no torch
+from perfgate.runfile import save_run
+
+if TYPE_CHECKING:
+    from perfgate.bench.registry import StageContext
+    from perfgate.bench.runner import BenchOptions
+
+__all__ = ["MODELS", "WORKER_FIELDS", "add_arguments", "output_path", "run", "run_worker", "worker_options"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_flag(parser, "--model", required=True)
+    parser.add_argument(
+        "--output",
+        type=Path,
+        required=True,
+        help="run file to write; with --model all, {model} in the name is replaced (or _<model> is added)",
+    )
+    add_flag(parser, "--git-commit", default=None, default_text="git rev-parse HEAD")
+    add_flag(parser, "--branch", default=None, default_text="from git or the CI's variables")
+    add_flag(parser, "--data", type=Path, default=None, default_text="synthetic OHLCV-1m bars")
+    add_store_argument(parser)
+    add_flag(parser, "--push-metrics", metavar="URL")
+    add_flag(parser, "--rounds", type=int, default=None, default_text="3; 5 for the built-in pipeline, 2 with --quick")
+    add_flag(parser, "--repeat", type=int, default=None, default_text="from each stage's speed")
+    parser.add_argument(
+        "--warmup", type=int, default=None, help="untimed calls per stage first (default: from each stage's speed)"
+    )
+    add_flag(parser, "--seed", type=int, default=0, default_text="0")
+    add_flag(parser, "--device", default="cpu", default_text="cpu")
+    add_flag(parser, "--suite", default="pipeline", default_text="pipeline")
+    add_flag(parser, "--quick", action="store_true")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch threads for training steps (default 1; inference uses 1)"
+    )
+    add_flag(parser, "--stages-module", action="append", default=[], metavar="MODULE")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="fresh worker processes measuring one after another, so that the check sees how much a timing "
+        "moves from one process to the next (default 1)",
+    )
+    add_flag(
+        parser,
+        "--time-budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        default_text="none; with a budget at least 2 processes, at most --processes (20 when --processes is 1), "
+        "until every timing's median is known to within a third of the regression threshold",
+    )
+    add_config_argument(parser)
+
+
+def output_path(template: Path, model: str, many: bool) -> Path:
+    text = str(template)
+    if "{model}" in text:
+        return Path(text.replace("{model}", model))
+    if many:
+        return template.with_name(f"{template.stem}_{model}{template.suffix}")
+    return template
+
+
+def checkpoint_path(run_path: Path) -> Path:
+    """Where the trained model of a run goes: beside the run file, ``<stem>.model.pt``."""
+    return run_path.with_name(f"{run_path.stem}.model.pt")
+
+
+def _options(args: argparse.Namespace, model: str) -> BenchOptions:
+    from perfgate.bench.runner import BenchOptions
+
+    params: dict[str, object] = {}
+    if args.threads is not None:
+        params["threads"] = args.threads
+    extra: dict[str, Any] = {}
+    rounds = 3
+    if args.quick:
+        # a smoke run: every stage still runs, in two rounds of a few calls
+        extra = {"warmup_time": 0.02, "round_time": 0.05, "min_repeat": 1, "samples_cap": 500, "max_repeat": 1000}
+        params["quick"] = True
+        rounds = 2
+    elif args.suite == "pipeline":
+        # More, shorter rounds: on a shared machine a burst of another tenant's work can slow
+        # one round several-fold; spread over 5 rounds it reaches a fifth of the samples, not a
+        # third, and a single-sample p99 follows it less (one such round moved a p99 +366 %).
+        extra = {"min_repeat": 2}
+        rounds = 5
+    return BenchOptions(
+        model=model,
+        suite=args.suite,
+        data_path=args.data,
+        seed=args.seed,
+        device=args.device,
+        rounds=args.rounds if args.rounds is not None else rounds,
+        repeat=args.repeat,
+        warmup=args.warmup,
+        params=params,
+        **extra,
+    )
+
+
+def _measure(args: argparse.Namespace, model: str, machine: dict, git, out: Path) -> Run:  # type: ignore[no-untyped-def]
+    from perfgate.bench.runner import run_benchmark
+
+    options = _options(args, model)
+    on_finish: Callable[[StageContext], None] | None = None
+    if args.suite == "pipeline":
+        from perfgate.pipeline.stages import save_checkpoint
+
+        def on_finish(ctx: StageContext) -> None:
+            if is_replaceable(out):  # never /dev/null.model.pt beside --output /dev/null
+                with open_output(checkpoint_path(out)) as handle:
+                    save_checkpoint(ctx, handle)
+
+    if args.data is not None and not args.data.exists():
+        raise InputError(
+            "data file not found; check the path or leave out --data for synthetic bars",
+            source=str(args.data),
+            field="--data",
+        )
+    measure = functools.partial(
+        run_benchmark,
+        options,
+        run_id=uuid.uuid4().hex,
+        created_at=format_timestamp(datetime.now(UTC)),
+        git=git,
+        machine=machine,
+        config=_config(args, model),
+        on_finish=on_finish,
+    )
+    if not sys.stderr.isatty():
+        return measure()
+    from rich.progress import Progress
+
+    with Progress(transient=True, console=stderr_console()) as bar:
+        task = bar.add_task(f"{model}", total=1)
+
+        def report(what: str, done: int, total: int) -> None:
+            bar.update(task, description=f"{model}: {what}", completed=done, total=total)
+
+        return measure(progress=report)
+
+
+def _config(args: argparse.Namespace, model: str) -> dict[str, object]:
+    """What the run file records beyond the runner's own: smoke run or not, threads, model sizes."""
+    config: dict[str, object] = {"quick": True} if args.quick else {}
+    if args.suite == "pipeline":
+        from dataclasses import asdict
+
+        from perfgate.pipeline.stages import training_config
+
+        config["training_threads"] = args.threads if args.threads is not None else 1
+        config["model_config"] = asdict(training_config(model, quick=args.quick))
+    return config
+
+
+def _import_stage_modules(names: list[str]) -> None:
+    """Import ``names`` with the working directory first on ``sys.path``, as ``python -m`` and pytest do.
+
+    The ``perfgate`` script's own folder is what Python puts first, so without this a
+    ``mystages.py`` beside the user would need ``PYTHONPATH=.``.
+    """
+    import importlib
+
+    if not names:
+        return
+    here = str(Path.cwd())
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise InputError(
+                f"cannot import {name!r}: {exc}; perfgate looks for it in the working directory ({here}) "
+                "and on PYTHONPATH",
+                field="--stages-module",
+            ) from None
+
+
+def _own_suite_models(suite: str, requested: str, imported: list[str]) -> list[str]:
+    """The models to measure in a suite of the user's, or an error that says what to pass."""
+    from perfgate.bench.registry import registered, stages_for
+
+    stages = registered(suite)
+    if not stages:
+        if imported:
+            where = f"the module(s) imported ({', '.join(imported)}) registered none"
+        else:
+            where = "no --stages-module was given, so no module of yours was imported"
+        others = sorted({s.suite for s in registered()} - {"pipeline"})
+        known = f"; suites registered: {', '.join(others)}" if others else ""
+        raise InputError(
+            f"no stages registered in suite {suite!r}: {where}{known}; pass --stages-module MODULE, the module "
+            f"whose @stage(..., suite={suite!r}) functions define the suite",
+            field="--suite",
+        )
+    named = sorted({model_key(m) for s in stages if s.models is not None for m in s.models})
+    if requested == "all":
+        if not named:
+            raise InputError(
+                f"the stages of suite {suite!r} name no models (none has models=); give --model NAME", field="--model"
+            )
+        return named
+    if not stages_for(suite, requested):
+        raise InputError(
+            f"no stage of suite {suite!r} applies to model {requested!r}; its stages accept: {', '.join(named)}",
+            field="--model",
+        )
+    return [requested]
+
+
+# what a worker process measures with: the parsed options it needs, never the parent's command line
+WORKER_FIELDS = (
+    "suite",
+    "data",
+    "seed",
+    "device",
+    "rounds",
+    "repeat",
+    "warmup",
+    "quick",
+    "threads",
+    "stages_module",
+    "git_commit",
+    "branch",
+)
+
+
+def worker_options(args: argparse.Namespace) -> dict[str, object]:
+    """The options of one worker process, as JSON values: the fields of :data:`WORKER_FIELDS`.
+
+    No store, no Pushgateway, no configuration file: a worker measures and writes its run
+    file; the parent combines the runs and records and pushes the result once.
+    """
+    options: dict[str, object] = {name: getattr(args, name) for name in WORKER_FIELDS}
+    options["data"] = str(args.data.resolve()) if args.data is not None else None
+    options["stages_module"] = list(args.stages_module)
+    return options
+
+
+def run_worker(options: Mapping[str, Any]) -> int:
+    """Measure one model once with ``options`` (from :func:`worker_options`, plus ``model`` and ``output``)."""
+    from perfgate.bench._gitinfo import collect_git
+    from perfgate.bench.machine import collect_machine
+    from perfgate.errors import PerfgateError
+
+    expected = {*WORKER_FIELDS, "model", "output"}
+    if not isinstance(options, Mapping) or set(options) != expected:
+        got = sorted(options) if isinstance(options, Mapping) else type(options).__name__
+        raise PerfgateError(f"worker options must have exactly the fields {sorted(expected)}, got {got}")
+    values = dict(options)
+    values["data"] = Path(values["data"]) if values["data"] is not None else None
+    output = Path(values.pop("output"))
+    model = str(values.pop("model"))
+    args = argparse.Namespace(**values)
+    _import_stage_modules(args.stages_module)
+    if args.suite == "pipeline":
+        with needs_extra("pipeline", "the built-in pipeline (--suite pipeline)"):
+            from perfgate.pipeline.stages import resolve_device  # importing registers the reference pipeline
+
+        args.device = resolve_device(args.device)
+    result = _measure(args, model, collect_machine(), collect_git(args.git_commit, args.branch), output)
+    save_run(output, result)
+    return 0
+
+
+def _in_processes(args: argparse.Namespace, model: str, threshold_pct: float) -> Run:
+    from perfgate.orchestrate._workers import measure_in_processes
+
+    budget = args.time_budget
+    processes = args.processes if budget is None or args.processes > 1 else 20
+    console = stderr_console()
+    return measure_in_processes(
+        worker_options(args),
+        model,
+        processes=processes,
+        time_budget=budget,
+        target_precision=threshold_pct / 100 / 3,
+        run_id=uuid.uuid4().hex,
+        progress=lambda line: console.print(plain(line), markup=False),
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from(args)
+    if args.processes < 1:
+        raise InputError(f"must be at least 1, got {args.processes}", field="--processes")
+    if args.time_budget is not None and args.time_budget <= 0:
+        raise InputError(f"must be positive, got {args.time_budget}", field="--time-budget")
+    _import_stage_modules(args.stages_module)
+    requested = model_key(args.model)
+    if requested != "all" and requested not in MODELS and args.suite == "pipeline":
+        raise InputError(f"unknown model {args.model!r}; choose from {', '.join(MODELS)} or all", field="--model")
+    if args.suite == "pipeline":
+        models = list(MODELS) if requested == "all" else [requested]
+    else:
+        models = _own_suite_models(args.suite, requested, args.stages_module)
+    if args.suite == "pipeline":
+        with needs_extra("pipeline", "the built-in pipeline (--suite pipeline)"):
+            from perfgate.pipeline.stages import resolve_device  # importing registers the reference pipeline
+
+        args.device = resolve_device(args.device)
+    from perfgate.bench._gitinfo import collect_git
+    from perfgate.bench.machine import collect_machine
+
+    machine = collect_machine()
+    git = collect_git(args.git_commit, args.branch)
+    console = stderr_console()
+    runs = []
+    paths = {model: output_path(args.output, model, len(models) > 1) for model in models}
+    url = chosen_store(args, config)  # record the runs there too: --store, PERFGATE_STORE or the configuration
+    store_path = store_file(url) if url is not None else None
+    inputs = {"--data": args.data, "--config": config.source, "the store": store_path}
+    check_distinct({f"--output ({m})": p for m, p in paths.items()}, inputs)
+    for model in models:
+        path = paths[model]
+        from perfgate.bench._disturbance import environment_between, snapshot
+
+        before = snapshot()
+        if args.processes > 1 or args.time_budget is not None:
+            result = _in_processes(args, model, config.policy.threshold_pct)
+        else:
+            result = _measure(args, model, machine, git, path)
+        result = dataclasses.replace(
+            result, config={**result.config, "environment": environment_between(before, snapshot())}
+        )
+        save_run(path, result)
+        runs.append(result)
+        medians = ", ".join(
+            f"{name} {sorted(m.samples)[len(m.samples) // 2]:.4g}" for name, m in result.metrics.items()
+        )
+        console.print(f"[bold]{term(model)}[/] → {term(path)}: {term(medians)}")
+        if args.suite == "pipeline" and is_replaceable(path) and checkpoint_path(path).exists():
+            console.print(f"trained model → {plain(checkpoint_path(path))}", markup=False)
+    if url is not None:
+        from perfgate.store import open_store
+
+        store = open_store(url)
+        try:
+            for r in runs:
+                store.add_run(r)
+        finally:
+            store.close()
+        console.print(f"recorded {len(runs)} run(s) in {plain(store.url)}", markup=False)
+    if args.push_metrics is not None:
+        from perfgate.cli._export import push_runs
+
+        push_runs(args.push_metrics, runs, config.policy)  # reports failures on stderr; never changes the exit code
+    return 0

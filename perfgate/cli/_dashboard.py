@@ -1,0 +1,34 @@
+"""``perfgate dashboard``: write the Grafana dashboard of perfgate's Prometheus metrics."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from perfgate.output import write_output
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="write the dashboard JSON here (default: standard output); import it in Grafana",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from perfgate.cli._export import require_extra
+    from perfgate.export.grafana import dashboard_json
+
+    require_extra("grafana_foundation_sdk", "perfgate dashboard")
+    text = dashboard_json()
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        write_output(args.output, text)
+        print(f"wrote the Grafana dashboard to {args.output}", file=sys.stderr)
+    return 0

@@ -1,0 +1,49 @@
+"""``perfgate record``: add finished run files to the result store."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from perfgate.cli._common import (
+    add_config_argument,
+    add_store_argument,
+    config_from,
+    content_run_id,
+    stderr_console,
+    store_url,
+)
+from perfgate.core._text import plain
+from perfgate.runfile import load_run
+from perfgate.store import RunStatus, open_store
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN.json", help="run files to record")
+    add_store_argument(parser)
+    add_config_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from(args)
+    # read every file first: one bad file records nothing
+    runs = [load_run(path, config.policy.metric_info) for path in args.runs]
+    runs = [r if r.run_id else dataclasses.replace(r, run_id=content_run_id(r)) for r in runs]
+    console = stderr_console()
+    store = open_store(store_url(args, config))
+    try:
+        for path, r in zip(args.runs, runs, strict=True):
+            added = store.add_run(r)
+            state = "recorded" if added else "already recorded"
+            verdict = store.status(r.run_id or "")  # a run checked before it was recorded keeps its verdict
+            kept = f", status {verdict}" if verdict not in (None, RunStatus.RECORDED) else ""
+            console.print(
+                plain(f"{state}: {path} → run {r.run_id} (model {r.model}, commit {r.git.commit or 'unknown'}{kept})"),
+                markup=False,
+            )
+    finally:
+        store.close()
+    return 0

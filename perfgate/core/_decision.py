@@ -1,0 +1,438 @@
+"""The verdict of one comparison: its estimate, its test, and the rule that decides it.
+
+A metric **regresses** when its direction-adjusted relative change exceeds its threshold
+*and* the one-sided test that the current run is worse is significant after Holm's
+correction over every comparison of the check. Everything else is ``improved``,
+``unchanged``, ``inconclusive`` (over the threshold but not significant, the confidence
+interval still reaching past the threshold, or too few samples for a tail quantile — each
+with the sample size that would decide), ``missing``, ``new`` or ``informational``.
+With a single sample on either side only the threshold applies.
+
+Two runs measured at different times differ by the machine's phase, which neither run's
+samples show, so every unpaired test is a test on the log ratio of the two locations whose
+standard error includes the run-to-run noise (:mod:`perfgate.core.noise`): this machine's
+calibration, or the spread of a baseline pooled from runs spread out in time, or else a
+conservative assumption that the report names. When both sides carry the machine-speed
+index (reference kernels timed with the samples), the locations compared are the stage's
+times in units of its reference, and the raw change is reported beside them.
+
+Each step is a function that returns its result (:mod:`perfgate.core._estimate`: the values
+and their log ratio, the paired or unpaired test with its standard error, degrees of freedom,
+p-value and the noise folded in); :func:`_prepare` assembles them into the pending comparison
+that :func:`_decide` turns into a verdict once the family-wise correction is known.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from perfgate.core._distributions import norm_ppf, t_isf, t_ppf
+from perfgate.core._estimate import Sides, _estimate, _paired_test, _Test, _unpaired_test, sides_of
+from perfgate.core._samplestats import ReferenceStats, SampleStats
+from perfgate.core._significance import holm, log_ratio_se
+from perfgate.core.metrics import BUILTIN_METRICS, Direction
+from perfgate.core.policy import Policy
+from perfgate.core.result import Comparison, Verdict
+from perfgate.core.schema import Metric, Run
+from perfgate.core.stats import min_samples_for, summarize
+
+__all__ = ["prepare"]
+
+_MAX_REQUIRED_N = 10_000_000
+_BOUNDARY_SLACK = 1e-12  # in log-ratio units
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A comparison before the family-wise correction decides its verdict.
+
+    Mutable for the paired decision of ``perfgate ab`` (:mod:`perfgate.core.paired`), which
+    fills in its own test; the unpaired one builds it whole in :func:`_prepare`.
+    """
+
+    base: Metric
+    cur: Metric
+    statistic: str
+    threshold: float
+    base_value: float
+    cur_value: float
+    log_worse: float | None  # direction-adjusted log ratio; None when a value is 0
+    se: float | None
+    p_value: float | None
+    threshold_only: bool
+    fixed: Verdict | None = None  # decided before the test (too few samples)
+    reason: str = ""
+    required_n: int | None = None
+    df: int | None = None  # degrees of freedom of a t test; None: normal
+    sigma_run: float | None = None  # paired: SD of the per-repetition log ratios over sqrt(2)
+    groups: tuple[int, int] = (1, 1)
+    noise: str = ""
+    noise_assumed: bool = False
+    fixed_variance: float = 0.0  # run-to-run variance more worker processes would not reduce
+    process_sigma: float = 0.0  # per-process SD, which more worker processes average out
+    within_se: float = 0.0
+    kernel: str = ""
+    raw_change: float | None = None
+    normalised_change: float | None = None
+    derived_from: str = ""
+
+
+def _prepare(
+    base: Metric,
+    cur: Metric,
+    statistic: str,
+    policy: Policy,
+    paired: bool = False,
+    runs: tuple[int, int] = (1, 1),
+    *,
+    stats: SampleStats | None = None,
+    sides: Sides | None = None,
+    derived_from: str = "",
+) -> _Pending:
+    """One comparison, estimated and tested, waiting for the family-wise correction."""
+    stats = stats if stats is not None else ReferenceStats(policy.confidence)
+    sides = sides if sides is not None else sides_of(base, cur, paired=paired)
+    n_base, n_cur = len(base.samples), len(cur.samples)
+    threshold_only = min(n_base, n_cur) == 1
+    est = _estimate(base, cur, sides, statistic, stats)
+
+    p = _Pending(
+        base=base,
+        cur=cur,
+        statistic=statistic,
+        threshold=policy.threshold_for(cur.name),
+        base_value=est.base_value,
+        cur_value=est.cur_value,
+        log_worse=est.log_worse,
+        se=None,
+        p_value=None,
+        threshold_only=threshold_only,
+        kernel=sides.kernel,
+        raw_change=est.raw_change,
+        normalised_change=est.normalised_change,
+        derived_from=derived_from,
+    )
+    if threshold_only:
+        return p
+    needed = min_samples_for(statistic)
+    if min(n_base, n_cur) < needed:
+        p.fixed = Verdict.INCONCLUSIVE
+        p.reason = f"{statistic} is compared from {needed} samples per side; this check has {n_base}/{n_cur}"
+        p.required_n = needed
+        return p
+    se = log_ratio_se(
+        est.test_base, stats.ci(sides.base, statistic), est.test_cur, stats.ci(sides.cur, statistic), policy.confidence
+    )
+    test = _paired_test(base, cur, statistic, est.log_worse) if paired else None
+    if test is None and est.log_worse is not None and math.isinf(est.log_worse):
+        # a rate that fell to 0 (a total loss) or a time that vanished: no noise makes that a fluke
+        test = _Test(log_worse=est.log_worse, se=None, p_value=0.0 if est.log_worse > 0 else 1.0)
+    if test is None and (est.log_worse is None or se is None):
+        side = "baseline" if est.test_base == 0 else "current"
+        p.se = se
+        p.fixed = Verdict.INCONCLUSIVE
+        p.reason = f"the {side} {statistic} is 0; the log-ratio test is undefined"
+        return p
+    if test is None:
+        assert est.log_worse is not None and se is not None
+        test = _unpaired_test(est.log_worse, se, cur, sides, statistic, policy, runs, stats)
+    p.log_worse, p.se, p.p_value, p.df = test.log_worse, test.se, test.p_value, test.df
+    p.sigma_run, p.groups, p.noise, p.noise_assumed = test.sigma_run, test.groups, test.noise, test.noise_assumed
+    p.fixed_variance, p.process_sigma, p.within_se = test.fixed_variance, test.process_sigma, test.within_se
+    return p
+
+
+def _required_n(n_now: int, se: float | None, margin: float, z: float) -> int | None:
+    """Samples per side at which an estimate ``margin`` away from the boundary is decided."""
+    if se is None or se <= 0 or n_now < 2:
+        return None
+    if margin <= 1e-12:
+        return None
+    need = math.ceil(n_now * (z * se / margin) ** 2)
+    return min(max(need, n_now + 1), _MAX_REQUIRED_N)
+
+
+def _required_groups(sigma: float, margin: float, z: float, have: int) -> int | None:
+    """Independent repetitions per side at which ``margin`` is resolved against ``sigma``."""
+    if sigma <= 0 or margin <= 1e-12:
+        return None
+    return min(max(math.ceil(2.0 * (z * sigma / margin) ** 2), have + 1), _MAX_REQUIRED_N)
+
+
+def _required_processes(p: _Pending, margin: float, z: float) -> int | None:
+    """Worker processes per side that would resolve ``margin``; None when no number would,
+    because the part of the noise shared by a whole run (its phase) is larger than that."""
+    if p.process_sigma <= 0 or margin <= 1e-12:
+        return None
+    room = (margin / z) ** 2 - p.within_se**2 - p.fixed_variance
+    if room <= 0:
+        return None
+    need = math.ceil(2.0 * p.process_sigma**2 / room)
+    return min(max(need, min(p.groups) + 1), _MAX_REQUIRED_N)
+
+
+def _log_threshold(threshold: float, direction: Direction) -> float:
+    # worse > t  <=>  log ratio beyond this bound, for either direction. The slack keeps a
+    # change of exactly the threshold (100 -> 110 at 10 %) from "exceeding" it by rounding:
+    # log(110 / 100) is one ulp above log1p(0.10).
+    if direction is Direction.HIGHER:
+        return math.inf if threshold >= 1.0 else -math.log1p(-threshold) + _BOUNDARY_SLACK
+    return math.log1p(threshold) + _BOUNDARY_SLACK
+
+
+def _worse_from_log(log_worse: float, direction: Direction) -> float:
+    # positive means worse: +x % time, or -x % throughput
+    try:
+        return math.expm1(log_worse) if direction is Direction.LOWER else -math.expm1(-log_worse)
+    except OverflowError:  # an interval bound from a tiny, skewed sample ([1, 1, 1004]): unbounded
+        return math.inf if direction is Direction.LOWER else -math.inf
+
+
+def _decide(
+    p: _Pending, p_adjusted: float | None, policy: Policy, n_tests: int, stats: SampleStats | None = None
+) -> Comparison:
+    direction = p.cur.direction
+    worse = None if p.log_worse is None else _worse_from_log(p.log_worse, direction)
+    change = None if p.base_value == 0 else p.cur_value / p.base_value - 1.0
+    if p.kernel:  # the decided change is the normalised one; the raw one is reported beside it
+        change = p.normalised_change
+    ci = None
+    # only a test needs a quantile (a threshold-only check of flat files never loads scipy.special)
+    z_ci = t_ppf(0.5 + policy.confidence / 2.0, p.df) if p.se is not None else math.nan
+    if p.log_worse is not None and p.se is not None:
+        lo, hi = p.log_worse - z_ci * p.se, p.log_worse + z_ci * p.se
+        ci = (_worse_from_log(lo, direction), _worse_from_log(hi, direction))
+    bound = _log_threshold(p.threshold, direction)
+    n_now = min(len(p.base.samples), len(p.cur.samples))
+    verdict: Verdict
+    reason = p.reason
+    required = p.required_n
+    unit = "processes" if p.sigma_run is not None or p.fixed_variance > 0 or p.process_sigma > 0 else "samples"
+
+    def need(margin: float, z: float) -> int | None:
+        if p.sigma_run is not None:  # paired: more repetitions of the whole run, not more samples, decide it
+            return _required_groups(p.sigma_run, margin, z, min(p.groups))
+        if p.noise and (p.fixed_variance > 0 or p.process_sigma > 0):
+            # unpaired: more worker processes, when the run-wide noise leaves room for them
+            return _required_processes(p, margin, z)
+        return _required_n(n_now, p.se, margin, z)
+
+    if p.fixed is not None:
+        verdict = p.fixed
+    elif p.log_worse is None:
+        verdict = Verdict.INCONCLUSIVE
+        reason = f"the baseline {p.statistic} is 0; a relative change is undefined"
+    elif p.threshold_only:
+        verdict = (
+            Verdict.REGRESSED
+            if p.log_worse > bound
+            else Verdict.IMPROVED
+            if -p.log_worse > bound
+            else Verdict.UNCHANGED
+        )
+        reason = "one sample per side: only the threshold applies, no significance test"
+    else:
+        assert p_adjusted is not None
+        z_alpha = t_isf(policy.alpha / max(n_tests, 1), p.df)
+        z_power = norm_ppf(policy.power)
+        if p.log_worse > bound:
+            if p_adjusted < policy.alpha:
+                verdict = Verdict.REGRESSED
+            else:
+                verdict = Verdict.INCONCLUSIVE
+                reason = (
+                    f"over the threshold but not significant (adjusted p = {p_adjusted:.3g} ≥ α = {policy.alpha:g})"
+                )
+                required = need(p.log_worse, z_alpha + z_power)
+        elif -p.log_worse > bound and (ci[1] < 0 if ci is not None else p.log_worse == -math.inf):
+            verdict = Verdict.IMPROVED
+        elif ci is not None and ci[1] > p.threshold and p.log_worse <= bound:
+            verdict = Verdict.INCONCLUSIVE
+            reason = (
+                f"the {policy.confidence:.0%} interval reaches {ci[1]:+.1%}, past the {p.threshold:.0%} threshold: "
+                "too noisy to rule out a regression"
+            )
+            required = need(bound - p.log_worse, z_ci + z_power)
+        else:
+            verdict = Verdict.UNCHANGED
+    if (
+        verdict in (Verdict.REGRESSED, Verdict.INCONCLUSIVE)
+        and p.cur.unit == "MB"
+        and abs(p.cur_value - p.base_value) < policy.memory_floor_mb
+    ):
+        verdict, required = Verdict.UNCHANGED, None
+        reason = (
+            f"a change of {p.cur_value - p.base_value:+.3g} MB, below the {policy.memory_floor_mb:g} MB "
+            "that a memory metric is gated at (memory_floor_mb)"
+        )
+    summary = stats.summary if stats is not None else (lambda m: summarize(m.samples))
+    return Comparison(
+        metric=p.cur.name,
+        statistic=p.statistic,
+        unit=p.cur.unit,
+        direction=direction,
+        baseline=summary(p.base),
+        current=summary(p.cur),
+        baseline_value=p.base_value,
+        current_value=p.cur_value,
+        change=change,
+        worse=worse,
+        ci=ci,
+        p_value=p.p_value,
+        p_adjusted=p_adjusted,
+        threshold=p.threshold,
+        verdict=verdict,
+        reason=reason,
+        required_n=required,
+        required_unit=unit,
+        threshold_only=p.threshold_only,
+        noise=p.noise,
+        noise_assumed=p.noise_assumed,
+        reference=p.kernel,
+        raw_change=p.raw_change,
+        derived_from=p.derived_from,
+    )
+
+
+def _statistics_of(metric: Metric, policy: Policy, single: bool) -> tuple[str, ...]:
+    if single:
+        return ("median",)
+    info = policy.metric_info.get(metric.name) or BUILTIN_METRICS.get(metric.name)
+    return info.statistics if info else ("median",)
+
+
+def _unpaired(metric: Metric, side: str, policy: Policy) -> Comparison:
+    summary = summarize(metric.samples)
+    return Comparison(
+        metric=metric.name,
+        statistic="median",
+        unit=metric.unit,
+        direction=metric.direction,
+        baseline=summary if side == "baseline" else None,
+        current=summary if side == "current" else None,
+        baseline_value=summary.median if side == "baseline" else None,
+        current_value=summary.median if side == "current" else None,
+        change=None,
+        worse=None,
+        ci=None,
+        p_value=None,
+        p_adjusted=None,
+        threshold=policy.threshold_for(metric.name),
+        verdict=Verdict.MISSING if side == "baseline" else Verdict.NEW,
+        reason="in the baseline, not measured now" if side == "baseline" else "no baseline for this metric yet",
+    )
+
+
+def _informational(base: Metric, cur: Metric, policy: Policy) -> Comparison:
+    b, c = summarize(base.samples), summarize(cur.samples)
+    return Comparison(
+        metric=cur.name,
+        statistic="median",
+        unit=cur.unit,
+        direction=cur.direction,
+        baseline=b,
+        current=c,
+        baseline_value=b.median,
+        current_value=c.median,
+        change=None if b.median == 0 else c.median / b.median - 1.0,
+        worse=None,
+        ci=None,
+        p_value=None,
+        p_adjusted=None,
+        threshold=policy.threshold_for(cur.name),
+        verdict=Verdict.INFORMATIONAL,
+        reason="informational: reported, never gates",
+    )
+
+
+def _holm_by_id(tested: list[_Pending]) -> dict[int, float]:
+    """Holm-adjusted p-values of the tested comparisons, keyed by ``id()`` of each pending one."""
+    p_values = [p.p_value for p in tested if p.p_value is not None]
+    return dict(zip((id(p) for p in tested), holm(p_values), strict=True))
+
+
+def _split(
+    baseline: Run, current: Run, policy: Policy, prepare: Callable[[Metric, Metric], list[_Pending]]
+) -> tuple[list[_Pending], list[Comparison]]:
+    """The metrics both runs have, prepared for testing; the others (new, missing, informational) decided."""
+    pending: list[_Pending] = []
+    fixed: list[Comparison] = []
+    for cur in current.metrics.values():
+        base = baseline.metrics.get(cur.name)
+        if base is None:
+            fixed.append(_unpaired(cur, "current", policy))
+        elif cur.direction is Direction.INFO:
+            fixed.append(_informational(base, cur, policy))
+        else:
+            pending.extend(prepare(base, cur))
+    fixed.extend(
+        _unpaired(m, "baseline", policy) for name, m in baseline.metrics.items() if name not in current.metrics
+    )
+    return pending, fixed
+
+
+def _family(pending: list[_Pending]) -> list[_Pending]:
+    """The tested comparisons that count in Holm's family: a derived one only when the metric
+    it is derived from has no test of its own for that statistic (or its median)."""
+    tested = [p for p in pending if p.p_value is not None and p.fixed is None]
+    own = {(p.cur.name, p.statistic) for p in tested if not p.derived_from}
+    return [
+        p
+        for p in tested
+        if not p.derived_from or ((p.derived_from, p.statistic) not in own and (p.derived_from, "median") not in own)
+    ]
+
+
+def _share_source_tests(pending: list[_Pending], family: list[_Pending], adjusted: dict[int, float]) -> None:
+    """A derived comparison outside the family takes its source's test: the same p-values."""
+    by_key = {(p.cur.name, p.statistic): p for p in family}
+    in_family = {id(p) for p in family}
+    for p in pending:
+        if not p.derived_from or id(p) in in_family or p.p_value is None or p.fixed is not None:
+            continue
+        src = by_key.get((p.derived_from, p.statistic)) or by_key.get((p.derived_from, "median"))
+        if src is None:
+            continue
+        adjusted[id(p)] = adjusted[id(src)]
+        p.p_value = src.p_value
+        p.noise = f"derived from {p.derived_from}: tested with it, counted once"
+
+
+def prepare(
+    baseline: Run,
+    current: Run,
+    policy: Policy,
+    *,
+    paired: bool,
+    runs: tuple[int, int],
+    derived: dict[str, str],
+    stats: SampleStats,
+    sides: dict[str, Sides],
+) -> tuple[list[Comparison], list[Comparison]]:
+    """Every comparison of a check decided: (the tested ones, the new/missing/informational ones)."""
+
+    def each(base: Metric, cur: Metric) -> list[_Pending]:
+        single = min(len(base.samples), len(cur.samples)) == 1
+        return [
+            _prepare(
+                base,
+                cur,
+                stat,
+                policy,
+                paired,
+                runs,
+                stats=stats,
+                sides=sides.get(cur.name),
+                derived_from=derived.get(cur.name, ""),
+            )
+            for stat in _statistics_of(cur, policy, single)
+        ]
+
+    pending, fixed = _split(baseline, current, policy, each)
+    family = _family(pending)
+    adjusted = _holm_by_id(family)
+    _share_source_tests(pending, family, adjusted)
+    decided = [_decide(p, adjusted.get(id(p)), policy, len(family), stats) for p in pending]
+    return decided, fixed

@@ -1,0 +1,243 @@
+"""The estimate of one comparison and its one-sided test, each step returning its result.
+
+:func:`sides_of` says what a metric is tested on (raw samples, or both sides in units of a
+shared reference kernel); :func:`_estimate` gives the statistic on both sides and its
+direction-adjusted log ratio; :func:`_unpaired_test` tests that log ratio with the run-to-run
+noise folded into its standard error (:mod:`perfgate.core.noise`), :func:`_paired_test` on the
+paired log ratios of interleaved repetitions. :mod:`perfgate.core._decision` assembles them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from perfgate.core._distributions import t_sf
+from perfgate.core._samplestats import SampleStats
+from perfgate.core.metrics import Direction
+from perfgate.core.noise import (
+    TAIL_FACTOR,
+    NoiseModel,
+    between_groups,
+    common_kernel,
+    group_locations,
+    normalised,
+)
+from perfgate.core.policy import Policy
+from perfgate.core.schema import Metric
+from perfgate.core.stats import QUANTILES
+
+__all__ = ["Sides", "sides_of"]
+
+# Degrees of freedom from which consecutive worker processes' own spread may raise the
+# assumed per-process noise (fewer say too little about it)
+_MIN_NOISE_DF = 3
+# pooled runs from which the baseline's own spread between runs is the run-to-run noise
+_MIN_SPREAD_RUNS = 3
+_MEMORY_UNITS = {"B", "KB", "KiB", "MB", "MiB", "GB", "GiB", "bytes"}
+
+
+@dataclass(frozen=True, slots=True)
+class Sides:
+    """What both sides of one metric are tested on: the raw samples, or both in units of a
+    shared reference kernel (``kernel`` is then its name)."""
+
+    kernel: str
+    base: Metric
+    cur: Metric
+
+
+def sides_of(base: Metric, cur: Metric, *, paired: bool = False) -> Sides:
+    """The samples a metric's test runs on (see :class:`Sides`)."""
+    threshold_only = min(len(base.samples), len(cur.samples)) == 1
+    kernel = None if threshold_only or paired else common_kernel(base, cur)
+    if kernel:
+        nb, nc = normalised(base), normalised(cur)
+        if nb is not None and nc is not None:
+            return Sides(kernel=kernel, base=nb, cur=nc)
+    return Sides(kernel="", base=base, cur=cur)
+
+
+@dataclass(frozen=True, slots=True)
+class _Estimate:
+    """The statistic on both sides and its direction-adjusted log ratio."""
+
+    base_value: float  # raw, as reported
+    cur_value: float
+    test_base: float  # what is tested (normalised, with a kernel)
+    test_cur: float
+    log_worse: float | None
+    raw_change: float | None
+    normalised_change: float | None
+
+
+def _estimate(base: Metric, cur: Metric, sides: Sides, statistic: str, stats: SampleStats) -> _Estimate:
+    raw_base, raw_cur = stats.value(base, statistic), stats.value(cur, statistic)
+    if sides.kernel:
+        base_value, cur_value = stats.value(sides.base, statistic), stats.value(sides.cur, statistic)
+    else:
+        base_value, cur_value = raw_base, raw_cur
+    log_worse: float | None = None
+    if base_value > 0 and cur_value > 0:
+        log_ratio = math.log(cur_value / base_value)
+        log_worse = log_ratio if cur.direction is Direction.LOWER else -log_ratio
+    elif base_value == cur_value:
+        log_worse = 0.0
+    elif base_value > 0:
+        # the current value is 0: a time that vanished is infinitely better, a rate that fell
+        # to 0 is a total loss (worse = +100 %) and must not pass as "undefined"
+        log_worse = -math.inf if cur.direction is Direction.LOWER else math.inf
+    return _Estimate(
+        base_value=raw_base,
+        cur_value=raw_cur,
+        test_base=base_value,
+        test_cur=cur_value,
+        log_worse=log_worse,
+        raw_change=(raw_cur / raw_base - 1.0) if sides.kernel and raw_base > 0 else None,
+        normalised_change=(cur_value / base_value - 1.0) if sides.kernel and base_value > 0 else None,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Test:
+    """A one-sided test of the log ratio: its estimate, standard error and p-value, and how
+    the run-to-run noise entered it (what more repetitions of what would reduce it)."""
+
+    log_worse: float
+    se: float | None
+    p_value: float
+    df: int | None = None
+    sigma_run: float | None = None
+    groups: tuple[int, int] = (1, 1)
+    noise: str = ""
+    noise_assumed: bool = False
+    fixed_variance: float = 0.0
+    process_sigma: float = 0.0
+    within_se: float = 0.0
+
+
+def _one_sided(log_worse: float, se: float, df: int | None) -> float:
+    return t_sf(log_worse / se, df) if se > 0 else (0.0 if log_worse > 0 else 1.0)
+
+
+def _assumed(policy: Policy, unit: str, kernel: str, statistic: str) -> NoiseModel:
+    if unit in _MEMORY_UNITS:
+        return policy.assumed_memory
+    model = policy.assumed_normalised if kernel else policy.assumed_raw
+    factor = TAIL_FACTOR.get(statistic, 1.0)
+    return NoiseModel(phase=model.phase * factor, process=model.process * factor)
+
+
+def _unpaired_test(
+    log_worse: float,
+    within_se: float,
+    cur_metric: Metric,
+    sides: Sides,
+    statistic: str,
+    policy: Policy,
+    runs: tuple[int, int],
+    stats: SampleStats,
+) -> _Test:
+    """Test the log ratio with the run-to-run noise in its standard error.
+
+    Where that noise comes from, first found first:
+
+    1. this machine's calibration (``Policy.noise``, from ``perfgate calibrate``): the SD of
+       one run's log location; a z test;
+    2. a baseline pooled from at least three runs spread out in time: the SD between those
+       runs; a t test on runs - 1 degrees of freedom;
+    3. the assumption for this kind of machine (:class:`~perfgate.core.noise.NoiseModel`,
+       phase and per-process terms; normalised values have a much smaller phase term). The
+       spread between consecutive worker processes may raise the per-process term, never
+       lower it. A z test, and the report says the noise was assumed.
+
+    ``runs`` says how many independent runs each side pooled (1 for a fresh run).
+    """
+    base, cur = sides.base, sides.cur
+    q = QUANTILES[statistic]
+    g_base, g_cur = len(base.groups or (0,)), len(cur.groups or (0,))
+    r_base = g_base if runs[0] > 1 else 1
+    r_cur = g_cur if runs[1] > 1 else 1
+    name = cur_metric.name
+    calibrated = policy.noise_for(name, statistic, normalised=bool(sides.kernel))
+    scale = "in units of its reference" if sides.kernel else ""
+    df: int | None = None
+    process_sigma = 0.0
+    assumed = False
+    if calibrated is not None:
+        fixed_variance = calibrated**2 * (1.0 / r_base + 1.0 / r_cur)
+        noise = f"run-to-run σ {calibrated:.1%} {scale} (this machine's calibration)".replace("  ", " ")
+    elif r_base >= _MIN_SPREAD_RUNS:
+        logs = stats.group_logs(base, q)
+        spread = float(logs.std(ddof=1)) if len(logs) > 1 else 0.0
+        fixed_variance = spread**2 * (1.0 / r_base + 1.0 / r_cur)
+        df = max(len(logs) - 1, 1)
+        noise = f"run-to-run σ {spread:.1%} {scale} (the spread of the baseline's {r_base} runs)".replace("  ", " ")
+    else:
+        model = _assumed(policy, cur_metric.unit, sides.kernel, statistic)
+        # only worker-process groups; a pooled side's groups are runs, whose spread is another thing.
+        # A side of one group has no spread of its own: with one group on each side there is none
+        proc_base = base if r_base == 1 and g_base > 1 else None
+        proc_cur = cur if r_cur == 1 and g_cur > 1 else None
+        processes = between_groups(proc_base, proc_cur, q) if proc_base or proc_cur else None
+        if processes is not None and processes.df >= _MIN_NOISE_DF:
+            model = NoiseModel(phase=model.phase, process=max(model.process, processes.sigma))
+        fixed_variance = model.phase**2 * (1.0 / r_base + 1.0 / r_cur)
+        process_sigma = model.process
+        assumed = True
+        one_run = model.sigma(1, min(g_base, g_cur))
+        noise = f"run-to-run σ {one_run:.1%} {scale} assumed".replace("  ", " ")
+    process_variance = process_sigma**2 * (1.0 / g_base + 1.0 / g_cur)
+    total = within_se**2 + fixed_variance + process_variance
+    se = math.sqrt(total)
+    if df is None and within_se > 0:
+        # the within-run part is estimated from few samples when a side has few: its degrees of
+        # freedom carry over to the whole variance in proportion (Welch-Satterthwaite), the
+        # run-to-run part being taken as known
+        within_df = min(len(base.samples), len(cur.samples)) - 1
+        effective = total**2 / (within_se**4 / max(within_df, 1))
+        # (the slack keeps a whole number computed a rounding error below itself, 18.999999999999996
+        # where the run-to-run part is 0, from losing a degree of freedom)
+        df = math.floor(effective + 1e-9) if effective < 1000 else None
+    return _Test(
+        log_worse=log_worse,
+        se=se,
+        p_value=_one_sided(log_worse, se, df),
+        df=df,
+        groups=(g_base, g_cur),
+        noise=noise,
+        noise_assumed=assumed,
+        fixed_variance=fixed_variance,
+        process_sigma=process_sigma,
+        within_se=within_se,
+    )
+
+
+def _paired_test(base: Metric, cur: Metric, statistic: str, log_worse: float | None) -> _Test | None:
+    """Paired t test over interleaved repetitions (``perfgate ab``): group i of each side ran
+    next to each other, so their log ratio cancels the machine's phase at that moment.
+
+    The estimate is the mean of the k paired log ratios, its standard error their SD over
+    sqrt(k), on k - 1 degrees of freedom. Needs the same number (at least 3) of groups on
+    both sides; None otherwise.
+    """
+    if log_worse is None or not math.isfinite(log_worse):
+        return None
+    q = QUANTILES[statistic]
+    a, b = group_locations(base, q), group_locations(cur, q)
+    k = len(base.group_samples())
+    if k < 3 or len(a) != k or len(b) != k or len(cur.group_samples()) != k:
+        return None
+    d = b - a if cur.direction is Direction.LOWER else a - b
+    sd = float(d.std(ddof=1))
+    mean = float(d.mean())
+    se = sd / math.sqrt(k)
+    return _Test(
+        log_worse=mean,
+        se=se,
+        p_value=_one_sided(mean, se, k - 1),
+        df=k - 1,
+        sigma_run=sd / math.sqrt(2.0),
+        groups=(k, k),
+        noise=f"paired over {k} interleaved repetitions (SD of paired log ratios {sd:.1%})",
+    )
