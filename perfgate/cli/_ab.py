@@ -20,7 +20,6 @@ import argparse
 import dataclasses
 import json
 import signal
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,10 +32,9 @@ from perfgate.cli._common import (
     add_deprecated_alias,
     add_flag,
     config_from,
-    markdown_on_stdout,
     policy_from,
-    print_verdict,
     stderr_console,
+    write_reports,
 )
 from perfgate.core.compare import CheckResult, compare_runs
 from perfgate.core.policy import Policy
@@ -44,8 +42,6 @@ from perfgate.core.schema import normalize_model
 from perfgate.errors import InputError
 from perfgate.output import check_distinct
 from perfgate.report.json import render_json
-from perfgate.report.markdown import render_markdown
-from perfgate.runfile import write_text_atomic
 
 if TYPE_CHECKING:
     from perfgate.bench._interleave import ResidentOptions
@@ -269,21 +265,5 @@ def run(args: argparse.Namespace) -> int:
         result = dataclasses.replace(
             result, baseline_source=result.baseline_source + ". A smoke run (--quick): not for decisions"
         )
-    markdown = render_markdown(result)
-    if args.output is not None:
-        write_text_atomic(args.output, markdown)
-    if args.json_output is not None:
-        write_text_atomic(args.json_output, _json(result, info))
-    if args.html_output is not None:
-        from perfgate.report.html import render_check_html
-
-        write_text_atomic(args.html_output, render_check_html(result))
-    if args.comment is not None:
-        from perfgate.report.comment import render_comment
-
-        write_text_atomic(args.comment, render_comment(result))
-    if not args.quiet:
-        if markdown_on_stdout(args):
-            sys.stdout.write(markdown)
-        print_verdict(result)
+    write_reports(args, result, _json(result, info) if args.json_output is not None else None)
     return result.exit_code

@@ -15,10 +15,9 @@ from perfgate.cli._common import (
     chosen_store,
     config_from,
     config_warnings,
-    markdown_on_stdout,
     policy_from,
-    print_verdict,
     store_file,
+    write_reports,
 )
 from perfgate.core._text import plain
 from perfgate.core.compare import CheckResult, budgets_only, compare_runs
@@ -27,9 +26,7 @@ from perfgate.core.schema import Run
 from perfgate.errors import InputError
 from perfgate.output import check_distinct
 from perfgate.report._format import fmt_change
-from perfgate.report.json import render_json
-from perfgate.report.markdown import render_markdown
-from perfgate.runfile import load_run, write_text_atomic
+from perfgate.runfile import load_run
 
 __all__ = ["add_arguments", "run"]
 
@@ -151,23 +148,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         for warning in config_warnings(policy, [r for r in (result.baseline, current) if r is not None]):
             print(f"perfgate check: warning: {plain(warning)}", file=sys.stderr)
-    markdown = render_markdown(result)
-    if args.output is not None:
-        write_text_atomic(args.output, markdown)
-    if args.json_output is not None:
-        write_text_atomic(args.json_output, render_json(result))
-    if args.html_output is not None:
-        from perfgate.report.html import render_check_html
-
-        write_text_atomic(args.html_output, render_check_html(result))
-    if args.comment is not None:
-        from perfgate.report.comment import render_comment
-
-        write_text_atomic(args.comment, render_comment(result))
-    if not args.quiet:
-        if markdown_on_stdout(args):
-            sys.stdout.write(markdown)
-        print_verdict(result)
+    write_reports(args, result)
     if args.push_metrics is not None:
         from perfgate.cli._export import push_check
 

@@ -340,13 +340,37 @@ def policy_from(config: Config, args: argparse.Namespace) -> Policy:
         raise ConfigError(str(exc), source="command line") from None
 
 
-def markdown_on_stdout(args: argparse.Namespace) -> bool:
-    """Whether the Markdown report is printed on standard output: when ``--output`` is not given
-    and no other report is written there (``--json - | jq`` must read JSON only)."""
-    from perfgate.output import to_stdout
+def write_reports(args: argparse.Namespace, result: CheckResult, json_text: str | None = None) -> None:
+    """The reports of a check (``check``, ``ab``): ``--output`` (Markdown), ``--json`` (``json_text``,
+    or the plain JSON report), ``--html`` and ``--comment``, then, unless ``--quiet``, the
+    Markdown on standard output and the verdict on stderr.
 
-    outputs = (getattr(args, name, None) for name in ("json_output", "html_output", "comment"))
-    return args.output is None and not any(to_stdout(path) for path in outputs)
+    The Markdown goes to standard output when ``--output`` is not given and no other report
+    is written there (``--json - | jq`` must read JSON only).
+    """
+    from perfgate.output import to_stdout, write_output
+    from perfgate.report.markdown import render_markdown
+
+    markdown = render_markdown(result)
+    if args.output is not None:
+        write_output(args.output, markdown)
+    if args.json_output is not None:
+        from perfgate.report.json import render_json
+
+        write_output(args.json_output, json_text if json_text is not None else render_json(result))
+    if args.html_output is not None:
+        from perfgate.report.html import render_check_html
+
+        write_output(args.html_output, render_check_html(result))
+    if args.comment is not None:
+        from perfgate.report.comment import render_comment
+
+        write_output(args.comment, render_comment(result))
+    if not args.quiet:
+        others = (args.json_output, args.html_output, args.comment)
+        if args.output is None and not any(to_stdout(path) for path in others):
+            sys.stdout.write(markdown)
+        print_verdict(result)
 
 
 def print_verdict(result: CheckResult) -> None:
