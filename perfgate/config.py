@@ -30,6 +30,7 @@ Example::
     normalised_phase_pct = 3.0    # the same, for times in units of their reference kernel
     normalised_process_pct = 6.0
     memory_pct = 3.0              # memory figures: per process, no phase
+    index_shift_pct = 50.0        # how far a normalised time may be off, per change of its kernel
 
 Secrets never live here; notification credentials come from the environment
 (``[tool.perfgate.notify]``, see :mod:`perfgate.notify._settings`).
@@ -67,7 +68,14 @@ _KNOWN_KEYS = {
     "missing_metric",
     "memory_floor_mb",
 }
-_NOISE_KEYS = ("phase_pct", "process_pct", "normalised_phase_pct", "normalised_process_pct", "memory_pct")
+_NOISE_KEYS = (
+    "phase_pct",
+    "process_pct",
+    "normalised_phase_pct",
+    "normalised_process_pct",
+    "memory_pct",
+    "index_shift_pct",
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -269,7 +277,7 @@ def parse_config(table: Mapping[str, Any], *, source: str) -> Config:
     return Config(policy=policy, store=store, source=source, notify=notify)
 
 
-def _assumed_noise(table: object, *, source: str) -> dict[str, NoiseModel]:
+def _assumed_noise(table: object, *, source: str) -> dict[str, object]:
     if table is None:
         return {}
     if not isinstance(table, Mapping):
@@ -287,7 +295,9 @@ def _assumed_noise(table: object, *, source: str) -> dict[str, NoiseModel]:
                 raise ConfigError("must be a non-negative percentage", source=source, field=f"assumed_noise.{key}")
             values[key] = value / 100.0
     raw, norm = ASSUMED_RAW, ASSUMED_NORMALISED
+    shift = {"index_shift": values["index_shift_pct"]} if "index_shift_pct" in values else {}
     return {
+        **shift,
         "assumed_raw": NoiseModel(
             phase=values.get("phase_pct", raw.phase), process=values.get("process_pct", raw.process)
         ),

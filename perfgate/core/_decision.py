@@ -33,6 +33,7 @@ from perfgate.core._estimate import Sides, _estimate, _paired_test, _Test, _unpa
 from perfgate.core._samplestats import ReferenceStats, SampleStats
 from perfgate.core._significance import holm, log_ratio_se
 from perfgate.core.metrics import BUILTIN_METRICS, Direction
+from perfgate.core.noise import index_shift
 from perfgate.core.policy import Policy
 from perfgate.core.result import Comparison, Verdict
 from perfgate.core.schema import Metric, Run
@@ -77,6 +78,7 @@ class _Pending:
     raw_change: float | None = None
     normalised_change: float | None = None
     derived_from: str = ""
+    index_change: float | None = None  # the reference kernel's relative change between the runs
 
 
 def _prepare(
@@ -114,6 +116,9 @@ def _prepare(
         normalised_change=est.normalised_change,
         derived_from=derived_from,
     )
+    shift = index_shift(base, cur) if sides.kernel else None
+    if shift is not None:
+        p.index_change = math.expm1(shift)
     if threshold_only:
         return p
     needed = min_samples_for(statistic)
@@ -137,7 +142,7 @@ def _prepare(
         return p
     if test is None:
         assert est.log_worse is not None and se is not None
-        test = _unpaired_test(est.log_worse, se, cur, sides, statistic, policy, runs, stats)
+        test = _unpaired_test(est.log_worse, se, cur, sides, statistic, policy, runs, stats, shift)
     p.log_worse, p.se, p.p_value, p.df = test.log_worse, test.se, test.p_value, test.df
     p.sigma_run, p.groups, p.noise, p.noise_assumed = test.sigma_run, test.groups, test.noise, test.noise_assumed
     p.fixed_variance, p.process_sigma, p.within_se = test.fixed_variance, test.process_sigma, test.within_se
@@ -292,6 +297,7 @@ def _decide(
         noise_assumed=p.noise_assumed,
         reference=p.kernel,
         raw_change=p.raw_change,
+        index_change=p.index_change,
         derived_from=p.derived_from,
     )
 

@@ -137,6 +137,7 @@ def _unpaired_test(
     policy: Policy,
     runs: tuple[int, int],
     stats: SampleStats,
+    shift: float | None = None,
 ) -> _Test:
     """Test the log ratio with the run-to-run noise in its standard error.
 
@@ -151,7 +152,10 @@ def _unpaired_test(
        spread between consecutive worker processes may raise the per-process term, never
        lower it. A z test, and the report says the noise was assumed.
 
-    ``runs`` says how many independent runs each side pooled (1 for a fresh run).
+    ``runs`` says how many independent runs each side pooled (1 for a fresh run). With a
+    reference kernel, ``shift`` is its log change between the runs: the normalisation may be
+    off by ``policy.index_shift`` times that, whichever noise applies
+    (:data:`~perfgate.core.noise.INDEX_SHIFT`).
     """
     base, cur = sides.base, sides.cur
     q = QUANTILES[statistic]
@@ -187,6 +191,11 @@ def _unpaired_test(
         assumed = True
         one_run = model.sigma(1, min(g_base, g_cur))
         noise = f"run-to-run σ {one_run:.1%} {scale} assumed".replace("  ", " ")
+    if sides.kernel and shift:
+        off = policy.index_shift * abs(shift)
+        if off > 0:
+            fixed_variance += off**2
+            noise += f", and {off:.1%} for the reference kernel's change of {math.expm1(shift):+.0%} between the runs"
     process_variance = process_sigma**2 * (1.0 / g_base + 1.0 / g_cur)
     total = within_se**2 + fixed_variance + process_variance
     se = math.sqrt(total)

@@ -31,6 +31,13 @@ Var(side) = phase² / R + process² / G. Dividing each call by a reference kerne
 stage's kind timed with it (the machine-speed index, :func:`normalised`) removes most of
 the phase term, which is why the index lets a stored comparison see further.
 
+That correction is only as good as the stage's time follows its kernel, and it does so
+roughly: between two days on which the kernels ran 1.3× to 2.2× faster, this machine's
+stages sped up 0.7 to 2.7 times as much as their kernels did (in log terms). So a normalised
+comparison also carries a term proportional to how far the kernel moved between the two
+runs (:func:`index_shift`, scaled by :data:`INDEX_SHIFT`): nothing when the machine ran at
+the same speed, and across a large change of speed, a good part of the change itself.
+
 Tested in ``tests/core/test_noise.py`` (hand values, seeded recovery of a known sigma,
 seeded A/A simulations with phase-correlated processes).
 """
@@ -50,6 +57,7 @@ __all__ = [
     "ASSUMED_MEMORY",
     "ASSUMED_NORMALISED",
     "ASSUMED_RAW",
+    "INDEX_SHIFT",
     "TAIL_FACTOR",
     "BetweenGroups",
     "NoiseModel",
@@ -60,6 +68,7 @@ __all__ = [
     "concat_references",
     "group_locations",
     "independent_runs",
+    "index_shift",
     "median_index",
     "normalised",
 ]
@@ -90,6 +99,13 @@ ASSUMED_NORMALISED = NoiseModel(phase=0.03, process=0.06)
 ASSUMED_MEMORY = NoiseModel(phase=0.0, process=0.03)
 # a tail quantile moves more from run to run than the median
 TAIL_FACTOR = {"p95": 1.5, "p99": 2.0}
+# the SD of a normalised comparison's error per unit of the reference kernel's log change
+# between the runs. A stage's log time moves with its kernel's by a factor (its elasticity):
+# 0.7, 1.5, 1.5 and 2.7 for the four stages of the reference pipeline between two days here
+# (docs/noise.md §4), while within a day normalising removes half or more of the raw spread
+# (elasticity within about 0.5 of 1). 0.5 keeps most of the index's power within a day and
+# makes a comparison across a doubling of the machine's speed inconclusive rather than wrong.
+INDEX_SHIFT = 0.5
 
 
 def normalised(metric: Metric) -> Metric | None:
@@ -103,6 +119,17 @@ def normalised(metric: Metric) -> Metric | None:
     else:
         values = tuple(v / r for v, r in zip(metric.samples, ref.seconds, strict=True))
     return Metric(name=metric.name, unit=metric.unit, direction=metric.direction, samples=values, groups=metric.groups)
+
+
+def index_shift(baseline: Metric, current: Metric) -> float | None:
+    """The log change of the reference kernel between two runs of a metric: log of the median
+    kernel time of the current run over the baseline's; None unless both have a reference."""
+    if baseline.reference is None or current.reference is None:
+        return None
+    before, after = float(np.median(baseline.reference.seconds)), float(np.median(current.reference.seconds))
+    if before <= 0 or after <= 0:
+        return None
+    return math.log(after / before)
 
 
 def common_kernel(baseline: Metric, current: Metric) -> str | None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from perfgate.core.metrics import MetricInfo
-from perfgate.core.noise import ASSUMED_MEMORY, ASSUMED_NORMALISED, ASSUMED_RAW, NoiseModel
+from perfgate.core.noise import ASSUMED_MEMORY, ASSUMED_NORMALISED, ASSUMED_RAW, INDEX_SHIFT, NoiseModel
 from perfgate.core.schema import normalize_model
 
 __all__ = ["BUDGET_STATISTICS", "MISSING_METRIC_RULES", "Budget", "Policy", "noise_key"]
@@ -68,6 +68,9 @@ class Policy:
         assumed_raw, assumed_normalised, assumed_memory: the run-to-run noise assumed when
             nothing was measured (:mod:`perfgate.core.noise`), for raw times, for times in
             units of their reference kernel, and for memory.
+        index_shift: how far a normalised comparison may be off per unit of the reference
+            kernel's log change between the two runs (an SD; 0.5: half as far as the kernel moved).
+            0 trusts the normalisation whatever the change of the machine's speed.
         missing_metric: what a gated metric (in the baseline, or under a budget) that the
             current run lacks does: ``"fail"`` the check (exit 1) or ``"refuse"`` to decide
             (exit 2).
@@ -87,6 +90,7 @@ class Policy:
     assumed_raw: NoiseModel = ASSUMED_RAW
     assumed_normalised: NoiseModel = ASSUMED_NORMALISED
     assumed_memory: NoiseModel = ASSUMED_MEMORY
+    index_shift: float = INDEX_SHIFT
     missing_metric: str = "fail"
     memory_floor_mb: float = 1.0
 
@@ -97,6 +101,8 @@ class Policy:
             or self.memory_floor_mb < 0
         ):
             raise ValueError(f"memory_floor_mb must be a finite number of MB ≥ 0, got {self.memory_floor_mb!r}")
+        if isinstance(self.index_shift, bool) or not math.isfinite(self.index_shift) or self.index_shift < 0:
+            raise ValueError(f"index_shift must be a finite number ≥ 0, got {self.index_shift!r}")
         if self.missing_metric not in MISSING_METRIC_RULES:
             raise ValueError(
                 f"missing_metric must be one of {', '.join(repr(r) for r in MISSING_METRIC_RULES)}, "
@@ -139,6 +145,7 @@ class Policy:
         """A policy for a machine without run-to-run noise (no phase, no process offsets): the
         within-run test alone. Right for simulated independent samples, wrong for real runs."""
         zero = NoiseModel(phase=0.0, process=0.0)
+        kwargs.setdefault("index_shift", 0.0)
         return cls(assumed_raw=zero, assumed_normalised=zero, assumed_memory=zero, **kwargs)  # type: ignore[arg-type]
 
     def budgets_for(self, model_key: str) -> tuple[Budget, ...]:

@@ -64,6 +64,7 @@ class Comparison:
     noise_assumed: bool = False  # that noise was the default assumption, not measured on this machine
     reference: str = ""  # the reference kernel both sides were normalised by ("" = raw values compared)
     raw_change: float | None = None  # with a reference: the raw relative change, beside the normalised one
+    index_change: float | None = None  # with a reference: its kernel's relative change between the runs
     derived_from: str = ""  # the metric this one is derived from ("" = measured on its own)
 
     @property

@@ -42,6 +42,7 @@ def _comparison(c: Comparison) -> dict[str, Any]:
         "noise_assumed": c.noise_assumed,
         "reference": c.reference or None,
         "raw_change": c.raw_change,
+        "index_change": c.index_change,
         "derived_from": c.derived_from or None,
     }
 

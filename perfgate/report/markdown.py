@@ -166,10 +166,35 @@ def _noise_notes(result: CheckResult) -> list[str]:
             "ℹ️ Stage times are compared in units of a reference kernel of the stage's kind, timed with every block "
             "of its calls (the machine-speed index): Change is that normalised change, the raw one is beside it."
         )
+        moved = _index_moves(result)
+        if moved:
+            notes.append(
+                f"ℹ️ The machine ran at another speed than when the baseline was measured (reference kernels: {moved}). "
+                "A stage's time follows its kernel only roughly, so each test allows for an error about as large as "
+                "its kernel's change; a comparison in one job (`perfgate ab`) does not depend on it."
+            )
     elif result.baseline is not None and bool(result.baseline.machine_index) != bool(result.current.machine_index):
         side = "baseline" if not result.baseline.machine_index else "current run"
         notes.append(f"ℹ️ The {side} has no machine-speed index: raw times were compared.")
     return notes
+
+
+# a kernel change from which the report says the machine ran at another speed
+_INDEX_NOTE = 0.05
+
+
+def _index_moves(result: CheckResult) -> str:
+    """``"compute -28%, memory -54%"``: each reference kernel whose time changed by 5 % or more
+    between the runs (the change the normalised tests allowed for); "" when none did."""
+    moves: dict[str, float] = {}
+    for c in result.comparisons:
+        if c.reference and c.index_change is not None:
+            moves.setdefault(c.reference, c.index_change)
+    return ", ".join(
+        f"{md_text(kernel)} {fmt_change(change)}"
+        for kernel, change in sorted(moves.items())
+        if abs(change) >= _INDEX_NOTE
+    )
 
 
 def _change(c: Comparison) -> str:

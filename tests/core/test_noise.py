@@ -68,19 +68,28 @@ def _processes(rng: np.random.Generator, level: float, processes: int, n: int, s
 
 
 def _phased_run(
-    rng: np.random.Generator, level: float, processes: int, *, phase: float, process: float, cv: float, n: int = 30
+    rng: np.random.Generator,
+    level: float,
+    processes: int,
+    *,
+    phase: float,
+    process: float,
+    cv: float,
+    n: int = 30,
+    elasticity: float = 1.0,
 ) -> tuple[Metric, Metric]:
     """One run of consecutive worker processes on a machine whose speed moves in phases.
 
     The phase (one draw per run) slows every process of the run alike; each process adds its
     own offset; samples scatter by ``cv`` within it. Returns the stage's raw metric and the same
     metric with a reference kernel timed with each sample (it sees the phase, with 1 % jitter).
+    The stage's log time moves ``elasticity`` times as much as the kernel's with the phase.
     """
     speed = math.exp(rng.normal(0, phase))
     groups, refs = [], []
     for _ in range(processes):
         offset = math.exp(rng.normal(0, process))
-        groups.append(list(level * speed * offset * rng.lognormal(0, cv, n)))
+        groups.append(list(level * speed**elasticity * offset * rng.lognormal(0, cv, n)))
         refs += list(3e-4 * speed * rng.lognormal(0, 0.01, n))
     raw = _metric(groups)
     return raw, dataclasses.replace(raw, reference=Reference(kernel="interpreter", seconds=tuple(refs)))
@@ -122,10 +131,12 @@ def test_normalised_times_keep_alpha_and_catch_what_raw_times_cannot():
     """The reference kernel sees the phase, so normalised times compare 4 + 4 processes tightly.
 
     A/A: false alarms within alpha. A +30 % slowdown: caught almost always normalised, and
-    almost never raw, where the phase (SD 10 %) makes it indistinguishable from noise.
+    almost never raw, where the phase (SD 10 %) makes it indistinguishable from noise. The
+    stage here follows its kernel exactly, so the policy trusts the normalisation whatever the
+    kernel's change (``index_shift=0``); the next test is the machine where it does not.
     """
     rng = np.random.default_rng(6)
-    policy = Policy(threshold_pct=10.0)
+    policy = Policy(threshold_pct=10.0, index_shift=0.0)
     alarms = caught = caught_raw = 0
     for _ in range(TRIALS):
         _, a = _phased_run(rng, 100.0, 4, phase=0.10, process=0.03, cv=0.02)
@@ -140,6 +151,51 @@ def test_normalised_times_keep_alpha_and_catch_what_raw_times_cannot():
     assert alarms / TRIALS <= 0.01 + TOLERANCE
     assert caught / TRIALS >= 0.9
     assert caught_raw / TRIALS <= 0.2
+
+
+@pytest.mark.slow
+def test_a_stage_that_follows_its_kernel_roughly_is_no_alarm_across_a_change_of_speed():
+    """Runs days apart, the machine's speed moving by a phase of SD 40 %: a stage whose time moves
+    0.5 to 1.5 times as much as its kernel's (as measured between two days here) leaves a residue
+    after normalising that grows with the kernel's change. Trusting the normalisation raises
+    alarms on unchanged code; the default allows for the kernel's change and keeps alpha, and
+    still catches a tripling of the time."""
+    rng = np.random.default_rng(7)
+    trusting, default = Policy(threshold_pct=10.0, index_shift=0.0), Policy(threshold_pct=10.0)
+    naive = safe = caught = 0
+    for _ in range(TRIALS):
+        elasticity = float(rng.uniform(0.5, 1.5))  # the stage's own, the same in every run
+        runs = [
+            _phased_run(rng, level, 4, phase=0.40, process=0.03, cv=0.02, elasticity=elasticity)[1]
+            for level in (100.0, 100.0, 300.0)
+        ]
+        naive += bool(compare_runs(_run(runs[0]), _run(runs[1]), trusting).regressions)
+        result = compare_runs(_run(runs[0]), _run(runs[1]), default)
+        safe += bool(result.regressions)
+        caught += bool(compare_runs(_run(runs[0]), _run(runs[2]), default).regressions)
+    assert naive / TRIALS > 0.1  # 17 % with this seed
+    assert safe / TRIALS <= 0.01 + TOLERANCE
+    assert caught / TRIALS >= 0.8  # 90 %
+
+
+def test_the_kernels_change_between_the_runs_widens_a_normalised_test_and_is_reported():
+    """Hand values: the kernel ran twice as fast in the current run, so the test's SD gains
+    index_shift × |log 2| and the comparison says both."""
+    base = _metric([[10.0, 10.2, 9.8, 10.1] * 5])
+    base = dataclasses.replace(base, reference=Reference(kernel="memory", seconds=(2e-3,) * 20))
+    cur = dataclasses.replace(base, samples=tuple(v / 2 for v in base.samples))
+    cur = dataclasses.replace(cur, reference=Reference(kernel="memory", seconds=(1e-3,) * 20))
+    for shift, expected in ((0.0, 0.0), (0.5, 0.5 * math.log(2.0))):
+        policy = Policy(index_shift=shift)
+        (c,) = compare_runs(_run(base), _run(cur), policy).comparisons
+        assert c.reference == "memory" and c.index_change == pytest.approx(-0.5)
+        assert c.change == pytest.approx(0.0, abs=1e-12) and c.raw_change == pytest.approx(-0.5)
+        assumed = policy.assumed_normalised.sigma(1, 1) ** 2 * 2
+        _low, high = c.ci
+        # the 95 % interval of a zero log change is ±1.96 SD (z, no degrees of freedom lost here)
+        sd = math.log1p(high) / 1.959963984540054
+        assert sd == pytest.approx(math.sqrt(assumed + expected**2), rel=0.05)
+        assert ("reference kernel's change of -50%" in c.noise) == (shift > 0)
 
 
 def test_normalisation_hand_values():
