@@ -32,8 +32,8 @@ stage's kind timed with it (the machine-speed index, :func:`normalised`) removes
 the phase term, which is why the index lets a stored comparison see further.
 
 That correction is only as good as the stage's time follows its kernel, and it does so
-roughly: between two days on which the kernels ran 1.3× to 2.2× faster, this machine's
-stages sped up 0.7 to 2.7 times as much as their kernels did (in log terms). So a normalised
+roughly: between two days on which the kernels ran 1.2× to 2.2× faster, this machine's
+stages sped up 0.7 to 2.3 times as much as their kernels did (in log terms). So a normalised
 comparison also carries a term proportional to how far the kernel moved between the two
 runs (:func:`index_shift`, scaled by :data:`INDEX_SHIFT`): nothing when the machine ran at
 the same speed, and across a large change of speed, a good part of the change itself.
@@ -101,7 +101,7 @@ ASSUMED_MEMORY = NoiseModel(phase=0.0, process=0.03)
 TAIL_FACTOR = {"p95": 1.5, "p99": 2.0}
 # the SD of a normalised comparison's error per unit of the reference kernel's log change
 # between the runs. A stage's log time moves with its kernel's by a factor (its elasticity):
-# 0.7, 1.5, 1.5 and 2.7 for the four stages of the reference pipeline between two days here
+# 0.72, 1.43, 1.33 and 2.03 for DBN load, features, inference and the training step between two days here
 # (docs/noise.md §4), while within a day normalising removes half or more of the raw spread
 # (elasticity within about 0.5 of 1). 0.5 keeps most of the index's power within a day and
 # makes a comparison across a doubling of the machine's speed inconclusive rather than wrong.

@@ -14,7 +14,7 @@ from perfgate.core._advice import measured_seconds, repetitions, seconds_to_deci
 from perfgate.core.compare import CheckResult, Comparison, Verdict
 from perfgate.core.metrics import Direction
 from perfgate.report._escape import Markdown, md_text
-from perfgate.report._format import fmt_duration, fmt_p, fmt_value
+from perfgate.report._format import fmt_change, fmt_duration, fmt_p, fmt_value
 
 __all__ = [
     "VERDICT_TITLES",
@@ -94,6 +94,8 @@ def _advice_time(c: Comparison, result: CheckResult, seconds: float | None) -> s
 
 
 _UNSET = -1.0
+# a reference kernel's change between the runs from which it decides what would settle a comparison
+_INDEX_MOVED = 0.10
 
 
 def advice(c: Comparison, result: CheckResult, seconds: float | None = _UNSET) -> Markdown:
@@ -115,6 +117,12 @@ def advice(c: Comparison, result: CheckResult, seconds: float | None = _UNSET) -
             return Markdown(f"a longer run: `--time-budget {budget:,}` (about {fmt_duration(budget)})")
         return Markdown("a longer run: a larger `--time-budget`")
     if c.required_n is None:
+        if c.reference and c.index_change is not None and abs(c.index_change) >= _INDEX_MOVED and not ab:
+            # the kernel's change between the runs dominates: neither more samples nor a calibration remove it
+            return Markdown(
+                f"`perfgate ab` (paired), or a baseline measured at the machine's present speed (its "
+                f"{md_text(c.reference)} reference kernel changed {fmt_change(c.index_change)} since)"
+            )
         if c.noise:  # unpaired: the noise of a whole run, which more samples don't touch
             if ab:
                 return Markdown("`perfgate calibrate` from this machine's history")

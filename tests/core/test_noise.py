@@ -305,3 +305,27 @@ def test_paired_needs_matching_groups():
     cur = _metric([list(100 * rng.lognormal(0, 0.01, 20)) for _ in range(3)])
     (c,) = compare_runs(_run(base), _run(cur), Policy(), paired=True).comparisons
     assert "paired" not in c.noise
+
+
+def test_a_report_across_a_change_of_speed_says_so_and_what_would_decide():
+    """The kernel ran twice as fast, the stage 1.5 times: +33 % normalised, which the kernel's
+    change leaves undecided; the report names the change and a way that does not depend on it."""
+    from perfgate.report.markdown import render_markdown
+
+    base = _metric([[10.0, 10.2, 9.8, 10.1] * 5])
+    base = dataclasses.replace(base, reference=Reference(kernel="memory", seconds=(2e-3,) * 20))
+    cur = dataclasses.replace(base, samples=tuple(v / 1.5 for v in base.samples))
+    cur = dataclasses.replace(cur, reference=Reference(kernel="memory", seconds=(1e-3,) * 20))
+    result = compare_runs(_run(base), _run(cur), Policy())
+    (c,) = result.comparisons
+    assert c.verdict.value == "inconclusive" and c.change == pytest.approx(2 / 1.5 - 1)
+    text = render_markdown(result)
+    assert (
+        "The machine ran at another speed than when the baseline was measured (reference kernels: memory -50.0%)"
+        in text
+    )
+    assert (
+        "a baseline measured at the machine's present speed (its memory reference kernel changed -50.0% since)" in text
+    )
+    # trusting the normalisation, the same runs are a regression
+    assert compare_runs(_run(base), _run(cur), Policy(index_shift=0.0)).regressions
