@@ -173,7 +173,7 @@ def test_a_stage_that_follows_its_kernel_roughly_is_no_alarm_across_a_change_of_
         result = compare_runs(_run(runs[0]), _run(runs[1]), default)
         safe += bool(result.regressions)
         caught += bool(compare_runs(_run(runs[0]), _run(runs[2]), default).regressions)
-    assert naive / TRIALS > 0.1  # 17 % with this seed
+    assert naive / TRIALS > 0.1  # 17 % with this random generator
     assert safe / TRIALS <= 0.01 + TOLERANCE
     assert caught / TRIALS >= 0.8  # 90 %
 
