@@ -38,6 +38,9 @@ Secrets never live here; notification credentials come from the environment
 
 from __future__ import annotations
 
+import math
+import os
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -90,13 +93,30 @@ def _read_toml(path: Path) -> dict[str, Any]:
     """Parse a TOML file; anything wrong with it is a :class:`ConfigError` naming the file."""
     source = str(path)
     try:
-        raw = path.read_bytes()
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; only a regular file is read
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except FileNotFoundError:
         raise ConfigError("configuration file not found; check the path", source=source) from None
     except IsADirectoryError:
         raise ConfigError("is a directory; give perfgate.toml or pyproject.toml", source=source) from None
     except OSError as exc:
         raise ConfigError(f"cannot read: {os_error_text(exc)}", source=source) from None
+    except ValueError as exc:  # a NUL byte in the path
+        raise ConfigError(f"cannot read: {exc}", source=source) from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ConfigError("is a directory; give perfgate.toml or pyproject.toml", source=source)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(
+                "is not a regular file (a device, FIFO or socket); give perfgate.toml or pyproject.toml", source=source
+            )
+        if info.st_size > _MAX_TOML_BYTES:  # before reading a byte: a sparse 2 GiB file costs nothing
+            raise ConfigError(f"larger than {_MAX_TOML_BYTES >> 20} MiB; not a configuration file", source=source)
+        try:
+            raw = handle.read(_MAX_TOML_BYTES + 1)  # the file may grow between the stat and the read
+        except OSError as exc:
+            raise ConfigError(f"cannot read: {os_error_text(exc)}", source=source) from None
     if len(raw) > _MAX_TOML_BYTES:
         raise ConfigError(f"larger than {_MAX_TOML_BYTES >> 20} MiB; not a configuration file", source=source)
     try:
@@ -156,7 +176,13 @@ def find_config(start: Path | None = None) -> Path | None:
 def _number(value: object, *, source: str, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"expected a number, got {value!r}", source=source, field=field)
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ConfigError(f"expected a finite number, got {str(value)[:40]}", source=source, field=field)
+    return number
 
 
 def _table_of(table: Mapping[str, Any], key: str, source: str) -> Mapping[str, Any]:

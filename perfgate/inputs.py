@@ -26,6 +26,7 @@ import zlib
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
+from perfgate.core._text import one_line
 from perfgate.errors import ConfigError, InputError, os_error_text
 
 __all__ = ["DEFAULT_MAX_JSON_MB", "MAX_JSON_ENV", "max_json_bytes", "parse_json", "read_capped", "read_json"]
@@ -105,6 +106,10 @@ def parse_json(raw: bytes, *, source: str) -> object:
         ) from None
     except RecursionError:
         raise InputError("JSON nested too deeply to read; no perfgate input nests that deep", source=source) from None
+    except ValueError as exc:  # an integer of more digits than int() converts (4,300 by default)
+        raise InputError(
+            f"a number in the JSON is too long to read ({one_line(exc)}); no measurement needs it", source=source
+        ) from None
 
 
 def read_json(path: Path | str) -> object:

@@ -34,13 +34,22 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
 from perfgate.errors import OutputError, os_error_text
 
-__all__ = ["STDOUT", "append_output", "check_distinct", "is_replaceable", "open_output", "to_stdout", "write_output"]
+__all__ = [
+    "STDOUT",
+    "append_output",
+    "check_distinct",
+    "is_replaceable",
+    "open_output",
+    "to_stdout",
+    "write_output",
+    "write_outputs",
+]
 
 STDOUT = "-"  # the path that means standard output
 
@@ -99,12 +108,39 @@ def _atomic(target: Path, existing: os.stat_result | None) -> Iterator[BinaryIO]
         raise
 
 
+def _open_in_place(path: Path, flags: int) -> int:
+    """Open a device or FIFO for writing without waiting for a reader that may never come.
+
+    A FIFO opened with ``O_NONBLOCK`` and no reader fails at once (``ENXIO``) instead of
+    blocking the command forever; once open, writes block again as usual.
+    """
+    try:
+        fd = os.open(path, flags | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise OutputError(
+                "is a FIFO that nobody reads; start its reader first, or write a file", source=str(path)
+            ) from None
+        raise
+    os.set_blocking(fd, True)
+    return fd
+
+
 @contextlib.contextmanager
 def _in_place(path: Path) -> Iterator[BinaryIO]:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY | os.O_CLOEXEC)
+    fd = _open_in_place(path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY | os.O_CLOEXEC)
     with os.fdopen(fd, "wb") as handle:
         yield handle
         handle.flush()
+
+
+def _refuse_folder_name(path: Path | str) -> None:
+    """A path written with a trailing slash (``--output reports/``) names a folder, never a file."""
+    text = os.fspath(path)
+    if text.endswith(("/", os.sep)) and not to_stdout(text):
+        if Path(text).is_dir():
+            raise OutputError("is a directory; give the path of a file", source=text)
+        raise OutputError("ends with '/', so it names a folder; give the path of a file in it", source=text)
 
 
 def _refuse(path: Path, what: str) -> OutputError:
@@ -159,6 +195,7 @@ def open_output(path: Path | str) -> Iterator[BinaryIO]:
     target = Path(path)
     if str(path) == "":
         raise OutputError("an empty path; give the file to write")
+    _refuse_folder_name(path)
     if to_stdout(path):
         sys.stdout.flush()
         yield sys.stdout.buffer
@@ -180,6 +217,26 @@ def write_output(path: Path | str, data: str | bytes) -> None:
         handle.write(payload)
 
 
+def write_outputs(items: Sequence[tuple[Path | str, str | bytes]]) -> None:
+    """Write several outputs of one command all or nothing (``check --output r.md --json r.json``).
+
+    Every regular file is written to its temporary file and flushed before any is renamed
+    into place, so a failure (a full disk, a folder that cannot be created) leaves every
+    earlier file as it was. Streams (standard output, devices, FIFOs) cannot be taken back:
+    they are written last, once every file has been written.
+    """
+    ordered = sorted(items, key=lambda item: not is_replaceable(item[0]))  # files first, streams last
+    with contextlib.ExitStack() as stack:
+        for path, data in ordered:
+            payload = data.encode("utf-8") if isinstance(data, str) else data
+            handle = stack.enter_context(open_output(path))
+            try:
+                handle.write(payload)
+                handle.flush()
+            except OSError as exc:
+                raise OutputError(f"cannot write: {os_error_text(exc)}", source=str(path)) from None
+
+
 def append_output(path: Path | str, data: str) -> None:
     """Append ``data`` to ``path`` (``$GITHUB_STEP_SUMMARY``), creating a missing file.
 
@@ -189,6 +246,7 @@ def append_output(path: Path | str, data: str) -> None:
     target = Path(path)
     if str(path) == "":
         raise OutputError("an empty path; give the file to append to")
+    _refuse_folder_name(path)
     try:
         try:
             info = target.stat()
@@ -200,7 +258,12 @@ def append_output(path: Path | str, data: str) -> None:
             raise _refuse(target, "a block device")
         if info is not None and stat.S_ISSOCK(info.st_mode):
             raise _refuse(target, "a socket")
-        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOCTTY | os.O_CLOEXEC, 0o666)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOCTTY | os.O_CLOEXEC
+        fd = (
+            _open_in_place(target, flags)
+            if info is not None and stat.S_ISFIFO(info.st_mode)
+            else os.open(target, flags, 0o666)
+        )
         with os.fdopen(fd, "wb") as handle:
             handle.write(data.encode("utf-8"))
     except OSError as exc:
@@ -298,6 +361,7 @@ def check_distinct(outputs: Mapping[str, Path | str | None], inputs: Mapping[str
                 )
             on_stdout = flag
             continue
+        _refuse_folder_name(path)
         _refuse_early(Path(path))  # before any work, so that no other output is written first
         key = _identity(Path(path))
         if key is None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from perfgate.cli import COMMANDS, _build_parser, _command_parser, main
-from perfgate.cli._common import FLAG_HELP, _DeprecatedAlias
+from perfgate.cli._common import FLAG_HELP, _DeprecatedAlias, output_file
 
 # Flags whose object is, by nature, the command's own: each command writes its own kind of file.
 PER_COMMAND = {
@@ -91,7 +91,7 @@ def test_the_meanings_that_used_to_differ_now_have_names_of_their_own():
     assert isinstance(by_path["perfgate data inspect"]["--version"], _DeprecatedAlias)
     assert by_path["perfgate data inspect"]["--dbn-version"].type is int
     for path in ("perfgate check", "perfgate ab"):
-        assert by_path[path]["--json"].type is Path  # --json takes a file wherever it is not an old spelling
+        assert by_path[path]["--json"].type is output_file  # --json takes a file wherever it is not an old spelling
     for path in ("perfgate history", "perfgate data inspect"):
         assert isinstance(by_path[path]["--json"], _DeprecatedAlias) and by_path[path]["--json"].const == "json"
     # one name for "how many stored runs form the baseline", one for "how many are drawn in a trend"

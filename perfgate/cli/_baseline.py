@@ -23,6 +23,7 @@ from perfgate.cli._common import (
     config_from,
     console_for,
     model_key,
+    output_file,
     stderr_console,
     store_file,
     store_url,
@@ -111,7 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "single-number format of the original specification: one median per metric.",
     )
     add_flag(export, "--model", required=True)
-    export.add_argument("--output", type=Path, required=True, help="file to write (e.g. dqn_baseline.json)")
+    export.add_argument("--output", type=output_file, required=True, help="file to write (e.g. dqn_baseline.json)")
     add_flag(export, "--machine", default=None, default_text="the model's only machine")
     branch = add_flag(export, "--baseline-branch", default="main", default_text="main")
     add_deprecated_alias(export, "--branch", branch, command="baseline export")

@@ -20,10 +20,12 @@ from perfgate.cli._common import (
     add_config_argument,
     add_flag,
     add_store_argument,
+    checked_number,
     chosen_store,
     config_from,
     model_key,
     needs_extra,
+    output_file,
     stderr_console,
     store_file,
     term,
@@ -47,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--model", required=True)
     parser.add_argument(
         "--output",
-        type=Path,
+        type=output_file,
         required=True,
         help="run file to write; with --model all, {model} in the name is replaced (or _<model> is added)",
     )
@@ -320,10 +322,13 @@ def _in_processes(args: argparse.Namespace, model: str, threshold_pct: float) ->
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
-    if args.processes < 1:
-        raise InputError(f"must be at least 1, got {args.processes}", field="--processes")
-    if args.time_budget is not None and args.time_budget <= 0:
-        raise InputError(f"must be positive, got {args.time_budget}", field="--time-budget")
+    checked_number(args.processes, "--processes", at_least=1, at_most=10_000)
+    checked_number(args.time_budget, "--time-budget", above=0, at_most=7 * 24 * 3600, what="seconds")
+    checked_number(args.threads, "--threads", at_least=1, at_most=4096)
+    checked_number(args.rounds, "--rounds", at_least=1, at_most=1_000_000)
+    checked_number(args.repeat, "--repeat", at_least=1, at_most=100_000_000)
+    checked_number(args.warmup, "--warmup", at_least=0, at_most=1_000_000)
+    checked_number(args.seed, "--seed", at_least=0, below=2**63)
     _import_stage_modules(args.stages_module)
     requested = model_key(args.model)
     if requested != "all" and requested not in MODELS and args.suite == "pipeline":

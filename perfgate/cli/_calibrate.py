@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
-from pathlib import Path
 
 from perfgate.calibration import DEFAULT_NOISE_FILE, estimate_noise, save_noise
 from perfgate.cli._common import (
@@ -14,6 +13,7 @@ from perfgate.cli._common import (
     add_store_argument,
     config_from,
     model_key,
+    output_file,
     stderr_console,
     store_file,
     store_url,
@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_deprecated_alias(parser, "--branch", branch, command="calibrate")
     runs = add_flag(parser, "--baseline-runs", type=int, default=20, metavar="K", default_text="20; at least 3")
     add_deprecated_alias(parser, "--runs", runs, command="calibrate")
-    parser.add_argument("--output", type=Path, default=DEFAULT_NOISE_FILE, help="calibration file to update")
+    parser.add_argument("--output", type=output_file, default=DEFAULT_NOISE_FILE, help="calibration file to update")
     add_config_argument(parser)
 
 

@@ -15,6 +15,7 @@ from perfgate.cli._common import (
     chosen_store,
     config_from,
     config_warnings,
+    output_file,
     policy_from,
     store_file,
     write_reports,
@@ -36,10 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--baseline", type=Path, help="baseline run file (versioned, or the original specification's flat format)"
     )
     parser.add_argument("--current", type=Path, required=True, help="current run file")
-    parser.add_argument("--output", type=Path, help="write the Markdown report here (default: standard output)")
-    add_flag(parser, "--json", type=Path, dest="json_output")
-    add_flag(parser, "--html", type=Path, dest="html_output")
-    add_flag(parser, "--comment", type=Path)
+    parser.add_argument("--output", type=output_file, help="write the Markdown report here (default: standard output)")
+    add_flag(parser, "--json", type=output_file, dest="json_output")
+    add_flag(parser, "--html", type=output_file, dest="html_output")
+    add_flag(parser, "--comment", type=output_file)
     add_flag(parser, "--push-metrics", metavar="URL")
     add_flag(parser, "--threshold", type=float, default=None, default_text="10")
     add_flag(parser, "--alpha", type=float, default=None, default_text="0.01")

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import math
 import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from perfgate.config import Config, load_config
 from perfgate.core._text import plain
@@ -17,7 +19,7 @@ from perfgate.core.codec import dumps
 from perfgate.core.compare import CheckResult, Verdict
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Run, normalize_model
-from perfgate.errors import ConfigError, PerfgateError
+from perfgate.errors import ConfigError, InputError, PerfgateError
 from perfgate.pipeline.models import MODELS as _BUILTIN_MODELS  # the model registry: imports no torch
 from perfgate.report._format import fmt_change
 
@@ -28,6 +30,7 @@ __all__ = [
     "add_deprecated_alias",
     "add_flag",
     "add_store_argument",
+    "checked_number",
     "chosen_store",
     "config_from",
     "config_warnings",
@@ -35,6 +38,7 @@ __all__ = [
     "content_run_id",
     "model_key",
     "needs_extra",
+    "output_file",
     "policy_from",
     "print_verdict",
     "stderr_console",
@@ -210,6 +214,17 @@ def add_deprecated_alias(
     )
 
 
+def output_file(text: str) -> Path:
+    """The argparse type of every flag that names a file to write.
+
+    ``Path("reports/")`` drops the slash, so ``--output reports/`` would write a file named
+    ``reports``; a name that ends with a slash names a folder, and is refused here.
+    """
+    if text.endswith(("/", os.sep)) and text != "/":
+        raise argparse.ArgumentTypeError(f"{text!r} ends with '/', so it names a folder; give the path of a file")
+    return Path(text)
+
+
 def add_config_argument(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--config", type=Path, default=None, default_text="found from the working directory")
 
@@ -303,9 +318,12 @@ def config_warnings(policy: Policy, runs: list[Run]) -> list[str]:
         where = f"budgets.{budget.model}.{budget.metric}"
         if budget.model in models and budget.metric not in present:
             have = ", ".join(sorted(present)[:8]) + (" …" if len(present) > 8 else "")
-            out.append(
-                f"{where}: the run has no metric {budget.metric!r}, so this budget is not checked (it has {have})"
+            outcome = (
+                "fails the check (missing_metric = 'fail')"
+                if policy.missing_metric == "fail"
+                else "leaves the check undecided (missing_metric = 'refuse')"
             )
+            out.append(f"{where}: the run has no metric {budget.metric!r}, so this budget {outcome}; it has {have}")
         elif budget.model not in models and budget.model not in _BUILTIN_MODELS:
             out.append(
                 f"{where}: no model {budget.model!r} in this check or built in ({', '.join(_BUILTIN_MODELS)}); "
@@ -327,8 +345,58 @@ def store_file(url: str | None, configured: str | None = None) -> Path | None:
     return None
 
 
+_Number = TypeVar("_Number", int, float)
+
+
+def checked_number(
+    value: _Number | None,
+    flag: str,
+    *,
+    above: float | None = None,
+    at_least: float | None = None,
+    at_most: float | None = None,
+    below: float | None = None,
+    what: str = "",
+) -> _Number | None:
+    """``value`` of the numeric ``flag`` when it is finite and within the bounds given, else an
+    :class:`~perfgate.errors.InputError` naming the flag (exit 2, one line).
+
+    ``None`` (an optional flag that was not given) passes. NaN and infinity never pass: every
+    comparison with NaN is false, so ``--time-budget nan`` would otherwise slip past a
+    ``<= 0`` check and run without a budget. ``what`` says what the number counts
+    (``"seconds"``) in the message. Used as ``checked_number(args.pairs, "--pairs", at_least=3,
+    at_most=1000)``; ``perfgate ab`` checks every numeric flag this way.
+    """
+    if value is None:
+        return None
+    bounds = [
+        (above, ">", lambda v, b: v > b),
+        (at_least, ">=", lambda v, b: v >= b),
+        (at_most, "<=", lambda v, b: v <= b),
+        (below, "<", lambda v, b: v < b),
+    ]
+    wanted = " and ".join(
+        f"{sign} {bound:,}" if isinstance(bound, int) else f"{sign} {bound:,g}"
+        for bound, sign, _ in bounds
+        if bound is not None
+    )
+    kind = "a whole number" if isinstance(value, int) else "a finite number"
+    need = f"must be {kind}{f' of {what}' if what else ''}{f' {wanted}' if wanted else ''}"
+    if isinstance(value, float):
+        shown = f"{value:g}"
+    else:  # an integer of thousands of digits is not printed (nor, past 4300 digits, printable)
+        shown = str(value) if abs(value) < 10**30 else f"a number of about {int(value.bit_length() * 0.30103)} digits"
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"{need}, got {shown}", field=flag)
+    if not all(ok(value, bound) for bound, _, ok in bounds if bound is not None):
+        raise InputError(f"{need}, got {shown}", field=flag)
+    return value
+
+
 def policy_from(config: Config, args: argparse.Namespace) -> Policy:
     """The configured policy with ``--threshold`` and ``--alpha`` from the command line applied."""
+    checked_number(args.threshold, "--threshold", at_least=0, what="percent")
+    checked_number(args.alpha, "--alpha", above=0, below=1)
     overrides = {}
     if args.threshold is not None:
         overrides["threshold_pct"] = args.threshold
@@ -348,24 +416,26 @@ def write_reports(args: argparse.Namespace, result: CheckResult, json_text: str 
     The Markdown goes to standard output when ``--output`` is not given and no other report
     is written there (``--json - | jq`` must read JSON only).
     """
-    from perfgate.output import to_stdout, write_output
+    from perfgate.output import to_stdout, write_outputs
     from perfgate.report.markdown import render_markdown
 
     markdown = render_markdown(result)
+    outputs: list[tuple[Path, str]] = []  # rendered first, then written all or nothing
     if args.output is not None:
-        write_output(args.output, markdown)
+        outputs.append((args.output, markdown))
     if args.json_output is not None:
         from perfgate.report.json import render_json
 
-        write_output(args.json_output, json_text if json_text is not None else render_json(result))
+        outputs.append((args.json_output, json_text if json_text is not None else render_json(result)))
     if args.html_output is not None:
         from perfgate.report.html import render_check_html
 
-        write_output(args.html_output, render_check_html(result))
+        outputs.append((args.html_output, render_check_html(result)))
     if args.comment is not None:
         from perfgate.report.comment import render_comment
 
-        write_output(args.comment, render_comment(result))
+        outputs.append((args.comment, render_comment(result)))
+    write_outputs(outputs)
     if not args.quiet:
         others = (args.json_output, args.html_output, args.comment)
         if args.output is None and not any(to_stdout(path) for path in others):

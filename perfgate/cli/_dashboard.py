@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
+from perfgate.cli._common import output_file
 from perfgate.output import write_output
 
 __all__ = ["add_arguments", "run"]
@@ -14,7 +14,7 @@ __all__ = ["add_arguments", "run"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output",
-        type=Path,
+        type=output_file,
         default=None,
         help="write the dashboard JSON here (default: standard output); import it in Grafana",
     )

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfgate.cli._common import add_deprecated_alias, add_flag
+from perfgate.cli._common import add_deprecated_alias, add_flag, output_file
 from perfgate.core._text import plain
 from perfgate.errors import EXIT_ERROR, EXIT_OK, DataError
 
@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     synth.add_argument("--schema", default="ohlcv-1m", help="record schema (default: ohlcv-1m)")
     synth.add_argument("--records", type=int, required=True, metavar="N", help="number of records")
     add_flag(synth, "--seed", type=int, default=0, default_text="0")
-    synth.add_argument("--output", type=Path, required=True, metavar="FILE", help="FILE.dbn or FILE.dbn.zst")
+    synth.add_argument("--output", type=output_file, required=True, metavar="FILE", help="FILE.dbn or FILE.dbn.zst")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ from perfgate.cli._common import (
     chosen_store,
     config_from,
     content_run_id,
+    output_file,
     stderr_console,
     store_file,
 )
@@ -32,7 +33,7 @@ __all__ = ["add_arguments", "run"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("format", choices=list(FORMATS), help="the tool that wrote FILE")
     parser.add_argument("file", type=Path, metavar="FILE", help="the tool's JSON result file (.json or .json.gz)")
-    parser.add_argument("--output", type=Path, required=True, help="run file to write")
+    parser.add_argument("--output", type=output_file, required=True, help="run file to write")
     add_flag(parser, "--model", default=None, default_text="the format's name")
     add_flag(parser, "--suite", default=None, default_text="the format's name")
     parser.add_argument(

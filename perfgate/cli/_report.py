@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from perfgate.cli._common import (
     add_config_argument,
@@ -12,6 +11,7 @@ from perfgate.cli._common import (
     add_flag,
     add_store_argument,
     config_from,
+    output_file,
     store_file,
     store_url,
 )
@@ -25,8 +25,8 @@ _TAILS = ("p95", "p99")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_flag(parser, "--html", type=Path, required=True)
-    add_flag(parser, "--comment", type=Path)
+    add_flag(parser, "--html", type=output_file, required=True)
+    add_flag(parser, "--comment", type=output_file)
     add_store_argument(parser)
     add_flag(parser, "--model", default=None, default_text="every model in the store")
     add_flag(parser, "--machine", default=None, default_text="every machine in the store")

@@ -16,6 +16,7 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfgate.cli._common import output_file
 from perfgate.core._text import plain
 from perfgate.errors import InputError, os_error_text
 from perfgate.inputs import read_capped
@@ -159,9 +160,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="[LABEL=]REPORT.md",
         help="Markdown reports of perfgate check; the label defaults to the file name without .md",
     )
-    parser.add_argument("--output", type=Path, default=None, help="write the comment body here (default: stdout)")
     parser.add_argument(
-        "--append", type=Path, default=None, help='also append it to this file (e.g. "$GITHUB_STEP_SUMMARY")'
+        "--output", type=output_file, default=None, help="write the comment body here (default: stdout)"
+    )
+    parser.add_argument(
+        "--append", type=output_file, default=None, help='also append it to this file (e.g. "$GITHUB_STEP_SUMMARY")'
     )
     parser.add_argument(
         "--max-chars",
