@@ -22,7 +22,17 @@ from typing import Any
 
 from perfgate.core.machine import SOFTWARE_KEYS, hardware_fingerprint, v2_fingerprint
 from perfgate.core.metrics import BUILTIN_METRICS, Direction, MetricInfo
-from perfgate.core.schema import MAX_SAMPLE, REFERENCE_KINDS, SCHEMA_VERSION, GitInfo, Machine, Metric, Reference, Run
+from perfgate.core.schema import (
+    MAX_METRICS,
+    MAX_SAMPLE,
+    REFERENCE_KINDS,
+    SCHEMA_VERSION,
+    GitInfo,
+    Machine,
+    Metric,
+    Reference,
+    Run,
+)
 from perfgate.errors import InputError, SchemaVersionError
 
 __all__ = [
@@ -324,6 +334,16 @@ def _optional_str(data: Mapping[str, Any], key: str, *, source: str | None, wher
     return value
 
 
+def _check_count(count: int, *, source: str | None) -> None:
+    if count > MAX_METRICS:
+        raise InputError(
+            f"has {count:,} metrics; a run holds at most {MAX_METRICS:,} (docs/limits.md): "
+            "split it into several suites",
+            source=source,
+            field="metrics",
+        )
+
+
 def run_from_dict(
     data: object, *, source: str | None = None, metric_info: Mapping[str, MetricInfo] | None = None
 ) -> Run:
@@ -351,6 +371,7 @@ def run_from_dict(
     raw_metrics = doc.get("metrics")
     if not isinstance(raw_metrics, Mapping) or not raw_metrics:
         raise InputError("expected a non-empty object of metrics", source=source, field="metrics")
+    _check_count(len(raw_metrics), source=source)
     metrics = {name: _metric(name, raw, source=source, extra=extra) for name, raw in raw_metrics.items()}
     git = doc.get("git") or {}
     machine = doc.get("machine") or {}

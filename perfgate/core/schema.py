@@ -15,6 +15,7 @@ from typing import Any
 from perfgate.core.metrics import Direction
 
 __all__ = [
+    "MAX_METRICS",
     "MAX_SAMPLE",
     "REFERENCE_KINDS",
     "SCHEMA_VERSION",
@@ -41,6 +42,9 @@ SCHEMA_VERSION = 3
 # the kinds of reference kernel (perfgate.bench.reference): what a stage's time tracks
 REFERENCE_KINDS = ("compute", "interpreter", "memory")
 MAX_SAMPLE = 1e150
+# A check costs about 0.17 ms and 5 kB per metric on a 2-core runner (100,000 metrics: 17 s,
+# 550 MB peak); a million would take minutes and gigabytes. docs/limits.md names the cap.
+MAX_METRICS = 100_000
 
 
 def normalize_model(name: str) -> str:

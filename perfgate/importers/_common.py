@@ -23,7 +23,7 @@ from typing import Any
 
 from perfgate.core.codec import parse_timestamp
 from perfgate.core.metrics import Direction
-from perfgate.core.schema import GitInfo, Machine, Metric, Run
+from perfgate.core.schema import MAX_METRICS, GitInfo, Machine, Metric, Run
 from perfgate.core.units import TIME_UNITS
 from perfgate.errors import InputError
 
@@ -253,6 +253,13 @@ def build_run(
     """
     if not specs:
         raise InputError("no benchmark results with samples in this file", source=source, field="benchmarks")
+    if len(specs) > MAX_METRICS:
+        raise InputError(
+            f"has {len(specs):,} benchmark results; a run holds at most {MAX_METRICS:,} metrics (docs/limits.md): "
+            "import it in parts",
+            source=source,
+            field="benchmarks",
+        )
     metrics: dict[str, Metric] = {}
     names: dict[str, str] = {}
     for spec, name in zip(specs, _unique_names(specs), strict=True):

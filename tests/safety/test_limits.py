@@ -147,3 +147,78 @@ def test_summary_refuses_a_huge_report(tmp_path, capsys):
     err = capsys.readouterr().err
     one_line_error(err)
     assert "larger than the limit of 16 MiB" in err
+
+
+def test_a_config_that_is_a_device_or_fifo_is_refused_without_reading(tmp_path):
+    """Regression: ``--config /dev/zero`` was read until the kernel killed perfgate at 24 GB, and a
+    FIFO blocked forever."""
+    import os
+
+    fifo = tmp_path / "perfgate.toml"
+    os.mkfifo(fifo)
+    for config in ("/dev/zero", str(fifo)):
+        done = perfgate("check", "--config", config, "--current", tmp_path / "none.json")
+        assert done.code == 2, done.err
+        one_line_error(done.err)
+        assert "not a regular file" in done.err and config in done.err
+        assert done.peak_rss_mb < 400, done.peak_rss_mb
+
+
+def test_a_sparse_config_of_gigabytes_costs_nothing(tmp_path):
+    """Regression: a 2 GiB sparse perfgate.toml cost 2.1 GB of memory before it was refused."""
+    config = tmp_path / "perfgate.toml"
+    with config.open("wb") as fh:
+        fh.truncate(2 << 30)
+    done = perfgate("check", "--config", config, "--current", tmp_path / "none.json")
+    assert done.code == 2
+    one_line_error(done.err)
+    assert "larger than 4 MiB" in done.err
+    assert done.peak_rss_mb < 400, done.peak_rss_mb
+
+
+@pytest.mark.parametrize("where", ["check", *IMPORT_FORMATS])
+def test_a_json_integer_too_long_to_convert_is_an_input_error(where, tmp_path, capsys):
+    """Regression: an integer of 4,301 or more digits ended in a traceback (int conversion limit)."""
+    path = tmp_path / "run.json"
+    path.write_text('{"a": ' + "9" * 5000 + "}")
+    argv = (
+        ["check", "--current", str(path)]
+        if where == "check"
+        else ["import", where, str(path), "--output", str(tmp_path / "o.json")]
+    )
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    one_line_error(err)
+    assert "too long" in err and str(path) in err
+
+
+@pytest.mark.parametrize("limit", ["nan", "inf", "-inf"])
+def test_a_budget_limit_must_be_finite(limit, tmp_path, seed_files, capsys):
+    """Regression: ``{ max = nan }`` in a budget ended in a traceback."""
+    base, cur = seed_files
+    config = tmp_path / "perfgate.toml"
+    config.write_text(f"[budgets.dqn]\ninference_latency_us = {{ max = {limit} }}\n")
+    assert main(["check", "--config", str(config), "--baseline", str(base), "--current", str(cur)]) == 2
+    err = capsys.readouterr().err
+    one_line_error(err)
+    assert "budgets.dqn.inference_latency_us.max" in err and "finite" in err
+
+
+def test_a_run_with_more_metrics_than_the_cap_is_refused(tmp_path, capsys):
+    """Regression: a run of 1,000,000 metrics did not finish a check in 120 s; the cap is documented."""
+    from perfgate.core.schema import MAX_METRICS
+
+    metrics = {
+        f"m{i}_time_us": {"direction": "lower_is_better", "unit": "us", "samples": [1.0]}
+        for i in range(MAX_METRICS + 1)
+    }
+    path = tmp_path / "run.json"
+    path.write_text(
+        json.dumps({"schema_version": 3, "model": "big", "suite": "user", "run_id": "x", "metrics": metrics})
+    )
+    assert main(["check", "--current", str(path), "--baseline", str(path)]) == 2
+    err = capsys.readouterr().err
+    one_line_error(err)
+    assert f"at most {MAX_METRICS:,}" in err
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "limits.md").read_text()
+    assert f"{MAX_METRICS:,}" in docs
