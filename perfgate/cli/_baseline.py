@@ -19,6 +19,7 @@ from perfgate.cli._common import (
     add_deprecated_alias,
     add_flag,
     add_store_argument,
+    checked_number,
     chosen_store,
     config_from,
     console_for,
@@ -189,6 +190,7 @@ def _show_store(args: argparse.Namespace) -> int:
 def _update(args: argparse.Namespace) -> int:
     from perfgate.store.baseline import update_baselines
 
+    checked_number(args.baseline_runs, "--baseline-runs", at_least=1, at_most=10_000)
     now = format_timestamp(datetime.now(UTC))
     model = None if args.model == "all" else args.model
     console = stderr_console()

@@ -26,6 +26,9 @@ __all__ = ["add_arguments", "run"]
 _MAX_SYMBOLS_SHOWN = 10
 
 
+MAX_SYNTH_RECORDS = 100_000_000  # about 5 GB of MBP-1 records: more is never a test file
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     inspect = sub.add_parser(
@@ -61,7 +64,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _synth(args: argparse.Namespace) -> int:
-    from perfgate.cli._common import needs_extra
+    from perfgate.cli._common import checked_number, needs_extra
+
+    checked_number(args.records, "--records", at_least=1, at_most=MAX_SYNTH_RECORDS)
+    checked_number(args.seed, "--seed", at_least=0, below=2**63)
     from perfgate.output import open_output
 
     with needs_extra("pipeline", "perfgate data synth"):
