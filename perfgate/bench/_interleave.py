@@ -20,6 +20,17 @@ start faster, but they inherit the template's memory layout, so every pair of a 
 one layout offset between the sides, which the test across pairs cannot see: measured on a
 pure-Python stage, that design raised false alarms in A/A checks (``benchmarks/ab.py``).
 Block sizes and counts are fixed from the first pair's set-up and kept for the whole check.
+
+Deadlines: a hung stage ends the check within its time budget plus a grace,
+:func:`grace_seconds` (``max(10 s, 25 % of the budget)``). Every exchange with a worker (its
+start, its set-up, a block) must be answered by ``max(start + budget, now + floor) + grace``,
+where ``start`` is the check's start and the floor (:attr:`ResidentOptions.setup_floor`,
+:attr:`ResidentOptions.block_floor`), times :attr:`ResidentOptions.deadline_scale` for ways of
+measuring slower than native, is what every set-up or block may take even when the budget is
+spent or smaller: the pairs the test needs at least are measured past the budget, and a first
+set-up on a slow machine may need more than a small budget. A worker that misses its deadline
+is killed with every other worker, and the check ends with one line naming the stage, what it
+was doing (its set-up, its first calls, a block) and the side.
 """
 
 from __future__ import annotations
@@ -38,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from perfgate.bench._workerproc import Channel, Workers, pin
+from perfgate.bench._workerproc import Channel, WorkerHung, Workers, pin
 from perfgate.core.codec import format_timestamp
 from perfgate.core.compare import CheckResult
 from perfgate.core.metrics import BUILTIN_METRICS, Direction, MetricInfo
@@ -57,15 +68,20 @@ from perfgate.errors import PerfgateError
 
 __all__ = [
     "DEFAULT_TIME_BUDGET",
+    "MAX_TIME_BUDGET",
     "ProtocolMissing",
     "ResidentOptions",
     "ResidentOutcome",
     "Side",
     "block_orders",
+    "grace_seconds",
     "measure_resident",
 ]
 
 DEFAULT_TIME_BUDGET = 80.0  # seconds: a DQN or PPO check ends within 90 s here
+MAX_TIME_BUDGET = 86_400.0  # one day: a budget past it is a typo (and inf a way to never stop)
+GRACE_SECONDS = 10.0  # at least this much past the budget before a worker counts as hung
+GRACE_FRACTION = 0.25  # ... and at least this fraction of the budget
 _KEEP = 20_000  # samples per side and pair kept in the runs for the report (the test uses all)
 
 ProgressFn = Callable[[str], None]
@@ -103,7 +119,10 @@ class ResidentOptions:
         max_pairs: at most this many worker pairs.
         looks: looks at the data (α is spent over them).
         overlap: with two CPUs or more, the next pair sets up on another CPU while a pair measures.
-        setup_timeout, block_timeout: deadlines before a worker counts as hung.
+        setup_floor, block_floor: native seconds a worker's start and set-up, or one block, may
+            always take, even when the budget is spent (see the module docstring, "Deadlines").
+        deadline_scale: how many times slower than native this way of measuring runs the
+            stages (1 here; about 20 for a mode that runs them under valgrind); it scales the floors.
     """
 
     model: str
@@ -122,13 +141,17 @@ class ResidentOptions:
     max_pairs: int = 20
     looks: int = 3
     overlap: bool = True
-    setup_timeout: float = 300.0
-    block_timeout: float = 60.0
+    setup_floor: float = 20.0
+    block_floor: float = 5.0
+    deadline_scale: float = 1.0
     metric_info: Mapping[str, MetricInfo] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.time_budget <= 0:
-            raise ValueError(f"time_budget must be positive, got {self.time_budget}")
+        if not 0 < self.time_budget <= MAX_TIME_BUDGET:  # also refuses NaN
+            raise ValueError(f"time_budget must be > 0 and <= {MAX_TIME_BUDGET:g} s, got {self.time_budget}")
+        for name in ("setup_floor", "block_floor", "deadline_scale"):
+            if not 0 < getattr(self, name) < math.inf:
+                raise ValueError(f"{name} must be positive and finite, got {getattr(self, name)}")
         if not 1 <= self.min_blocks <= self.max_blocks:
             raise ValueError(f"need 1 <= min_blocks <= max_blocks, got {self.min_blocks}, {self.max_blocks}")
         if self.max_pairs < MIN_PAIRS:
@@ -191,12 +214,63 @@ def block_orders(seed: int, pair: int, n: int) -> tuple[str, ...]:
     return tuple("A" if x else "B" for x in rng.random(n) < 0.5)
 
 
-def _greet(ch: Channel, side: Side, timeout: float) -> None:
+def grace_seconds(time_budget: float) -> float:
+    """Seconds past the time budget before a worker counts as hung: ``max(10 s, 25 % of the budget)``."""
+    return max(GRACE_SECONDS, GRACE_FRACTION * time_budget)
+
+
+@dataclass(frozen=True, slots=True)
+class _Clock:
+    """The check's deadlines (module docstring, "Deadlines"); times are ``time.monotonic()``."""
+
+    started: float
+    options: ResidentOptions
+
+    @property
+    def grace(self) -> float:
+        return grace_seconds(self.options.time_budget)
+
+    def deadline(self, floor: float) -> float:
+        """When an exchange that starts now and may always take ``floor`` native seconds must be answered."""
+        budget_end = self.started + self.options.time_budget
+        return max(budget_end, time.monotonic() + floor * self.options.deadline_scale) + self.grace
+
+    def left(self, deadline: float) -> float:
+        return max(0.1, deadline - time.monotonic())  # 0.1: a reply already in the pipe is still read
+
+    def within(self, deadline: float, floor: float, what: str) -> str:
+        """Words for ``deadline``: "within 30 s of the check's start (the --time-budget 20 s plus 10 s grace)"."""
+        budget, grace = self.options.time_budget, self.grace
+        if deadline - grace <= self.started + budget + 1.0:  # 1 s: the budget set it, give or take the start
+            return (
+                f"within {deadline - self.started:.0f} s of the check's start "
+                f"(the --time-budget {budget:g} s plus {grace:.0f} s grace)"
+            )
+        scale = self.options.deadline_scale
+        times = f" × {scale:g} for this way of measuring" if scale != 1 else ""
+        return (
+            f"within {floor * scale + grace:.0f} s (the {floor:g} s{times} {what} may take, plus {grace:.0f} s grace)"
+        )
+
+
+_HUNG_HINT = "it hangs, or, if it is only slow, give a larger --time-budget"
+
+
+def _tail(ch: Channel) -> str:
+    """``": "`` and the worker's last stderr line, if it wrote one."""
+    tail = ch.stderr_tail()
+    return "" if tail == "no output" else f": {tail}"
+
+
+def _greet(ch: Channel, side: Side, clock: _Clock, deadline: float) -> None:
     """Read a fresh worker's greeting; ProtocolMissing when its perfgate has no resident worker."""
     from perfgate.bench.resident import PROTOCOL, PROTOCOL_VERSION
 
     try:
-        hello = ch.receive(timeout)
+        hello = ch.receive(clock.left(deadline))
+    except WorkerHung:
+        within = clock.within(deadline, clock.options.setup_floor, "every set-up")
+        raise PerfgateError(f"the {side.label} did not start {within}: {ch.stderr_tail()}") from None
     except PerfgateError as exc:
         if "No module named perfgate.bench.resident" in str(exc) or "No module named 'perfgate.bench" in str(exc):
             raise ProtocolMissing(f"the {side.label} has no resident worker") from None
@@ -216,6 +290,7 @@ def _setup_request(options: ResidentOptions) -> dict[str, Any]:
         "device": options.device,
         "data": str(options.data) if options.data else None,
         "params": dict(options.params),
+        "progress": True,  # progress lines name the stage that hangs; a worker that predates them sends none
     }
 
 
@@ -292,8 +367,28 @@ def _statistics(metric: str, options: ResidentOptions) -> tuple[str, ...]:
     return info.statistics if info else ("median",)
 
 
+def _finish_setup(ch: Channel, clock: _Clock, deadline: float) -> dict[str, Any]:
+    """A worker's set-up reply, read past its progress lines; a missed deadline names the stage it hung in."""
+    step, stage = "", None
+    while True:
+        try:
+            reply = ch.receive(clock.left(deadline))
+        except WorkerHung:
+            within = clock.within(deadline, clock.options.setup_floor, "every set-up")
+            if stage is None:  # a worker that predates the progress lines: the stage is not known
+                what = "did not finish its stages' set-up"
+            elif step == "calls":
+                what = f"stage {stage!r} did not return from its first calls (its warm-up)"
+            else:
+                what = f"stage {stage!r} did not finish its set-up"
+            raise PerfgateError(f"{what} {within}, on the {ch.label}; {_HUNG_HINT}{_tail(ch)}") from None
+        if "progress" not in reply:
+            return reply
+        step, stage = str(reply["progress"]), str(reply.get("stage"))
+
+
 def _measure_pair(
-    pair: int, chans: dict[str, Channel], plans: list[_Plan], options: ResidentOptions, data: _Data
+    pair: int, chans: dict[str, Channel], plans: list[_Plan], options: ResidentOptions, data: _Data, clock: _Clock
 ) -> None:
     """Alternate blocks of every stage between the two workers of one pair and record the pair's ratios."""
     total = sum(p.blocks for p in plans)
@@ -308,7 +403,15 @@ def _measure_pair(
             first = orders[i]
             i += 1
             for side in (first, "B" if first == "A" else "A"):
-                reply = chans[side].request({"op": "time", "stage": p.name, "calls": p.calls}, options.block_timeout)
+                deadline = clock.deadline(options.block_floor)
+                try:
+                    reply = chans[side].request({"op": "time", "stage": p.name, "calls": p.calls}, clock.left(deadline))
+                except WorkerHung:
+                    within = clock.within(deadline, options.block_floor, "every block")
+                    raise PerfgateError(
+                        f"stage {p.name!r} did not finish a block of {p.calls} calls {within}, on the "
+                        f"{chans[side].label}; {_HUNG_HINT}{_tail(chans[side])}"
+                    ) from None
                 timings[p.name][side].append([float(x) * p.scale for x in reply["seconds"]])
     for p in plans:
         a, b = timings[p.name]["A"], timings[p.name]["B"]
@@ -409,6 +512,7 @@ def measure_resident(
         PerfgateError: a worker crashed, hung or could not import its revision (one line, naming it).
     """
     started = time.monotonic()
+    clock = _Clock(started, options)
     cpus = tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else (0,)
     from perfgate.bench.machine import collect_machine, collect_software
 
@@ -421,6 +525,7 @@ def measure_resident(
     config: dict[str, Any] = {}
     setup_seconds: list[float] = []
     measure_seconds: list[float] = []
+    setup_deadlines: dict[int, float] = {}  # per pair: when both workers' start and set-up must be done
     with Workers() as workers:
         overlap = options.overlap and len(cpus) > 1
         request = _setup_request(options)
@@ -428,19 +533,20 @@ def measure_resident(
         def start_pair(pair: int, cpu: int | None) -> dict[str, Channel]:
             """Start both workers of a pair (pinned to ``cpu`` if given) and send them their set-up; do not wait."""
             chans = {}
+            setup_deadlines[pair] = clock.deadline(options.setup_floor)
             for name, side in zip("AB", sides, strict=True):
                 chans[name] = workers.spawn(f"{side.label} worker (pair {pair + 1})", side.path, dict(side.env))
                 if cpu is not None:
                     pin(chans[name].pid, cpu)
             for name, side in zip("AB", sides, strict=True):
-                _greet(chans[name], side, options.setup_timeout)
+                _greet(chans[name], side, clock, setup_deadlines[pair])
                 chans[name].send(request)
             return chans
 
-        def finish_setup(chans: dict[str, Channel]) -> dict[str, dict[str, Any]]:
+        def finish_setup(chans: dict[str, Channel], deadline: float) -> dict[str, dict[str, Any]]:
             replies = {}
             for name, ch in chans.items():
-                reply = ch.receive(options.setup_timeout)
+                reply = _finish_setup(ch, clock, deadline)
                 if reply.get("ok") is not True:
                     ch.kill()
                     raise PerfgateError(f"the {ch.label} cannot be imported or set up: {reply.get('error')}")
@@ -454,7 +560,7 @@ def measure_resident(
             assert upcoming is not None  # started before the loop, or at the end of the previous pair
             chans: dict[str, Channel] = upcoming
             upcoming = None
-            replies = finish_setup(chans)
+            replies = finish_setup(chans, setup_deadlines[pair])
             if not plans:
                 plans = _plan(replies["A"]["stages"], replies["B"]["stages"], options)
                 data.one_side = (
@@ -477,7 +583,7 @@ def measure_resident(
             if overlap and pair + 1 < options.max_pairs and elapsed + 2 * pair_seconds <= options.time_budget:
                 # the next pair sets up on the other CPU while this one measures
                 upcoming = start_pair(pair + 1, cpus[(pair + 1) % len(cpus)])
-            _measure_pair(pair, chans, plans, options, data)
+            _measure_pair(pair, chans, plans, options, data, clock)
             _add_memory(replies["A"].get("memory", {}), replies["B"].get("memory", {}), data)
             measure_seconds.append(time.monotonic() - t_measure)
             for ch in chans.values():

@@ -26,11 +26,15 @@ from typing import Any
 
 from perfgate.errors import PerfgateError
 
-__all__ = ["Channel", "WorkerFailed", "Workers", "last_line", "pin"]
+__all__ = ["Channel", "WorkerFailed", "WorkerHung", "Workers", "last_line", "pin"]
 
 
 class WorkerFailed(PerfgateError):
     """A resident worker crashed, hung or answered an error; the message is one line."""
+
+
+class WorkerHung(WorkerFailed):
+    """A resident worker missed its deadline (and has been killed); the caller says what it was doing."""
 
 
 def last_line(text: str) -> str:
@@ -94,9 +98,9 @@ class Channel:
         except OSError:
             return "no output"
 
-    def _fail(self, what: str) -> WorkerFailed:
+    def _fail(self, what: str, *, hung: bool = False) -> WorkerFailed:
         self.kill()
-        return WorkerFailed(f"the {self.label} {what}: {self.stderr_tail()}")
+        return (WorkerHung if hung else WorkerFailed)(f"the {self.label} {what}: {self.stderr_tail()}")
 
     def send(self, obj: dict[str, Any]) -> None:
         data = (json.dumps(obj) + "\n").encode()
@@ -111,7 +115,7 @@ class Channel:
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise self._fail(f"did not answer within {timeout:.0f} s (hung?)")
+                raise self._fail(f"did not answer within {timeout:.0f} s (hung?)", hung=True)
             ready, _, _ = select.select([self._read_fd], [], [], min(left, 1.0))
             if not ready:
                 continue

@@ -15,7 +15,10 @@ speaks first and answers every request with one line:
   "memory_metric"}, …], "memory": {metric: MB}}``: imports the stage modules, runs every
   stage's set-up and warm-up in registration order (:func:`perfgate.bench.runner.prepare`),
   times a few more calls for ``typical_s`` and measures memory once (one value per process
-  is enough: memory is not noisy);
+  is enough: memory is not noisy); with ``"progress": true`` in the request the worker first
+  sends ``{"progress": "setup", "stage": NAME}`` before each stage's set-up and ``{"progress":
+  "calls", "stage": NAME}`` before its first calls, so that a coordinator whose deadline passes
+  can say which stage hung and where (a coordinator that does not ask gets none);
 * ``{"op": "time", "stage": NAME, "calls": K}`` → ``{"ok": true, "seconds": [K floats]}``:
   K timed calls of one stage, each timed on its own as the runner times them;
 * ``{"op": "exit"}`` → ``{"ok": true}``, and the worker ends.
@@ -26,17 +29,19 @@ waits for ``exit``. Anything the stages print goes to stderr: the protocol owns 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from typing import IO, Any
 
 __all__ = ["PROTOCOL", "PROTOCOL_VERSION", "Worker", "main"]
 
 PROTOCOL = "perfgate-resident"
-# History: 1 — setup / time / exit.
+# History: 1 — setup / time / exit; later, setup's optional "progress" lines (only when asked for).
 PROTOCOL_VERSION = 1
 _TYPICAL_TIME = 0.05  # seconds of extra calls after the warm-up that give a stage's typical call time
 _MAX_CALLS = 1_000_000
@@ -45,8 +50,9 @@ _MAX_CALLS = 1_000_000
 class Worker:
     """The stages of one suite and model, set up in this process."""
 
-    def __init__(self) -> None:
+    def __init__(self, notify: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.prepared: dict[str, Any] = {}
+        self.notify = notify  # sends a progress line to the coordinator
 
     def load(self, req: dict[str, Any]) -> dict[str, Any]:
         """Import the suite's stage modules."""
@@ -97,9 +103,14 @@ class Worker:
         )
         described = []
         pipeline_memory = PipelineMemory()  # after the imports, before the first set-up
+        notify = self.notify if req.get("progress") is True else None
         for st in stages:
+            reporting = st
+            if notify is not None:
+                notify({"progress": "setup", "stage": st.name})
+                reporting = dataclasses.replace(st, setup=_then_calls(st.setup, st.name, notify))
             with pipeline_memory.setup():
-                p = prepare(st, ctx, options)
+                p = prepare(reporting, ctx, options)
                 spent = sorted(timed_for(p.call, p.sync, _TYPICAL_TIME, 10_000))
             self.prepared[st.name] = p
             described.append(
@@ -129,6 +140,19 @@ class Worker:
         return {"ok": True, "seconds": [time_call(call, sync) for _ in range(calls)]}
 
 
+def _then_calls(
+    setup: Callable[[Any], Callable[[], object]], name: str, notify: Callable[[dict[str, Any]], None]
+) -> Callable[[Any], Callable[[], object]]:
+    """``setup``, then a progress line saying that the stage's calls (its warm-up) begin."""
+
+    def wrapped(ctx: Any) -> Callable[[], object]:
+        call = setup(ctx)
+        notify({"progress": "calls", "stage": name})
+        return call
+
+    return wrapped
+
+
 def _error(message: str) -> dict[str, Any]:
     return {"ok": False, "error": message.replace("\n", " ")}
 
@@ -141,7 +165,7 @@ def serve(requests: IO[str], replies: IO[str]) -> int:
         replies.flush()
 
     send({"protocol": PROTOCOL, "version": PROTOCOL_VERSION, "pid": os.getpid()})
-    worker = Worker()
+    worker = Worker(notify=send)
     for line in requests:
         try:
             req = json.loads(line)

@@ -31,6 +31,7 @@ from perfgate.cli._common import (
     add_config_argument,
     add_deprecated_alias,
     add_flag,
+    checked_number,
     config_from,
     policy_from,
     stderr_console,
@@ -47,6 +48,10 @@ if TYPE_CHECKING:
     from perfgate.bench._interleave import ResidentOptions
 
 __all__ = ["add_arguments", "run"]
+
+MAX_PAIRS = 1_000  # worker pairs: at ~2 s a pair, far past any budget a CI job has
+MAX_ROUNDS = 1_000  # the older process-level design's perfgate bench flags
+MAX_REPEAT = 1_000_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -167,10 +172,9 @@ def _json(result: CheckResult, ab: dict[str, object]) -> str:
 def _resident_options(args: argparse.Namespace, policy: Policy, seed: int) -> ResidentOptions:
     from perfgate.bench._interleave import ResidentOptions
 
-    if args.time_budget <= 0:
-        raise InputError(f"must be positive, got {args.time_budget:g}", field="--time-budget")
-    smoke: dict[str, object] = {}
+    smoke: dict[str, object] = {"max_pairs": max(args.pairs, 3)}
     if args.quick:  # a smoke run: every stage runs on both sides, nothing is decided from it
+        # (it replaces --pairs: regression for `ab --quick` passing max_pairs twice, a TypeError)
         smoke = {"max_pairs": 3, "looks": 1, "stage_time": 0.1, "min_blocks": 3, "block_time": 0.005}
     return ResidentOptions(
         model=normalize_model(args.model),
@@ -181,10 +185,21 @@ def _resident_options(args: argparse.Namespace, policy: Policy, seed: int) -> Re
         params={"quick": True} if args.quick else {},
         data=args.data.resolve() if args.data is not None else None,
         time_budget=args.time_budget,
-        max_pairs=max(args.pairs, 3),
         metric_info=policy.metric_info,
         **smoke,  # type: ignore[arg-type]
     )
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Every numeric flag finite and in range (``--threshold`` and ``--alpha``: :func:`policy_from`)."""
+    from perfgate.bench._interleave import MAX_TIME_BUDGET
+    from perfgate.orchestrate._ab import MIN_PAIRS
+
+    checked_number(args.time_budget, "--time-budget", above=0, at_most=MAX_TIME_BUDGET, what="seconds")
+    checked_number(args.pairs, "--pairs", at_least=MIN_PAIRS, at_most=MAX_PAIRS)
+    checked_number(args.order_seed, "--order-seed", at_least=0, below=2**63)
+    checked_number(args.rounds, "--rounds", at_least=1, at_most=MAX_ROUNDS)
+    checked_number(args.repeat, "--repeat", at_least=1, at_most=MAX_REPEAT)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -202,6 +217,7 @@ def run(args: argparse.Namespace) -> int:
         sides,
     )
 
+    _check_numbers(args)
     config = config_from(args)
     policy = policy_from(config, args)
     check_distinct(
