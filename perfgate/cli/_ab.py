@@ -33,6 +33,7 @@ from perfgate.cli._common import (
     add_flag,
     checked_number,
     config_from,
+    output_file,
     policy_from,
     stderr_console,
     write_reports,
@@ -120,10 +121,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--data", type=Path, default=None, default_text="synthetic OHLCV-1m bars")
     add_flag(parser, "--threshold", type=float, default=None, default_text="10")
     add_flag(parser, "--alpha", type=float, default=None, default_text="0.01")
-    parser.add_argument("--output", type=Path, help="write the Markdown report here (default: standard output)")
-    add_flag(parser, "--json", type=Path, dest="json_output")
-    add_flag(parser, "--html", type=Path, dest="html_output")
-    add_flag(parser, "--comment", type=Path)
+    parser.add_argument("--output", type=output_file, help="write the Markdown report here (default: standard output)")
+    add_flag(parser, "--json", type=output_file, dest="json_output")
+    add_flag(parser, "--html", type=output_file, dest="html_output")
+    add_flag(parser, "--comment", type=output_file)
     parser.add_argument(
         "--repo", type=Path, default=None, help="the git repository (default: the one holding the working directory)"
     )
