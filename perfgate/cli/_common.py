@@ -447,6 +447,7 @@ def print_verdict(result: CheckResult) -> None:
     """A few lines on stderr: what regressed, which budgets broke, or that nothing did."""
     console = stderr_console()
     from perfgate.report._environment import environment_text
+    from perfgate.report._shift import shift_terminal
 
     if changed := environment_text(result):
         console.print(f"[yellow]{term(changed)}[/]")
@@ -463,7 +464,9 @@ def print_verdict(result: CheckResult) -> None:
         names = ", ".join(term(n) for n in result.missing[:10]) + (" …" if len(result.missing) > 10 else "")
         what = "refusing to decide" if result.refused else "fails the check"
         console.print(f"[bold red]✗ gated metric(s) not measured[/] ({what}): {names}")
-    if not result.failed:
+    if shifted := shift_terminal(result):
+        console.print(term(shifted), style="bold red" if result.shift_regressed else "bold yellow")
+    if not result.failed and not result.shift_ambiguous:
         inconclusive = len(result.with_verdict(Verdict.INCONCLUSIVE))
         extra = f" ({inconclusive} inconclusive)" if inconclusive else ""
         console.print(f"[bold green]✓ no regression[/]{extra}")

@@ -24,10 +24,12 @@ that :func:`_decide` turns into a verdict once the family-wise correction is kno
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from perfgate.core._common_shift import CommonShift, common_shift
 from perfgate.core._distributions import norm_ppf, t_isf, t_ppf
 from perfgate.core._estimate import Sides, _estimate, _paired_test, _Test, _unpaired_test, sides_of
 from perfgate.core._samplestats import ReferenceStats, SampleStats
@@ -416,8 +418,11 @@ def prepare(
     derived: dict[str, str],
     stats: SampleStats,
     sides: dict[str, Sides],
-) -> tuple[list[Comparison], list[Comparison]]:
-    """Every comparison of a check decided: (the tested ones, the new/missing/informational ones)."""
+) -> tuple[list[Comparison], list[Comparison], CommonShift | None]:
+    """Every comparison of a check decided: (the tested ones, the new/missing/informational ones,
+    the run's common shift when that step applies: :mod:`perfgate.core._common_shift`).
+
+    With the common step, the per-metric tests spend what it leaves of α."""
 
     def each(base: Metric, cur: Metric) -> list[_Pending]:
         single = min(len(base.samples), len(cur.samples)) == 1
@@ -440,5 +445,7 @@ def prepare(
     family = _family(pending)
     adjusted = _holm_by_id(family)
     _share_source_tests(pending, family, adjusted)
-    decided = [_decide(p, adjusted.get(id(p)), policy, len(family), stats) for p in pending]
-    return decided, fixed
+    shift = None if paired else common_shift(family, alpha=policy.alpha, confidence=policy.confidence)
+    per_metric = policy if shift is None else dataclasses.replace(policy, alpha=policy.alpha - shift.alpha)
+    decided = [_decide(p, adjusted.get(id(p)), per_metric, len(family), stats) for p in pending]
+    return decided, fixed, shift

@@ -119,7 +119,7 @@ def compare_runs(
         stats = BatchStats(tested, policy.confidence)
     else:
         stats = ReferenceStats(policy.confidence)
-    decided, fixed = prepare(
+    decided, fixed, shift = prepare(
         baseline,
         current,
         policy,
@@ -139,6 +139,7 @@ def compare_runs(
         machine_mismatch=mismatch,
         baseline_source=baseline_source,
         missing=missing_gated(baseline, current, budgets),
+        common_shift=shift,
     )
 
 

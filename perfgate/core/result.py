@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from perfgate.core._common_shift import CommonShift
 from perfgate.core.metrics import Direction, describe
 from perfgate.core.policy import Budget, Policy
 from perfgate.core.schema import Run
@@ -116,6 +117,7 @@ class CheckResult:
     machine_mismatch: bool = False
     baseline_source: str = ""
     missing: tuple[str, ...] = ()
+    common_shift: CommonShift | None = None  # what every timing metric moved together (stored checks)
 
     def with_verdict(self, verdict: Verdict) -> list[Comparison]:
         return [c for c in self.comparisons if c.verdict is verdict]
@@ -135,11 +137,25 @@ class CheckResult:
         return bool(self.missing) and self.policy.missing_metric == "refuse"
 
     @property
+    def shift_regressed(self) -> bool:
+        """The whole run is slower beyond the threshold, and it is the code (kernels or measured noise say so)."""
+        return self.common_shift is not None and self.common_shift.regressed
+
+    @property
+    def shift_ambiguous(self) -> bool:
+        """The whole run is slower beyond the threshold, and nothing tells the code from the machine."""
+        return self.common_shift is not None and self.common_shift.ambiguous
+
+    @property
     def failed(self) -> bool:
-        return bool(self.regressions or self.broken_budgets or self.missing)
+        return bool(self.regressions or self.broken_budgets or self.missing or self.shift_regressed)
 
     @property
     def exit_code(self) -> int:
+        """0 nothing regressed; 1 a regression, a broken budget or a missing gated metric; 2 refused,
+        or a common shift that nothing can tell from the machine's (no metric regressed on its own)."""
         if self.refused:
             return EXIT_ERROR
-        return EXIT_REGRESSION if self.failed else EXIT_OK
+        if self.failed:
+            return EXIT_REGRESSION
+        return EXIT_ERROR if self.shift_ambiguous else EXIT_OK

@@ -21,6 +21,7 @@ from perfgate.core.compare import BudgetCheck, CheckResult, Comparison, Verdict
 from perfgate.core.metrics import Direction
 from perfgate.report._escape import Markdown, md_cell, md_code, md_prose, md_text
 from perfgate.report._format import fmt_change, fmt_interval, fmt_p, fmt_time, fmt_value, unit_label
+from perfgate.report._shift import shift_markdown
 from perfgate.report._terms import (
     VERDICT_TITLES,
     advice,
@@ -191,7 +192,8 @@ def _how(result: CheckResult, cap: int | None) -> list[str]:
 def _section(label: str, result: CheckResult, cap: int | None, level: str) -> list[str]:
     by = {v: sorted(result.with_verdict(v), key=_severity, reverse=True) for v in Verdict}
     title = verdict_heading(result)
-    lines = [f"{level} {title}" + (f": {md_text(label)}" if label else ""), "", count_line(result)]
+    lines = [f"{level} {title}" + (f": {md_text(label)}" if label else ""), *shift_markdown(result)]
+    lines += ["", count_line(result)]
     if result.baseline_source:
         lines += ["", f"Baseline: {md_prose(result.baseline_source)}."]
     if result.machine_mismatch and result.baseline is not None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from perfgate.core.compare import CheckResult, Comparison
 from perfgate.report._environment import environment_json
+from perfgate.report._shift import shift_json
 
 __all__ = ["REPORT_VERSION", "render_json", "result_to_dict"]
 
@@ -51,7 +52,7 @@ def result_to_dict(result: CheckResult) -> dict[str, Any]:
     base = result.baseline
     return {
         "report_version": REPORT_VERSION,
-        "verdict": "fail" if result.failed else "pass",
+        "verdict": "fail" if result.failed else "undecided" if result.exit_code else "pass",
         "exit_code": result.exit_code,
         "model": result.current.model,
         "baseline_run_id": base.run_id if base else None,
@@ -61,6 +62,7 @@ def result_to_dict(result: CheckResult) -> dict[str, Any]:
         "current_commit": result.current.git.commit,
         "machine_mismatch": result.machine_mismatch,
         "missing": list(result.missing),
+        "common_shift": shift_json(result),
         "environment_changes": environment_json(result),
         "policy": {
             "threshold_pct": result.policy.threshold_pct,

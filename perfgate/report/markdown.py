@@ -25,6 +25,7 @@ from perfgate.report._environment import environment_markdown
 from perfgate.report._escape import md_cell, md_code, md_prose, md_text
 from perfgate.report._format import fmt_change, fmt_interval, fmt_p, fmt_time, fmt_value, unit_label
 from perfgate.report._missing import missing_markdown
+from perfgate.report._shift import shift_markdown
 from perfgate.report._terms import (
     VERDICT_TITLES,
     advice,
@@ -75,12 +76,14 @@ def _threshold_text(regressions: list[Comparison], default: float) -> str:
 
 def verdict_heading(result: CheckResult) -> str:
     """The verdict as the original specification's heading names it (without the ``## ``)."""
-    if result.regressions:
+    if result.regressions or result.shift_regressed:
         return "❌ Regression Detected"
     if result.broken_budgets:
         return "❌ Budget Exceeded"
     if result.missing:
         return "❌ Gated Metric Missing"
+    if result.shift_ambiguous:
+        return "⚠️ Could Not Decide: The Whole Run Shifted"
     return "✅ No Regression Detected"
 
 
@@ -352,6 +355,7 @@ def _render(result: CheckResult, cap: int | None) -> str:
     lines = [
         "# Performance Regression Check",
         *missing_markdown(result),
+        *shift_markdown(result),
         "",
         *_verdict_block(result, cap),
         "",

@@ -1,0 +1,165 @@
+"""The run's common shift: what every timing metric of a stored comparison moved together.
+
+Under the noise model of :mod:`perfgate.core.noise` the machine's phase is shared by every
+metric one run measured, so the unpaired tests of a check are strongly correlated: with the
+assumed phase of 12 % and process term of 8 %, two metrics' log ratios correlate at about
+0.69. Holm's correction treats them as independent and throws that away: 600 metrics that
+all doubled are each "inconclusive" (adjusted p 0.24 after Holm over 600), although their
+average moved far more than any phase could explain by chance.
+
+So the check tests in two steps, with α split between them (:data:`ALPHA_SHARE`):
+
+1. **The common shift.** The mean ``c`` of the direction-adjusted log ratios of the ``k``
+   tested medians that carry a run-to-run (phase) term. Its variance is the shared part,
+   perfectly correlated across the metrics, plus the metrics' own parts averaged over ``k``:
+
+       Var(c) = (mean of the shared SDs)² + mean(own variances) / k
+
+   A one-sided z test at ``ALPHA_SHARE × α`` that the run as a whole is worse, and the
+   shift must exceed the threshold (the median of the metrics' thresholds).
+2. **Each metric** is then tested as before, with Holm over the family at the rest of α.
+
+When no metric carries a phase term (a paired check, memory only, or a noise model without
+a phase) the first step does not run and the rule is Holm's at the whole α.
+
+A common shift is ambiguous by nature: on this machine everything has been seen moving
+together by 1.4–2.4× on unchanged code (``docs/noise.md``). It is decided only when
+something tells the machine from the code:
+
+* every metric in it was compared in units of its reference kernel (the machine-speed
+  index): the kernels took the machine's speed out, so what is left is the code;
+* or every metric's run-to-run noise was measured on this machine (a calibration, or a
+  baseline pooled from runs spread in time), not assumed.
+
+Otherwise it is :attr:`CommonShift.ambiguous`: "the whole run is 2.0× slower: the code or
+the machine", and the check exits 2 (could not decide) instead of passing silently.
+
+Tested in ``tests/core/test_common_shift.py``: 600 doubled metrics, with and without
+kernels; seeded A/A simulations of 600 metrics sharing a phase; the rule reducing to Holm's
+when there is no phase term.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from perfgate.core._distributions import norm_ppf, norm_sf
+
+__all__ = ["ALPHA_SHARE", "MIN_METRICS", "CommonShift", "common_shift"]
+
+# the share of α the common-shift test spends; the per-metric tests share the rest (Holm)
+ALPHA_SHARE = 0.25
+# fewer metrics than this: no common step (a shift of two metrics is no "whole run")
+MIN_METRICS = 3
+
+
+class _Tested(Protocol):
+    """What the common step reads of a tested comparison (``perfgate.core._decision._Pending``)."""
+
+    statistic: str
+    log_worse: float | None
+    se: float | None
+    fixed_variance: float
+    threshold: float
+    kernel: str
+    noise_assumed: bool
+    derived_from: str
+    threshold_only: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommonShift:
+    """The common shift of a check's timing metrics and what it says.
+
+    ``worse`` is direction-adjusted like :attr:`Comparison.worse` (+1.0: the whole run took
+    twice as long); ``ci`` bounds it at the policy's confidence. ``decided_by`` names what
+    tells the machine from the code, "" when nothing does.
+    """
+
+    metrics: int
+    worse: float
+    ci: tuple[float, float]
+    p_value: float  # one-sided, that the whole run is worse
+    alpha: float  # the share of α this test spends
+    threshold: float
+    decided_by: str
+
+    @property
+    def significant(self) -> bool:
+        return self.p_value < self.alpha and self.worse > self.threshold
+
+    @property
+    def regressed(self) -> bool:
+        """The whole run is slower beyond the threshold, and the kernels or a measured noise say it is the code."""
+        return self.significant and bool(self.decided_by)
+
+    @property
+    def ambiguous(self) -> bool:
+        """The whole run is slower beyond the threshold, and nothing tells the code from the machine."""
+        return self.significant and not self.decided_by
+
+    @property
+    def factor(self) -> float:
+        return 1.0 + self.worse
+
+    def sentence(self) -> str:
+        """One line for the report and the terminal."""
+        whole = f"the whole run is {self.factor:.2f}× slower ({self.metrics} timing metrics moved together"
+        whole += f", {self.ci[0]:+.0%} to {self.ci[1]:+.0%})"
+        if self.regressed:
+            return f"{whole}: a regression, since {self.decided_by} take the machine's speed out"
+        return (
+            f"{whole}: the code or the machine; the machine-speed index (reference kernels), a calibration "
+            "(perfgate calibrate) or perfgate ab would tell"
+        )
+
+
+def _worse(log_worse: float) -> float:
+    try:
+        return math.expm1(log_worse)
+    except OverflowError:
+        return math.inf
+
+
+def common_shift(tested: Sequence[_Tested], *, alpha: float, confidence: float) -> CommonShift | None:
+    """The common shift of the tested medians that carry a run-to-run term; None when the
+    step does not apply (fewer than :data:`MIN_METRICS` of them)."""
+    usable = [
+        p
+        for p in tested
+        if p.statistic == "median"
+        and not p.derived_from
+        and not p.threshold_only
+        and p.log_worse is not None
+        and math.isfinite(p.log_worse)
+        and p.se is not None
+        and p.fixed_variance > 0
+    ]
+    k = len(usable)
+    if k < MIN_METRICS:
+        return None
+    c = math.fsum(p.log_worse for p in usable if p.log_worse is not None) / k
+    shared_sd = math.fsum(math.sqrt(p.fixed_variance) for p in usable) / k
+    own = math.fsum(max((p.se or 0.0) ** 2 - p.fixed_variance, 0.0) for p in usable) / k
+    se = math.sqrt(shared_sd**2 + own / k)
+    spent = alpha * ALPHA_SHARE
+    z_ci = norm_ppf(0.5 + confidence / 2.0)
+    if all(p.kernel for p in usable):
+        decided_by = "the reference kernels"
+    elif not any(p.noise_assumed for p in usable):
+        decided_by = "this machine's measured run-to-run noise"
+    else:
+        decided_by = ""
+    return CommonShift(
+        metrics=k,
+        worse=_worse(c),
+        ci=(_worse(c - z_ci * se), _worse(c + z_ci * se)),
+        p_value=norm_sf(c / se) if se > 0 else (0.0 if c > 0 else 1.0),
+        alpha=spent,
+        threshold=statistics.median(p.threshold for p in usable),
+        decided_by=decided_by,
+    )
