@@ -197,6 +197,24 @@ def _worse_from_log(log_worse: float, direction: Direction) -> float:
         return math.inf if direction is Direction.LOWER else -math.inf
 
 
+def _in_own_terms(worse: float, direction: Direction) -> str:
+    """A direction-adjusted change said in the metric's own terms: +15.7 % worse of a throughput
+    is "−15.7 % (worse)", so a row never mixes the two conventions."""
+    own = worse if direction is not Direction.HIGHER else -worse
+    return f"{own:+.1%} (worse)"
+
+
+def _improvement_significant(p: _Pending, ci: tuple[float, float] | None, alpha: float, n_tests: int) -> bool:
+    """An improvement is claimed on the same evidence as a regression: the one-sided test that
+    the current run is *better*, Bonferroni-corrected over the check's tests at α. A false
+    improvement on unchanged code is as wrong as a false alarm (a p99 "improved" by 33 % on
+    identical code, from an interval that excluded 0 at 95 % among a dozen statistics)."""
+    if ci is None or p.p_value is None:
+        return p.log_worse == -math.inf
+    better = 1.0 - p.p_value  # the other tail of the same one-sided, continuous test
+    return ci[1] < 0 and better * max(n_tests, 1) < alpha
+
+
 def _decide(
     p: _Pending, p_adjusted: float | None, policy: Policy, n_tests: int, stats: SampleStats | None = None
 ) -> Comparison:
@@ -253,13 +271,13 @@ def _decide(
                     f"over the threshold but not significant (adjusted p = {p_adjusted:.3g} ≥ α = {policy.alpha:g})"
                 )
                 required = need(p.log_worse, z_alpha + z_power)
-        elif -p.log_worse > bound and (ci[1] < 0 if ci is not None else p.log_worse == -math.inf):
+        elif -p.log_worse > bound and _improvement_significant(p, ci, policy.alpha, n_tests):
             verdict = Verdict.IMPROVED
         elif ci is not None and ci[1] > p.threshold and p.log_worse <= bound:
             verdict = Verdict.INCONCLUSIVE
             reason = (
-                f"the {policy.confidence:.0%} interval reaches {ci[1]:+.1%}, past the {p.threshold:.0%} threshold: "
-                "too noisy to rule out a regression"
+                f"the {policy.confidence:.0%} interval reaches {_in_own_terms(ci[1], direction)}, "
+                f"past the {p.threshold:.0%} threshold: too noisy to rule out a regression"
             )
             required = need(bound - p.log_worse, z_ci + z_power)
         else:
