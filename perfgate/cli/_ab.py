@@ -33,6 +33,7 @@ from perfgate.cli._common import (
     add_flag,
     checked_number,
     config_from,
+    exit_code_of,
     output_file,
     policy_from,
     stderr_console,
@@ -129,6 +130,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--repo", type=Path, default=None, help="the git repository (default: the one holding the working directory)"
     )
     add_flag(parser, "--quiet", action="store_true")
+    add_flag(parser, "--fail-on-inconclusive", action="store_true")
     add_config_argument(parser)
 
 
@@ -283,4 +285,4 @@ def run(args: argparse.Namespace) -> int:
             result, baseline_source=result.baseline_source + ". A smoke run (--quick): not for decisions"
         )
     write_reports(args, result, _json(result, info) if args.json_output is not None else None)
-    return result.exit_code
+    return exit_code_of(result, args, "ab")

@@ -15,6 +15,7 @@ from perfgate.cli._common import (
     chosen_store,
     config_from,
     config_warnings,
+    exit_code_of,
     output_file,
     policy_from,
     store_file,
@@ -54,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     branch = add_flag(parser, "--baseline-branch", default="main", default_text="main")
     add_deprecated_alias(parser, "--branch", branch, command="check")
     add_flag(parser, "--quiet", action="store_true")
+    add_flag(parser, "--fail-on-inconclusive", action="store_true")
     parser.add_argument(
         "--noise",
         type=Path,
@@ -157,4 +159,4 @@ def run(args: argparse.Namespace) -> int:
     from perfgate.notify.dispatch import maybe_notify
 
     maybe_notify(result, config.notify, args.notify)  # reports failures on stderr; never changes the exit code
-    return result.exit_code
+    return exit_code_of(result, args, "check")

@@ -36,6 +36,7 @@ __all__ = [
     "config_warnings",
     "console_for",
     "content_run_id",
+    "exit_code_of",
     "model_key",
     "needs_extra",
     "output_file",
@@ -105,6 +106,8 @@ FLAG_HELP: dict[str, str] = {
     "--git-commit": "the commit to record with the new run",
     "--html": "write the HTML report (one self-contained file, with plots) here; - for standard output",
     "--json": "write the machine-readable report (JSON) here; - for standard output",
+    "--fail-on-inconclusive": "exit 2 when any metric is inconclusive, instead of passing what the check could "
+    "not decide",
     "--format": "text, for people (tables), or json, for programs",
     "--machine": "machine fingerprint, as perfgate history and the reports show it",
     "--model": "the model, by name, any case (DQN is dqn): with the built-in suite dqn, ppo, mamba2 or tft; with "
@@ -441,6 +444,22 @@ def write_reports(args: argparse.Namespace, result: CheckResult, json_text: str 
         if args.output is None and not any(to_stdout(path) for path in others):
             sys.stdout.write(markdown)
         print_verdict(result)
+
+
+def exit_code_of(result: CheckResult, args: argparse.Namespace, command: str) -> int:
+    """The exit code of ``check`` and ``ab``: the result's, except that with
+    ``--fail-on-inconclusive`` a pass with inconclusive metrics is exit 2 (could not decide)."""
+    code = result.exit_code
+    inconclusive = result.with_verdict(Verdict.INCONCLUSIVE)
+    if code == 0 and inconclusive and getattr(args, "fail_on_inconclusive", False):
+        names = ", ".join(plain(c.label) for c in inconclusive[:5]) + (" …" if len(inconclusive) > 5 else "")
+        print(
+            f"perfgate {command}: {len(inconclusive)} metric(s) could not be decided ({names}); "
+            "--fail-on-inconclusive makes that exit 2",
+            file=sys.stderr,
+        )
+        return 2
+    return code
 
 
 def print_verdict(result: CheckResult) -> None:

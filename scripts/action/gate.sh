@@ -11,7 +11,7 @@
 # Never fails on a regression itself: it writes status=<worst exit code> to $GITHUB_OUTPUT and
 # the last step of the action decides (after the reports are published). Exits non-zero only when
 # it cannot run at all. Inputs arrive as environment variables: MODE, SUITE, MODELS,
-# STAGES_MODULES, TIME_BUDGET ("80", or "80 mamba2=240 tft=240": seconds per model), THRESHOLD,
+# STAGES_MODULES, TIME_BUDGET ("80", or "80 mamba2=240 tft=240": seconds per model), THRESHOLD, FAIL_ON_INCONCLUSIVE,
 # BENCH_ARGS, BASE_SHA, REPORTS, PERFGATE_VENV, MARKER, RUN_URL, GITHUB_OUTPUT, GITHUB_STEP_SUMMARY.
 set -euo pipefail
 
@@ -32,6 +32,9 @@ done
 decision_args=()
 if [ -n "${THRESHOLD:-}" ]; then
   decision_args+=(--threshold "$THRESHOLD")
+fi
+if [ "${FAIL_ON_INCONCLUSIVE:-false}" = "true" ]; then
+  decision_args+=(--fail-on-inconclusive)
 fi
 
 # seconds for one model: a plain number is the default, NAME=SECONDS overrides it for NAME
@@ -85,6 +88,8 @@ gate_pull_request() {
       "${suite_args[@]}" "${decision_args[@]}" --output "$reports/${model}.md" --json "$reports/${model}.json" \
       --comment "$reports/compact/${model}.md" "${html_args[@]}" 2>"$reports/${model}.log" || rc=$?
     cat "$reports/${model}.log" >&2
+    # inconclusive metrics are warnings in the pull request's checks, not only rows in the report
+    python3 "$(dirname "$0")/annotate.py" "$model" "$reports/${model}.json" || true
     if [ "$rc" -ge 2 ] || [ ! -s "$reports/${model}.md" ]; then
       undecided "$model" "$rc" "$reports/${model}.log"
       rc=$((rc > 2 ? rc : 2))

@@ -568,3 +568,30 @@ def test_the_comment_is_the_bots_own_and_a_read_only_token_only_warns(tmp_path, 
 def test_finish_fails_on_regression_and_optionally_on_errors(tmp_path, status, fail_on_error, code):
     done = _script("finish.sh", tmp_path, _env(tmp_path, STATUS=status, FAIL_ON_ERROR=fail_on_error))
     assert done.returncode == code, done.stdout
+
+
+def test_inconclusive_metrics_are_warning_annotations(tmp_path, run_doc):
+    """A check that passed without deciding everything is visible in the pull request's checks:
+    annotate.py turns each inconclusive metric of the real JSON report into a ::warning line."""
+    from perfgate.cli import main
+
+    base, cur = tmp_path / "base.json", tmp_path / "cur.json"
+    base.write_text(json.dumps(run_doc({"training_step_time_ms": 100.0}, n=6, cv=0.2, seed=1)))
+    cur.write_text(json.dumps(run_doc({"training_step_time_ms": 112.0}, n=6, cv=0.2, seed=2)))
+    report = tmp_path / "dqn.json"
+    code = main(["check", "--baseline", str(base), "--current", str(cur), "--json", str(report), "--quiet"])
+    assert code == 0
+    data = json.loads(report.read_text())
+    inconclusive = [c for c in data["comparisons"] if c["verdict"] == "inconclusive"]
+    assert inconclusive
+    done = subprocess.run(
+        [sys.executable, str(SCRIPTS / "annotate.py"), "dqn", str(report)], capture_output=True, text=True, check=True
+    )
+    lines = done.stdout.splitlines()
+    assert len(lines) == len(inconclusive)
+    assert all(line.startswith("::warning title=perfgate inconclusive::dqn: ") for line in lines)
+    assert "training_step_time_ms" in done.stdout and "would decide" in done.stdout
+    # --fail-on-inconclusive: the same check does not pass
+    assert main(["check", "--baseline", str(base), "--current", str(cur), "--quiet", "--fail-on-inconclusive"]) == 2
+    gate = (SCRIPTS / "gate.sh").read_text()
+    assert "annotate.py" in gate and "--fail-on-inconclusive" in gate
