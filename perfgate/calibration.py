@@ -14,12 +14,14 @@ and model into :attr:`perfgate.core.policy.Policy.noise`. Format (schema_version
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from perfgate.core.changepoints import detect
 from perfgate.core.metrics import BUILTIN_METRICS, Direction
 from perfgate.core.noise import calibrate_sigma, normalised
 from perfgate.core.policy import noise_key
@@ -28,14 +30,35 @@ from perfgate.core.stats import QUANTILES
 from perfgate.errors import ConfigError
 from perfgate.runfile import load_json, write_text_atomic
 
-__all__ = ["DEFAULT_NOISE_FILE", "NOISE_VERSION", "estimate_noise", "load_noise", "save_noise"]
+__all__ = [
+    "DEFAULT_NOISE_FILE",
+    "NOISE_VERSION",
+    "estimate_noise",
+    "load_noise",
+    "noise_runs",
+    "save_noise",
+]
 
 NOISE_VERSION = 1
 DEFAULT_NOISE_FILE = Path(".perfgate") / "noise.json"
 
 
+def _breaks(values: Sequence[float]) -> list[int]:
+    """Where the series' segments start: its significant change points (a change of the code
+    or of the machine), found on the log values; none in a short or constant series."""
+    logs = [math.log(v) for v in values if v > 0]
+    if len(logs) < 6 or len(logs) != len(values):
+        return []
+    # a liberal level: a false break only drops one difference, a missed one keeps a step in
+    return [cp.index for cp in detect(logs, alpha=0.05)]
+
+
 def estimate_noise(runs: Sequence[Run]) -> dict[str, float]:
     """Run-to-run SD of each gated statistic's log value over ``runs`` (oldest first).
+
+    The default branch's runs are not all of unchanged code: each series is split at its
+    change points (:func:`perfgate.core.changepoints.detect`), and the successive-difference
+    estimator reads only the differences within a segment (:func:`calibrate_sigma`).
 
     For metrics measured with a reference kernel it also learns the residual noise of the
     normalised values (keys ending ``@normalised``, see :func:`perfgate.core.policy.noise_key`),
@@ -54,7 +77,7 @@ def estimate_noise(runs: Sequence[Run]) -> dict[str, float]:
         for statistic in info.statistics if info else ("median",):
             for values_of, is_normalised in ((metrics, False), (scaled, True)):
                 values = [float(np.percentile(m.samples, 100 * QUANTILES[statistic])) for m in values_of]
-                s = calibrate_sigma(values)
+                s = calibrate_sigma(values, _breaks(values))
                 if s is not None:
                     sigma[noise_key(name, statistic, normalised=is_normalised)] = s
     return sigma
@@ -82,8 +105,25 @@ def load_noise(path: Path | str, *, machine: str | None, model: str) -> dict[str
     return {str(k): float(v) for k, v in sigma.items()}
 
 
+def noise_runs(path: Path | str, *, machine: str | None, model: str) -> int:
+    """How many recorded runs the entry of ``machine`` and ``model`` was learned from (0: none)."""
+    doc = load_json(path)
+    machines = doc.get("machines", {}) if isinstance(doc, Mapping) else {}
+    entry = machines.get(machine or "", {}).get(model) if isinstance(machines, Mapping) else None
+    runs = entry.get("runs") if isinstance(entry, Mapping) else None
+    return runs if isinstance(runs, int) and not isinstance(runs, bool) and runs > 0 else 0
+
+
 def save_noise(
-    path: Path | str, *, machine: str, model: str, sigma: Mapping[str, float], runs: int, branch: str, created_at: str
+    path: Path | str,
+    *,
+    machine: str,
+    model: str,
+    sigma: Mapping[str, float],
+    runs: int,
+    branch: str,
+    created_at: str,
+    run_ids: Sequence[str] = (),
 ) -> None:
     """Add or replace one (machine, model) entry, keeping the others."""
     target = Path(path)
@@ -95,6 +135,7 @@ def save_noise(
     doc.setdefault("machines", {}).setdefault(machine, {})[model] = {
         "sigma": dict(sorted(sigma.items())),
         "runs": runs,
+        "run_ids": list(run_ids),  # the runs the noise was learned from, oldest first
         "branch": branch,
         "created_at": created_at,
     }

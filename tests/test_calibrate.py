@@ -48,7 +48,7 @@ def test_calibrate_then_check_uses_the_noise(run_doc, write_json, tmp_path, caps
         == 0
     )
     text = report.read_text()
-    assert "### Inconclusive" in text and "calibration" in text and "perfgate ab" in text
+    assert "### Inconclusive" in text and "learned from 10 runs of this machine" in text and "perfgate ab" in text
     assert "assumed" not in text
     # a machine whose unchanged runs agree within about 1 %: the same +14 % is a regression
     quiet_url = f"sqlite:///{tmp_path}/quiet.db"
@@ -88,3 +88,29 @@ def test_bad_calibration_file_is_exit_2(run_doc, write_json, tmp_path, capsys):
     base = write_json("b.json", run_doc())
     assert main(["check", "--baseline", str(base), "--current", str(base), "--noise", str(bad)]) == 2
     assert "noise.json" in capsys.readouterr().err
+
+
+def test_the_noise_is_learned_within_the_segments_between_change_points():
+    """The default branch's history is not all unchanged code: differences across a change
+    point (a step of the code) are left out of the successive-difference estimate."""
+    import math
+
+    import numpy as np
+    import pytest
+
+    from perfgate.core.noise import _MAD_DIFF, calibrate_sigma
+
+    # hand values: two segments; the step between them is not a difference of noise
+    values = [100.0, 101.0, 100.0, 150.0, 151.5, 150.0]
+    diffs = [math.log(101 / 100), math.log(100 / 101), math.log(151.5 / 150), math.log(150 / 151.5)]
+    expected = float(np.median(np.abs(diffs))) / _MAD_DIFF
+    assert calibrate_sigma(values, breaks=[3]) == pytest.approx(expected)
+    # a history with two steps of the code: they are found, and the differences across them left out
+    rng = np.random.default_rng(3)
+    history = list(np.repeat([100.0, 150.0, 100.0], 10) * rng.lognormal(0, 0.02, 30))
+    from perfgate.calibration import _breaks
+
+    assert _breaks(history) == [10, 20]
+    logs = np.log(history)
+    inside = np.concatenate([np.diff(logs[0:10]), np.diff(logs[10:20]), np.diff(logs[20:30])])
+    assert calibrate_sigma(history, [10, 20]) == pytest.approx(float(np.median(np.abs(inside))) / _MAD_DIFF)

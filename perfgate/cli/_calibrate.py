@@ -79,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
                 model=model,
                 sigma=sigma,
                 runs=len(runs),
+                run_ids=[r.run_id or "" for r in runs],
                 branch=args.baseline_branch,
                 created_at=format_timestamp(datetime.now(UTC)),
             )

@@ -98,13 +98,17 @@ def _record_verdict(current: Run, url: str, result: CheckResult) -> None:
 
 def _with_calibration(args: argparse.Namespace, policy: Policy, current: Run) -> Policy:
     """Fold this machine's calibrated run-to-run noise (``perfgate calibrate``) into the policy."""
-    from perfgate.calibration import DEFAULT_NOISE_FILE, load_noise
+    from perfgate.calibration import DEFAULT_NOISE_FILE, load_noise, noise_runs
 
     path = args.noise if args.noise is not None else DEFAULT_NOISE_FILE
     if args.noise is None and not path.exists():
         return policy
-    sigma = load_noise(path, machine=current.machine.fingerprint, model=current.model_key)
-    return dataclasses.replace(policy, noise={**sigma, **policy.noise}) if sigma else policy
+    machine, model = current.machine.fingerprint, current.model_key
+    sigma = load_noise(path, machine=machine, model=model)
+    if not sigma:
+        return policy
+    runs = noise_runs(path, machine=machine, model=model)
+    return dataclasses.replace(policy, noise={**sigma, **policy.noise}, noise_runs=runs)
 
 
 def run(args: argparse.Namespace) -> int:

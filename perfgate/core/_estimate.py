@@ -170,7 +170,12 @@ def _unpaired_test(
     assumed = False
     if calibrated is not None:
         fixed_variance = calibrated**2 * (1.0 / r_base + 1.0 / r_cur)
-        noise = f"run-to-run σ {calibrated:.1%} {scale} (this machine's calibration)".replace("  ", " ")
+        source = (
+            f"learned from {policy.noise_runs} runs of this machine"
+            if policy.noise_runs
+            else "this machine's calibration"
+        )
+        noise = f"run-to-run σ {calibrated:.1%} {scale} ({source})".replace("  ", " ")
     elif r_base >= _MIN_SPREAD_RUNS:
         logs = stats.group_logs(base, q)
         spread = float(logs.std(ddof=1)) if len(logs) > 1 else 0.0

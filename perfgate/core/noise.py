@@ -188,17 +188,26 @@ def between_groups(baseline: Metric | None, current: Metric | None, q: float = 0
     return BetweenGroups(sigma=math.sqrt(ss / df), df=df, groups_baseline=len(a), groups_current=len(b))
 
 
-def calibrate_sigma(run_locations: Sequence[float]) -> float | None:
-    """Between-run SD of log locations from a history of unchanged runs, in time order.
+def calibrate_sigma(run_locations: Sequence[float], breaks: Sequence[int] = ()) -> float | None:
+    """Between-run SD of log locations from a history of runs, in time order.
 
     Uses the median absolute successive difference (scaled for normal data), so a real
     step somewhere in the history inflates the estimate by at most one difference.
-    Returns None with fewer than 3 positive values.
+    ``breaks`` are the indices where a new segment starts (the history's change points:
+    a change of the code, or of the machine): the differences across them are left out, so
+    the estimate is the noise *within* the segments of unchanged code. Returns None with
+    fewer than 2 differences within segments (3 positive values in one segment).
     """
-    x = np.log(np.asarray([v for v in run_locations if v > 0], dtype=float))
+    values = np.asarray(run_locations, dtype=float)
+    keep = values > 0
+    x = np.log(values[keep])
     if x.size < 3:
         return None
-    return float(np.median(np.abs(np.diff(x))) / _MAD_DIFF)
+    segment = np.cumsum(np.isin(np.arange(values.size), np.asarray(breaks, dtype=int)))[keep]
+    diffs = np.diff(x)[np.diff(segment) == 0]
+    if diffs.size < 2:
+        return None
+    return float(np.median(np.abs(diffs)) / _MAD_DIFF)
 
 
 def combine_repetitions(runs: Sequence[Run], *, run_id: str | None = None) -> Run:

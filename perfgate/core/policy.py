@@ -65,6 +65,8 @@ class Policy:
         noise: this machine's run-to-run SD of each metric's log location, from
             ``perfgate calibrate``; keyed ``metric`` (median) or ``metric:p95``, with
             ``@normalised`` appended for the values in units of their reference kernel.
+        noise_runs: how many recorded runs of this machine ``noise`` was learned from, which
+            the reports name (0: not known).
         assumed_raw, assumed_normalised, assumed_memory: the run-to-run noise assumed when
             nothing was measured (:mod:`perfgate.core.noise`), for raw times, for times in
             units of their reference kernel, and for memory.
@@ -87,6 +89,7 @@ class Policy:
     confidence: float = 0.95
     power: float = 0.8
     noise: Mapping[str, float] = field(default_factory=dict)
+    noise_runs: int = 0  # how many recorded runs ``noise`` was learned from (0: not said)
     assumed_raw: NoiseModel = ASSUMED_RAW
     assumed_normalised: NoiseModel = ASSUMED_NORMALISED
     assumed_memory: NoiseModel = ASSUMED_MEMORY
@@ -123,6 +126,8 @@ class Policy:
             if isinstance(sigma, bool) or not isinstance(sigma, int | float) or not math.isfinite(sigma) or sigma < 0:
                 raise ValueError(f"noise.{key} must be a non-negative number, got {sigma!r}")
         object.__setattr__(self, "noise", MappingProxyType(dict(self.noise)))
+        if isinstance(self.noise_runs, bool) or not isinstance(self.noise_runs, int) or self.noise_runs < 0:
+            raise ValueError(f"noise_runs must be a whole number ≥ 0, got {self.noise_runs!r}")
         for name, model in (
             ("assumed_raw", self.assumed_raw),
             ("assumed_normalised", self.assumed_normalised),

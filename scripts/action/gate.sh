@@ -121,6 +121,14 @@ record_default_branch() {
       worst 2
       continue
     fi
+    # the machine's run-to-run noise, learned from the history recorded so far (within the
+    # segments between its change points); the check below reads it from .perfgate/noise.json
+    if perfgate calibrate --model "$model" --store "$PERFGATE_STORE" --baseline-branch "$branch" \
+      2>"$reports/${model}.calibrate.log"; then
+      echo "perfgate calibrate ${model}: $(tail -n 1 "$reports/${model}.calibrate.log")"
+    else
+      echo "perfgate calibrate ${model}: noise not learned yet: $(tail -n 1 "$reports/${model}.calibrate.log")"
+    fi
     rc=0
     perfgate record "$run" || rc=$?
     if [ "$rc" -ne 0 ]; then

@@ -523,6 +523,31 @@ def test_pushes_to_the_default_branch_record_check_and_update_baselines(tmp_path
     assert shown.returncode == 0 and "work_time_ms" in shown.stdout
 
 
+@pytest.mark.slow
+def test_the_record_step_learns_the_noise_and_the_next_check_uses_it(tmp_path, team_repo):
+    """Record mode on the default branch, four pushes: from the fourth on, the machine's noise is
+    learned from the three runs recorded before it, and that run's check uses it."""
+    repo, first, _ = team_repo
+    store = f"sqlite:///{tmp_path / 'team-store.db'}"
+    _git(repo, "checkout", "-q", first)
+    logs = []
+    for _ in range(4):
+        env = _env(tmp_path, MODE="record", PERFGATE_STORE=store, BENCH_ARGS="--rounds 2 --repeat 5 --warmup 1")
+        Path(env["GITHUB_OUTPUT"]).unlink(missing_ok=True)
+        shutil.rmtree(repo / "perfgate-reports", ignore_errors=True)
+        gate = _script("gate.sh", repo, env)
+        assert gate.returncode == 0, gate.stdout + gate.stderr
+        logs.append(gate.stdout)
+    assert "perfgate calibrate tokenizer: noise not learned yet" in logs[0]
+    assert "perfgate calibrate tokenizer: written" in logs[3], logs[3]
+    noise = json.loads((repo / ".perfgate" / "noise.json").read_text())
+    (entry,) = [models["tokenizer"] for models in noise["machines"].values()]
+    print(entry)
+    assert entry["runs"] >= 3 and len(entry["run_ids"]) == entry["runs"]
+    report = (repo / "perfgate-reports" / "tokenizer.md").read_text()
+    assert f"learned from {entry['runs']} runs of this machine" in report
+
+
 def test_record_without_a_store_keeps_a_sqlite_history_in_the_workspace(tmp_path, team_repo):
     repo, _, _ = team_repo
     env = _env(tmp_path, MODE="record", BENCH_ARGS="--rounds 2 --repeat 3 --warmup 1")
