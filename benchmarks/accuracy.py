@@ -4,6 +4,7 @@ Two steps, so that one recorded corpus can be checked under every rule:
 
     python benchmarks/accuracy.py record --out corpus/ [--aa 21 --ab 10 --slowdowns 10,20 --processes 4]
     python benchmarks/accuracy.py evaluate corpus/
+    python benchmarks/accuracy.py shared [--trials 200 --metrics 600]
 
 ``record`` runs, spread over time and interleaved:
 
@@ -20,6 +21,12 @@ Two steps, so that one recorded corpus can be checked under every rule:
   regression is a false alarm;
 * power: each slowed run against the unchanged run recorded just before it; a hit is the
   slowed metric flagged as regressed;
+
+``shared`` simulates checks of many metrics that share the run's phase (seeded; a
+t-distributed phase with 4 degrees of freedom, scaled to the assumed 12 %, and an 8 %
+process term per metric): unchanged, and every metric 2× slower. It prints, with and without
+the common-shift step (:mod:`perfgate.core._common_shift`), the share of checks that claim a
+regression or an improvement, that exit 0, 1 and 2, with Wilson intervals.
 
 for stored comparisons with 4 processes and with 1 process per side (process 1 of each run),
 each with the machine-speed index and without it (the same runs, references removed), for
@@ -425,6 +432,60 @@ def noise_components(runs: list[Run]) -> None:
             print(f"{name:<32} {label:<11} {one:>10.1%} {four:>12.1%} {between:>18.1%}")
 
 
+def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a proportion (95 % by default)."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = hits / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def _shared_runs(rng: np.random.Generator, k: int, factor: float) -> tuple[Run, Run]:
+    runs = []
+    for side_factor in (1.0, factor):
+        phase = math.exp(0.12 * float(rng.standard_t(4)) / math.sqrt(2.0))  # t(4) has variance 2
+        metrics = {}
+        for i in range(k):
+            offset = math.exp(float(rng.normal(0, 0.08)))
+            values = 100.0 * side_factor * phase * offset * rng.lognormal(0, 0.01, 20)
+            name = f"m{i}_time_us"
+            metrics[name] = Metric(name=name, unit="us", direction=Direction.LOWER, samples=tuple(values))
+        runs.append(Run(model="shared", metrics=metrics))
+    return runs[0], runs[1]
+
+
+def shared(args: argparse.Namespace) -> None:
+    import perfgate.core._decision as decision
+
+    with_step = decision.common_shift
+    print(
+        f"{args.metrics} metrics sharing the run's phase (t(4), 12 %) and an 8 % process term, 20 samples a side, "
+        f"{args.trials} seeded checks per row, threshold 10 %, alpha 0.01; 95 % Wilson intervals\n"
+    )
+    print(f"{'case':<12} {'rule':<22} {'claims regression':>22} {'claims improvement':>22} {'exit 0/1/2':>14}")
+    for label, factor in (("unchanged", 1.0), ("2x slower", 2.0)):
+        for rule, step in (("common shift, then Holm", with_step), ("Holm only (before)", lambda *a, **k: None)):
+            decision.common_shift = step  # type: ignore[assignment]
+            rng = np.random.default_rng(args.seed)
+            regress = improve = 0
+            codes = [0, 0, 0]
+            for _ in range(args.trials):
+                base, cur = _shared_runs(rng, args.metrics, factor)
+                result = compare_runs(base, cur, Policy())
+                verdicts = {c.verdict.value for c in result.comparisons}
+                regress += "regressed" in verdicts or result.shift_regressed
+                improve += "improved" in verdicts
+                codes[result.exit_code] += 1
+            cells = []
+            for hits in (regress, improve):
+                lo, hi = wilson(hits, args.trials)
+                cells.append(f"{hits}/{args.trials} [{lo:.1%}, {hi:.1%}]")
+            print(f"{label:<12} {rule:<22} {cells[0]:>22} {cells[1]:>22} {'/'.join(map(str, codes)):>14}")
+    decision.common_shift = with_step
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -448,8 +509,12 @@ def main() -> None:
     ev.add_argument(
         "--all-pairs", action="store_true", help="A/A over every pair of unchanged runs, not consecutive ones"
     )
+    sh = sub.add_parser("shared", help="simulated checks of many metrics sharing the run's phase")
+    sh.add_argument("--trials", type=int, default=200)
+    sh.add_argument("--metrics", type=int, default=600)
+    sh.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    record(args) if args.command == "record" else evaluate(args)
+    {"record": record, "evaluate": evaluate, "shared": shared}[args.command](args)
 
 
 if __name__ == "__main__":

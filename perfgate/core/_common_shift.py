@@ -32,7 +32,10 @@ something tells the machine from the code:
   baseline pooled from runs spread in time), not assumed.
 
 Otherwise it is :attr:`CommonShift.ambiguous`: "the whole run is 2.0× slower: the code or
-the machine", and the check exits 2 (could not decide) instead of passing silently.
+the machine", and the check exits 2 (could not decide) instead of passing silently; a
+metric of the shift is then not called regressed on its own either (the machine's phase
+moved it as much as any code could). The same holds the other way: when the whole run is
+faster beyond the threshold and nothing tells why, none of its metrics is called improved.
 
 Tested in ``tests/core/test_common_shift.py``: 600 doubled metrics, with and without
 kernels; seeded A/A simulations of 600 metrics sharing a phase; the rule reducing to Holm's
@@ -48,6 +51,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from perfgate.core._distributions import norm_ppf, norm_sf
+from perfgate.core.schema import Metric
 
 __all__ = ["ALPHA_SHARE", "MIN_METRICS", "CommonShift", "common_shift"]
 
@@ -60,6 +64,7 @@ MIN_METRICS = 3
 class _Tested(Protocol):
     """What the common step reads of a tested comparison (``perfgate.core._decision._Pending``)."""
 
+    cur: Metric
     statistic: str
     log_worse: float | None
     se: float | None
@@ -84,13 +89,20 @@ class CommonShift:
     worse: float
     ci: tuple[float, float]
     p_value: float  # one-sided, that the whole run is worse
+    p_better: float  # one-sided, that the whole run is better
     alpha: float  # the share of α this test spends
     threshold: float
     decided_by: str
+    names: frozenset[str] = frozenset()  # the metrics whose medians made the shift
 
     @property
     def significant(self) -> bool:
         return self.p_value < self.alpha and self.worse > self.threshold
+
+    @property
+    def faster(self) -> bool:
+        """The whole run is faster beyond the threshold (significant at this step's α)."""
+        return self.p_better < self.alpha and -self.worse / (1.0 + self.worse) > self.threshold
 
     @property
     def regressed(self) -> bool:
@@ -108,6 +120,11 @@ class CommonShift:
 
     def sentence(self) -> str:
         """One line for the report and the terminal."""
+        if self.faster and not self.significant:
+            return (
+                f"the whole run is {1.0 / self.factor:.2f}× faster ({self.metrics} timing metrics moved together): "
+                + ("an improvement" if self.decided_by else "the code or the machine, so no metric is called improved")
+            )
         whole = f"the whole run is {self.factor:.2f}× slower ({self.metrics} timing metrics moved together"
         whole += f", {self.ci[0]:+.0%} to {self.ci[1]:+.0%})"
         if self.regressed:
@@ -159,7 +176,9 @@ def common_shift(tested: Sequence[_Tested], *, alpha: float, confidence: float) 
         worse=_worse(c),
         ci=(_worse(c - z_ci * se), _worse(c + z_ci * se)),
         p_value=norm_sf(c / se) if se > 0 else (0.0 if c > 0 else 1.0),
+        p_better=norm_sf(-c / se) if se > 0 else (0.0 if c < 0 else 1.0),
         alpha=spent,
         threshold=statistics.median(p.threshold for p in usable),
         decided_by=decided_by,
+        names=frozenset(p.cur.name for p in usable),
     )

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from perfgate.core._common_shift import CommonShift, common_shift
+from perfgate.core._counts import Residue, counts_test, is_count
 from perfgate.core._distributions import norm_ppf, t_isf, t_ppf
 from perfgate.core._estimate import Sides, _estimate, _paired_test, _Test, _unpaired_test, sides_of
 from perfgate.core._samplestats import ReferenceStats, SampleStats
@@ -94,8 +95,12 @@ def _prepare(
     stats: SampleStats | None = None,
     sides: Sides | None = None,
     derived_from: str = "",
+    counts: Residue | None = None,
 ) -> _Pending:
-    """One comparison, estimated and tested, waiting for the family-wise correction."""
+    """One comparison, estimated and tested, waiting for the family-wise correction.
+
+    ``counts``: the check's between-process residue of count metrics, which a count metric
+    is tested with instead of the run-to-run noise of times (:mod:`perfgate.core._counts`)."""
     stats = stats if stats is not None else ReferenceStats(policy.confidence)
     sides = sides if sides is not None else sides_of(base, cur, paired=paired)
     n_base, n_cur = len(base.samples), len(cur.samples)
@@ -142,6 +147,9 @@ def _prepare(
         p.fixed = Verdict.INCONCLUSIVE
         p.reason = f"the {side} {statistic} is 0; the log-ratio test is undefined"
         return p
+    if test is None and counts is not None and is_count(cur):
+        assert est.log_worse is not None
+        test = counts_test(est.log_worse, base, cur, statistic, counts)
     if test is None:
         assert est.log_worse is not None and se is not None
         test = _unpaired_test(est.log_worse, se, cur, sides, statistic, policy, runs, stats, shift)
@@ -436,6 +444,7 @@ def prepare(
     derived: dict[str, str],
     stats: SampleStats,
     sides: dict[str, Sides],
+    counts: Residue | None = None,
 ) -> tuple[list[Comparison], list[Comparison], CommonShift | None]:
     """Every comparison of a check decided: (the tested ones, the new/missing/informational ones,
     the run's common shift when that step applies: :mod:`perfgate.core._common_shift`).
@@ -455,6 +464,7 @@ def prepare(
                 stats=stats,
                 sides=sides.get(cur.name),
                 derived_from=derived.get(cur.name, ""),
+                counts=counts,
             )
             for stat in _statistics_of(cur, policy, single)
         ]
@@ -466,4 +476,22 @@ def prepare(
     shift = None if paired else common_shift(family, alpha=policy.alpha, confidence=policy.confidence)
     per_metric = policy if shift is None else dataclasses.replace(policy, alpha=policy.alpha - shift.alpha)
     decided = [_decide(p, adjusted.get(id(p)), per_metric, len(family), stats) for p in pending]
+    if shift is not None and not shift.decided_by:
+        decided = [_within_shift(c, shift) for c in decided]
     return decided, fixed, shift
+
+
+def _within_shift(c: Comparison, shift: CommonShift) -> Comparison:
+    """A claim that rides on a whole-run shift nothing can tell from the machine's is not made:
+    the metric is inconclusive, and the report says why once (:mod:`perfgate.core._common_shift`)."""
+    if c.metric not in shift.names:
+        return c
+    if (c.verdict is Verdict.REGRESSED and shift.significant) or (c.verdict is Verdict.IMPROVED and shift.faster):
+        moved = "slower" if shift.significant else "faster"
+        return dataclasses.replace(
+            c,
+            verdict=Verdict.INCONCLUSIVE,
+            reason=f"the whole run is {moved} together ({shift.metrics} metrics): the code or the machine",
+            required_n=None,
+        )
+    return c

@@ -143,3 +143,31 @@ def test_the_report_says_why_in_one_line():
     assert "the whole run is 2.00× slower" in render_comment(result)
     data = result_to_dict(result)
     assert data["common_shift"]["verdict"] == "ambiguous" and data["exit_code"] == EXIT_ERROR
+
+
+def test_a_whole_run_faster_by_the_machine_claims_no_improvement():
+    """Everything 2× faster, as this machine's phase alone has done on unchanged code: without
+    kernels or a measured noise, no metric is called improved (five metrics: each one's own
+    test would reach α)."""
+    base, cur = _runs(5, 0.5)
+    result = compare_runs(base, cur, Policy())
+    assert result.common_shift is not None and result.common_shift.faster
+    assert not result.with_verdict(Verdict.IMPROVED)
+    assert "faster" in result.common_shift.sentence()
+    with_kernels = compare_runs(*_runs(5, 0.5, kernel_factor=1.0), Policy())
+    assert with_kernels.with_verdict(Verdict.IMPROVED)  # the kernels say it was the code
+
+
+def test_metrics_of_an_ambiguous_shift_are_not_called_regressed_on_their_own():
+    rng = np.random.default_rng(2)
+    base, cur = _runs(40, 1.6)
+    # one metric's own offset makes it stand out: still part of a shift nothing can explain
+    name = "m0_time_us"
+    louder = dataclasses.replace(cur.metrics[name], samples=tuple(v * 1.5 for v in cur.metrics[name].samples))
+    cur = dataclasses.replace(cur, metrics={**cur.metrics, name: louder})
+    result = compare_runs(base, cur, Policy())
+    assert rng is not None and result.common_shift is not None and result.common_shift.ambiguous
+    assert not result.regressions
+    (c,) = [c for c in result.comparisons if c.metric == name]
+    assert c.verdict is Verdict.INCONCLUSIVE and "the code or the machine" in c.reason
+    assert result.exit_code == EXIT_ERROR
