@@ -171,3 +171,26 @@ def test_metrics_of_an_ambiguous_shift_are_not_called_regressed_on_their_own():
     (c,) = [c for c in result.comparisons if c.metric == name]
     assert c.verdict is Verdict.INCONCLUSIVE and "the code or the machine" in c.reason
     assert result.exit_code == EXIT_ERROR
+
+
+def test_bar_level_cases_stay_caught():
+    """+20 % on 60 samples with the noise configured quiet, and +30 % on two of eight stages in
+    4 + 4 processes with the assumed noise and the machine-speed index: the common step takes
+    none of their power."""
+    base, cur = _runs(1, 1.2, n=60)
+    assert [c.verdict for c in compare_runs(base, cur, Policy.quiet()).comparisons] == [Verdict.REGRESSED]
+    base, cur = _runs(8, 1.0, n=40, kernel_factor=1.0)
+    base, cur = (
+        dataclasses.replace(
+            r, metrics={k: dataclasses.replace(m, groups=(10, 10, 10, 10)) for k, m in r.metrics.items()}
+        )
+        for r in (base, cur)
+    )  # 4 worker processes a side
+    slowed = {
+        name: dataclasses.replace(m, samples=tuple(v * 1.3 for v in m.samples))
+        for name, m in cur.metrics.items()
+        if name in ("m0_time_us", "m1_time_us")
+    }
+    result = compare_runs(base, dataclasses.replace(cur, metrics={**cur.metrics, **slowed}), Policy())
+    assert result.common_shift is not None and not result.common_shift.significant
+    assert sorted(c.metric for c in result.regressions) == ["m0_time_us", "m1_time_us"]
