@@ -5,11 +5,19 @@ write is one ``BEGIN IMMEDIATE`` transaction, so a killed writer leaves either t
 run (document and metric rows) or nothing, and concurrent writers queue instead of losing
 runs. Migrations run on open, in one transaction, only when the file is behind; a store
 that is up to date is opened without writing (so a read-only copy can still be read).
+
+Many processes may open a store that does not exist yet at once (CI jobs): each reads the
+version in one read transaction, and creating or migrating the schema happens inside the
+write lock, where the version is read again, so exactly one of them does it and the others
+wait for it. An open that fails creates nothing beside the file (no -wal, -shm).
 """
 
 from __future__ import annotations
 
+import os
+import random
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +33,37 @@ __all__ = ["MIGRATIONS", "SQLiteStore"]
 
 # Numbered schema migrations, applied in order on open (their history: perfgate.store._migrations).
 MIGRATIONS: list[str | Callable[[Any], None]] = _migrations.SQLITE
+
+
+_BUSY_TIMEOUT_S = 60.0
+# errors for which opening the store read-only is no answer: it is busy, or damaged
+_NOT_ABOUT_PERMISSION = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def _code(exc: BaseException) -> int | None:
+    """The primary SQLite result code of a driver error (None for other errors)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
+
+
+def _writable(path: Path) -> bool:
+    """Whether this process may write the file and create its -wal beside it. access(), not a
+    trial open: closing any descriptor of the file would drop this process's SQLite locks on it."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
+
+
+def _wal_mode(path: Path) -> bool:
+    """Whether the file's header says WAL mode (bytes 18 and 19 are 2)."""
+    try:
+        with path.open("rb") as f:
+            header = f.read(20)
+    except OSError:
+        return False
+    return header.startswith(b"SQLite format 3\x00") and len(header) == 20 and 2 in (header[18], header[19])
+
+
+def _wal_of(path: Path) -> Path:
+    return path.with_name(path.name + "-wal")
 
 
 def _path_of(url: str) -> Path:
@@ -46,53 +85,121 @@ class SQLiteStore(SQLStore):
         if self.path.exists() and not self.path.is_file():  # /dev/null would get a -journal beside it in /dev
             kind = "a directory" if self.path.is_dir() else "not a regular file"
             raise StorageError(f"the store path is {kind}; give the path of an SQLite file", source=url)
+        if self.path.is_file() and not _writable(self.path):
+            self._open_read_only(None)  # opened for writing, it would get a -wal and -shm beside it
+            return
+        self._refuse_damaged()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+            self._conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
         except (sqlite3.Error, OSError) as exc:
-            if not self._open_read_only():
-                message = one_line(exc)
-                raise StorageError(f"cannot open the SQLite store: {message}{hint(message)}", source=url) from None
+            self._open_read_only(exc)
             return
         try:
-            self._conn.execute("PRAGMA busy_timeout = 60000")
-            self._refuse_foreign()
+            self._conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
+            version = self._checked_version()
             if self._conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                self._conn.execute("PRAGMA journal_mode = WAL")
-            self._migrate()
+                self._enter_wal()
+            if check_schema_version(version, len(MIGRATIONS), self.url):
+                self._migrate()
         except (sqlite3.Error, OSError) as exc:
             self._conn.close()
-            if not self._open_read_only():
-                message = one_line(exc)
-                raise StorageError(f"cannot open the SQLite store: {message}{hint(message)}", source=url) from None
+            if _code(exc) in _NOT_ABOUT_PERMISSION:  # retrying or reading cannot help
+                raise self._open_error(exc) from None
+            self._open_read_only(exc)
         except BaseException:
             self._conn.close()
             raise
 
-    def _open_read_only(self) -> bool:
-        """A store in a folder perfgate may not write (a read-only mount, an archive) can still
-        be read: open it read-only when it is a perfgate store of the current schema. Writing
-        to it then fails with a message that says the store is read-only."""
+    def _open_error(self, exc: BaseException) -> StorageError:
+        message = one_line(exc)
+        return StorageError(f"cannot open the SQLite store: {message}{hint(message)}", source=self.url)
+
+    def _open_read_only(self, cause: BaseException | None) -> None:
+        """A store perfgate may not write (a read-only file, mount or folder, an archive) can
+        still be read: open it read-only when it is a perfgate store of the current schema.
+        Writing to it then fails with a message that says the store is read-only.
+
+        Without a -wal beside a WAL-mode file, it is opened ``immutable`` (no locks, nothing
+        created beside it: a plain read-only connection would leave a -wal and -shm in a
+        folder it may write); with one, someone writes it, and its last commits are in the -wal.
+        Raises StorageError naming ``cause`` (else the read-only open's error) when it cannot."""
         if not self.path.is_file():
-            return False
+            raise self._open_error(cause or FileNotFoundError("no such file"))
         target = f"file:{quote(str(self.path.resolve()))}"
-        for flags in ("mode=ro", "mode=ro&immutable=1"):
+        modes = ["mode=ro&immutable=1"]
+        if not _wal_mode(self.path) or _wal_of(self.path).exists():
+            modes.insert(0, "mode=ro")
+        error: BaseException | None = cause
+        for flags in modes:
             try:
-                conn = sqlite3.connect(f"{target}?{flags}", uri=True, timeout=60.0, isolation_level=None)
-                self._conn = conn
-                self._refuse_foreign()
-                if check_schema_version(self._version(), len(MIGRATIONS), self.url):
-                    conn.close()
-                    raise StorageError(
-                        "the store is read-only here and has an older schema; open it once where it can be "
-                        "written, so that perfgate can upgrade it",
-                        source=self.url,
-                    )
-            except sqlite3.Error:
+                self._conn = sqlite3.connect(
+                    f"{target}?{flags}", uri=True, timeout=_BUSY_TIMEOUT_S, isolation_level=None
+                )
+            except sqlite3.Error as exc:
+                error = error or exc
                 continue
+            try:
+                version = self._checked_version()
+            except sqlite3.Error as exc:
+                self._conn.close()
+                error = error or exc
+                continue
+            except BaseException:
+                self._conn.close()
+                raise
+            if check_schema_version(version, len(MIGRATIONS), self.url):
+                self._conn.close()
+                state, action = (
+                    ("has an older schema", "upgrade it") if version else ("has no perfgate tables yet", "create them")
+                )
+                raise StorageError(
+                    f"the store is read-only here and {state}; open it once where it can be written, so that "
+                    f"perfgate can {action}",
+                    source=self.url,
+                )
             self.read_only = True
-            return True
-        return False
+            return
+        raise self._open_error(error or sqlite3.OperationalError("unable to open database file")) from None
+
+    def _refuse_damaged(self) -> None:
+        """Refuse a damaged WAL-mode file before SQLite, opening it for writing, creates a -wal
+        and -shm beside it that it cannot remove again.
+
+        The file is read as the open reads it, ``immutable`` (no locks, nothing created beside
+        it), only when no -wal is beside it: then nobody has it open, and nobody writes it (a
+        WAL-mode file is written only from its -wal). A file that is not an SQLite database at
+        all gets nothing beside it (SQLite refuses it on its header)."""
+        wal = _wal_of(self.path)
+        if not _wal_mode(self.path) or wal.exists():
+            return
+        try:
+            conn = sqlite3.connect(
+                f"file:{quote(str(self.path.resolve()))}?mode=ro&immutable=1", uri=True, isolation_level=None
+            )
+        except sqlite3.Error:
+            return  # the open itself will say what is wrong
+        try:
+            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "schema_migrations" in names:
+                conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+        except sqlite3.Error as exc:
+            if _code(exc) in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) and not wal.exists():
+                raise self._open_error(exc) from None
+        finally:
+            conn.close()
+
+    def _checked_version(self) -> int:
+        """The schema version, after refusing someone else's database, both read in one read
+        transaction: another process may be creating the store this moment, and two separate
+        reads could see its tables but not yet its version (or the reverse)."""
+        self._conn.execute("BEGIN")
+        try:
+            self._refuse_foreign()
+            return self._version()
+        finally:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
 
     def _version(self) -> int:
         conn = self._conn
@@ -119,10 +226,33 @@ class SQLiteStore(SQLStore):
         ).fetchall()
         return [str(r[0]) for r in rows]
 
+    def _enter_wal(self) -> None:
+        """Switch the file to WAL mode (it stays so), which lets readers and a writer work at once.
+
+        The switch needs the file to itself, and SQLite does not wait for that: its busy handler
+        is not called when a connection that reads the file asks to write it, to avoid a deadlock.
+        Several processes opening a new store at once all ask, so retry, with random pauses, for
+        as long as the busy timeout; once one has switched, the others find WAL mode."""
+        deadline = time.monotonic() + _BUSY_TIMEOUT_S
+        pause = 0.001
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if _code(exc) not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED) or time.monotonic() > deadline:
+                    raise
+            time.sleep(random.uniform(0.0, pause))
+            pause = min(2 * pause, 0.05)
+
     def _migrate(self) -> None:
-        if not check_schema_version(self._version(), len(MIGRATIONS), self.url):
-            return
+        """Create or upgrade the schema in one write transaction. Its lock serialises the
+        processes that open a new store at once: each reads the version again inside it, and
+        only the first finds anything to do."""
         with self._transaction() as conn:
+            self._refuse_foreign()
+            if not check_schema_version(self._version(), len(MIGRATIONS), self.url):
+                return
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
             done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
             for number, step in enumerate(MIGRATIONS, start=1):

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 from typing import Any
+
+import pytest
 
 from perfgate.core.codec import run_from_dict
 from perfgate.store._rows import created_key, metric_rows
@@ -92,3 +96,14 @@ def consistency_problems(store: SQLStore) -> list[str]:
     if orphans:
         problems.append(f"metric rows without a run: {sorted(orphans)[:5]}")
     return problems
+
+
+def without_dac_override() -> list[str]:
+    """The command prefix that makes file permissions bind: as root they do not, so drop the
+    capabilities that override them (empty for any other user)."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: cannot make a file or folder read-only for this process")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search,-fowner", "--inh-caps=-all", "--"]

@@ -8,7 +8,6 @@ import json
 import multiprocessing
 import os
 import random
-import shutil
 import signal
 import socket
 import sqlite3
@@ -25,7 +24,7 @@ from perfgate.core.codec import run_to_dict
 from perfgate.errors import StorageError
 from perfgate.store import open_store
 from perfgate.store.base import RunQuery
-from tests.store.helpers import consistency_problems, run, stamp
+from tests.store.helpers import consistency_problems, run, stamp, without_dac_override
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -264,16 +263,6 @@ def test_store_at_its_size_limit_gives_a_clear_error_and_no_damage(tmp_path, wri
     _intact(path, url)
 
 
-def _without_dac_override() -> list[str]:
-    """As root, permissions do not bind: drop the capability that overrides them."""
-    if os.geteuid() != 0:
-        return []
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("running as root without setpriv: cannot make a directory read-only for this process")
-    return [setpriv, "--bounding-set=-dac_override,-dac_read_search,-fowner", "--inh-caps=-all", "--"]
-
-
 def test_read_only_store_gives_exit_2_and_no_damage(tmp_path):
     folder = tmp_path / "ro"
     folder.mkdir()
@@ -281,7 +270,7 @@ def test_read_only_store_gives_exit_2_and_no_damage(tmp_path):
     url = f"sqlite:///{path}"
     _seed_store(url)
     new = _big_run_file(tmp_path, "new", samples=10)
-    prefix = _without_dac_override()
+    prefix = without_dac_override()
     path.chmod(0o444)
     folder.chmod(0o555)
     try:
