@@ -206,10 +206,8 @@ def test_reports_are_written_all_or_nothing(tmp_path, seed_files, capsys):
     report = tmp_path / "r.md"
     html = tmp_path / "r.html"
     report.write_text("the report of the last check")
-    code = main(
-        ["check", "--baseline", str(base), "--current", str(cur), "--output", str(report), "--html", str(html)]
-        + ["--json", "/dev/full"]
-    )
+    argv = ["check", "--baseline", str(base), "--current", str(cur), "--output", str(report), "--html", str(html)]
+    code = main([*argv, "--json", "/dev/full"])
     err = capsys.readouterr().err
     assert code == 2, err
     assert "/dev/full" in err
