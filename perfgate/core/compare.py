@@ -18,6 +18,7 @@ paired decision of ``perfgate ab`` (:mod:`perfgate.core.paired`).
 from __future__ import annotations
 
 from perfgate.core._budgets import check_budgets
+from perfgate.core._counts import is_counts_run, pooled_residue
 from perfgate.core._decision import _decide as _decide
 from perfgate.core._decision import _holm_by_id as _holm_by_id
 from perfgate.core._decision import _Pending as _Pending
@@ -59,6 +60,12 @@ def _check_comparable(baseline: Run, current: Run, allow_machine_mismatch: bool)
         raise MismatchError(
             f"baseline was measured on machine {fp_base}, current run on {fp_cur}; timings do not "
             "carry across machines. Record a baseline on this machine, or pass --allow-machine-mismatch"
+        )
+    if is_counts_run(baseline) != is_counts_run(current):
+        counted, timed = ("baseline", "current run") if is_counts_run(baseline) else ("current run", "baseline")
+        raise MismatchError(
+            f"the {counted} holds counts (perfgate bench --measure counts) and the {timed} times; counts are not "
+            "times: compare counts with counts (a baseline recorded with --measure counts) and times with times"
         )
     for name, cur in current.metrics.items():
         base = baseline.metrics.get(name)
@@ -128,6 +135,7 @@ def compare_runs(
         derived=derived_metrics(current, baseline),
         stats=stats,
         sides=sides,
+        counts=pooled_residue(baseline, current),
     )
     budgets = check_budgets(current, policy.budgets_for(current.model_key))
     return CheckResult(

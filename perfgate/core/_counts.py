@@ -1,0 +1,141 @@
+"""The decision for counts: instructions and estimated cycles from callgrind, not times.
+
+A count has no machine phase: the same code counted last week and today gives the same
+number, so a counts comparison carries **no run-to-run phase term** and a stored baseline
+is as good as one counted in the same job. What does move it is the residue of each
+process's own draw: allocator, garbage collector, hash seed and memory layout, 0.0001–0.3 %
+between processes measured here (``docs/noise.md`` §3). Calls inside one process repeat each
+other almost to the instruction, so their spread says nothing about that residue and is not
+used.
+
+The residue is measured **between processes** (each process's samples are one group of the
+metric: the log of each group's median) and **pooled across the check's count metrics on
+both sides**, so a test does not rest on one metric's 1–2 degrees of freedom:
+
+    σ_pooled² = Σ_metrics Σ_groups (log m_g − mean_side)² / Σ (groups − 1)
+
+A metric is then tested with ``σ = max(floor, σ_pooled, σ_own)``: the floor
+(:data:`RESIDUE_FLOOR`, 0.1 %) keeps two processes that happened to agree to the instruction
+from making any difference significant, and the metric's own spread keeps one noisy stage
+(an eager torch call, 0.3 %) from borrowing the quiet ones' precision. The standard error
+of the log ratio of the two sides' medians is ``σ·√(1/G_base + 1/G_current)`` on the pooled
+degrees of freedom (a normal test when the floor decides).
+
+Tested in ``tests/core/test_counts.py``: hand values, seeded A/A simulations of 1,000 checks
+under the measured residue (at most 1 % alarm) and the power for +2 % at a 1 % threshold.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfgate.core._distributions import t_sf
+from perfgate.core._estimate import _Test
+from perfgate.core.noise import group_locations
+from perfgate.core.schema import Metric, Run
+from perfgate.core.stats import QUANTILES
+
+__all__ = [
+    "COUNT_UNITS",
+    "NOT_TIMES",
+    "RESIDUE_FLOOR",
+    "Residue",
+    "counts_test",
+    "is_count",
+    "is_counts_run",
+    "pooled_residue",
+]
+
+# the units of a counted metric (perfgate bench --measure counts)
+COUNT_UNITS = frozenset({"instructions", "cycles"})
+# what every report of count metrics says, plainly
+NOT_TIMES = (
+    "**Counts, not times**: instructions and estimated cycles per call, counted under valgrind's callgrind "
+    "(a simulated CPU), not wall time. They repeat to a fraction of a per cent from one process or day to the "
+    "next, but do not see memory bandwidth, contention, threads, system calls, I/O, GPU kernels or tail latency "
+    "(p99 is wall time only: `perfgate ab` measures it)."
+)
+# the smallest between-process SD of a log count a test assumes (0.1 %)
+RESIDUE_FLOOR = 0.001
+
+
+def is_count(metric: Metric) -> bool:
+    return metric.unit in COUNT_UNITS
+
+
+def is_counts_run(run: Run) -> bool:
+    """A run whose gated metrics are counts (``perfgate bench --measure counts``)."""
+    return run.config.get("measure") == "counts" or (
+        bool(run.metrics) and all(is_count(m) for m in run.metrics.values())
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Residue:
+    """The between-process SD of log counts, pooled over a check's count metrics on both sides."""
+
+    sigma: float
+    df: int
+    metrics: int
+    floor: float = RESIDUE_FLOOR
+
+
+def _spread(metric: Metric) -> tuple[float, int]:
+    logs = group_locations(metric, 0.5)
+    if len(logs) < 2:
+        return 0.0, 0
+    return float(np.sum((logs - logs.mean()) ** 2)), len(logs) - 1
+
+
+def pooled_residue(baseline: Run, current: Run, floor: float = RESIDUE_FLOOR) -> Residue | None:
+    """The residue of the count metrics of both runs; None when neither has any."""
+    ss, df, metrics = 0.0, 0, 0
+    for run in (baseline, current):
+        for metric in run.metrics.values():
+            if not is_count(metric):
+                continue
+            metrics += 1
+            s, d = _spread(metric)
+            ss, df = ss + s, df + d
+    if metrics == 0:
+        return None
+    return Residue(sigma=math.sqrt(ss / df) if df else 0.0, df=df, metrics=metrics, floor=floor)
+
+
+def counts_test(log_worse: float, base: Metric, cur: Metric, statistic: str, residue: Residue) -> _Test:
+    """The one-sided test of a count metric's log ratio (module docstring)."""
+    q = QUANTILES[statistic]
+    g_base, g_cur = len(base.groups or (0,)), len(cur.groups or (0,))
+    ss = df_own = 0.0
+    for side in (base, cur):
+        logs = group_locations(side, q)
+        if len(logs) > 1:
+            ss += float(np.sum((logs - logs.mean()) ** 2))
+            df_own += len(logs) - 1
+    own = math.sqrt(ss / df_own) if df_own else 0.0
+    sigma = max(residue.floor, residue.sigma, own)
+    se = sigma * math.sqrt(1.0 / g_base + 1.0 / g_cur)
+    df = residue.df if sigma > residue.floor and residue.df > 0 else None
+    which = (
+        f"the floor of {residue.floor:.2%}"
+        if sigma == residue.floor
+        else "this metric's own spread"
+        if sigma == own and own > residue.sigma
+        else f"pooled over {residue.metrics} count metrics"
+    )
+    noise = (
+        f"counts: between-process residue σ {sigma:.3%} ({which}; {g_base}/{g_cur} processes), no run-to-run phase term"
+    )
+    p_value = t_sf(log_worse / se, df) if se > 0 else (0.0 if log_worse > 0 else 1.0)
+    return _Test(
+        log_worse=log_worse,
+        se=se,
+        p_value=p_value,
+        df=df,
+        groups=(g_base, g_cur),
+        noise=noise,
+        process_sigma=sigma,
+    )
