@@ -11,6 +11,13 @@ Two cases, each in a temporary git repository whose commits differ only in a sta
   really injected is printed beside it (the mean estimated change over the checks).
 * **suite** — a user-style suite (``mystages.py``): a numpy stage and a pure-Python stage;
   a slowdown of X % is X % more loop iterations in both.
+* **layout** — A/A only: a numpy matmul stage on a 96×96 matrix made at import and a
+  pure-Python stage (``layoutstages.py``, as in ``docs/noise.md`` §5), against commits that
+  change only the layout: a comment (``comment``), a renamed local (``rename``), two imports
+  swapped (``import``), and the same commit on both sides (``same``). ``--neighbour on``
+  runs every check beside a process that burns CPU in bursts (on and off for 100–500 ms,
+  unpinned), ``both`` runs every check once quiet and once beside it; ``--ab-args``
+  passes flags to every check (``--no-randomise-layout``, ``--time-budget 40``).
 
 Every check is a real ``perfgate ab`` process (``--threshold 3``, default time budget) of the
 baseline commit against the current one: the same commit for A/A (two worktrees), a slowed
@@ -22,20 +29,24 @@ process-level design (a fresh ``perfgate bench`` per measurement, ABBA pairs), s
 
     python benchmarks/ab.py --case suite --aa 20 --checks 10
     python benchmarks/ab.py --case dqn --aa 10 --checks 5 --legacy 1
+    python benchmarks/ab.py --case layout --aa 3 --neighbour both --ab-args="--time-budget 40"
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,6 +150,59 @@ INJECT = textwrap.dedent(
     """
 )
 
+LAYOUT = textwrap.dedent(
+    """\
+    {imports}
+
+    from perfgate.bench import stage
+
+    # {comment}
+    M = np.random.default_rng(0).standard_normal((96, 96))
+
+
+    @stage("numpy", metric="numpy_time_ms", unit="ms", suite="layout")
+    def numpy_stage(ctx):
+        def once():
+            {var} = M
+            for _ in range(20):
+                {var} = np.tanh({var} @ M * 0.01)
+            return {var}
+
+        return once
+
+
+    @stage("python", metric="python_time_ms", unit="ms", suite="layout")
+    def python_stage(ctx):
+        def once():
+            s = 0
+            for i in range(4000):
+                s += i * i % 7
+            return s
+
+        return once
+    """
+)
+LAYOUT_BASE = {"imports": "import math\nimport numpy as np", "comment": "a", "var": "x"}
+LAYOUT_VARIANTS = {  # layout-only changes of LAYOUT_BASE; "same" is the baseline commit itself
+    "comment": {"comment": "a-again"},
+    "rename": {"var": "matrix_product"},
+    "import": {"imports": "import numpy as np\nimport math"},
+    "same": {},
+}
+
+# a CPU burner beside the checks: on and off in bursts of 100-500 ms, free to migrate
+NEIGHBOUR = textwrap.dedent(
+    """\
+    import random, time
+    rng = random.Random(1)
+    while True:
+        end = time.monotonic() + rng.uniform(0.1, 0.5)
+        while time.monotonic() < end:
+            sum(i * i for i in range(1000))
+        time.sleep(rng.uniform(0.1, 0.5))
+    """
+)
+
 CALIBRATE = textwrap.dedent(
     """\
     import json, sys, time
@@ -164,6 +228,7 @@ CALIBRATE = textwrap.dedent(
 CASES = {
     "suite": {"suite": "mine", "module": "mystages", "model": "mine"},
     "dqn": {"suite": "injected", "module": "inject", "model": "dqn"},
+    "layout": {"suite": "layout", "module": "layoutstages", "model": "layout"},
 }
 GATED = {
     "suite": [("numeric_time_ms", "median"), ("python_time_ms", "median")],
@@ -174,6 +239,7 @@ GATED = {
         ("inference_latency_us", "p50"),
         ("inference_latency_us", "p99"),
     ],
+    "layout": [("numpy_time_ms", "median"), ("python_time_ms", "median")],
 }
 
 
@@ -219,6 +285,11 @@ def make_repo(root: Path, case: str, slowdowns: list[float]) -> tuple[Path, str,
         write = lambda pct: (repo / "inject.py").write_text(  # noqa: E731
             INJECT.format(extra=dqn_extra(cal, pct) if pct else {})
         )
+    elif case == "layout":  # the "slowdowns" index LAYOUT_VARIANTS: 1, 2, … (0 the baseline)
+        names = list(LAYOUT_VARIANTS)
+        write = lambda pct: (repo / "layoutstages.py").write_text(  # noqa: E731
+            LAYOUT.format(**{**LAYOUT_BASE, **(LAYOUT_VARIANTS[names[int(pct) - 1]] if pct else {})})
+        )
     else:
         write = lambda pct: (repo / "mystages.py").write_text(  # noqa: E731
             SUITE.format(numeric=round(100 * (1 + pct / 100)), python=round(4000 * (1 + pct / 100)))
@@ -231,17 +302,22 @@ def make_repo(root: Path, case: str, slowdowns: list[float]) -> tuple[Path, str,
     for pct in slowdowns:
         git(repo, "checkout", "-q", "--detach", base)
         write(pct)
+        if case == "layout" and list(LAYOUT_VARIANTS)[int(pct) - 1] == "same":
+            commits[pct] = base
+            continue
         git(repo, "commit", "-q", "-am", f"+{pct:g} %")
         commits[pct] = git(repo, "rev-parse", "HEAD")
     git(repo, "checkout", "-q", "main")
     return repo, base, commits, cal
 
 
-def run_check(repo: Path, case: str, base: str, cur: str, out: Path, seed: int, threshold: float) -> tuple[dict, float]:
+def run_check(
+    repo: Path, case: str, base: str, cur: str, out: Path, seed: int, threshold: float, extra: tuple[str, ...] = ()
+) -> tuple[dict, float]:
     c = CASES[case]
     argv = [sys.executable, "-m", "perfgate", "ab", "--repo", str(repo), "--baseline-ref", base, "--current-ref", cur]
     argv += ["--suite", c["suite"], "--stages-module", c["module"], "--model", c["model"], "--quiet"]
-    argv += ["--threshold", str(threshold), "--order-seed", str(seed), "--json", str(out)]
+    argv += ["--threshold", str(threshold), "--order-seed", str(seed), "--json", str(out), *extra]
     t0 = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, env=env(), cwd=repo.parent, check=False)
     took = time.monotonic() - t0
@@ -321,7 +397,12 @@ def main() -> None:
     parser.add_argument("--slowdowns", default="3,5,10", help="percent, comma-separated")
     parser.add_argument("--legacy", type=int, default=0, help="checks per row with the process-level design")
     parser.add_argument("--out", type=Path, default=None, help="also write every check's figures here (JSON)")
+    parser.add_argument("--neighbour", choices=("off", "on", "both"), default="off", help="a bursty CPU burner beside")
+    parser.add_argument("--ab-args", default="", help="further perfgate ab flags for every check (space-separated)")
     args = parser.parse_args()
+    if args.case == "layout":
+        main_layout(args)
+        return
     slowdowns = [float(x) for x in args.slowdowns.split(",") if x]
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="perfgate-bench-ab-") as tmp:
@@ -389,6 +470,94 @@ def main() -> None:
                 ],
                 indent=1,
             )
+        )
+
+
+@contextlib.contextmanager
+def neighbour(on: bool) -> Iterator[None]:
+    """A process burning CPU in bursts beside the check, when ``on``."""
+    if not on:
+        yield
+        return
+    proc = subprocess.Popen([sys.executable, "-c", NEIGHBOUR])
+    try:
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def main_layout(args: argparse.Namespace) -> None:
+    """A/A checks of layout-only changes, quiet and beside a bursty neighbour (module docstring)."""
+    names = list(LAYOUT_VARIANTS)
+    conditions = {"off": [False], "on": [True], "both": [False, True]}[args.neighbour]
+    extra = tuple(args.ab_args.split())
+    started = time.monotonic()
+    records = []
+    with tempfile.TemporaryDirectory(prefix="perfgate-bench-ab-") as tmp:
+        repo, base, commits, _ = make_repo(Path(tmp), "layout", [float(i + 1) for i in range(len(names))])
+        plan = [(i, busy) for _ in range(args.aa) for busy in conditions for i in range(len(names))]
+        for k, (i, busy) in enumerate(plan):
+            out = Path(tmp) / f"check{k}.json"
+            with neighbour(busy):
+                data, took = run_check(repo, "layout", base, commits[float(i + 1)], out, 2000 + k, 3.0, extra)
+            rec = {
+                "variant": names[i],
+                "neighbour": busy,
+                "seconds": took,
+                "pairs": data["ab"]["pairs"],
+                "v3": {" ".join(m): v for m, v in verdicts(data).items()},
+                "worse": {f"{c['metric']} {c['statistic']}": c["worse"] for c in data["comparisons"]},
+                "pair_log_ratios": data["ab"]["pair_log_ratios"],
+                "layouts": len(data["ab"].get("layouts", [])),
+            }
+            records.append(rec)
+            alarms = sorted(m for m, v in rec["v3"].items() if v == "regressed")
+            print(
+                f"[{time.monotonic() - started:6.0f} s] check {k + 1}/{len(plan)} {names[i]}"
+                f"{' +neighbour' if busy else ''}: {took:.0f} s, {rec['pairs']} pairs, regressed at 3 %: {alarms}",
+                flush=True,
+            )
+    report_layout(records, extra)
+    if args.out:
+        args.out.write_text(json.dumps(records, indent=1))
+
+
+def report_layout(records: list[dict], extra: tuple[str, ...]) -> None:
+    print()
+    print(f"## perfgate ab, A/A of layout-only changes (threshold 3 %{', ' + ' '.join(extra) if extra else ''})")
+    print()
+    print(
+        "| change | neighbour | checks | checks with any alarm | numpy alarms | python alarms | "
+        "numpy per-pair SD | python per-pair SD | mean est. numpy, python | pairs | s per check (median, max) |"
+    )
+    print("|" + "---|" * 11)
+    groups = sorted(
+        {(r["variant"], r["neighbour"]) for r in records}, key=lambda g: (g[1], list(LAYOUT_VARIANTS).index(g[0]))
+    )
+    for variant, busy in [*groups, ("all", False), ("all", True)]:
+        rows = [r for r in records if r["neighbour"] == busy and variant in (r["variant"], "all")]
+        if not rows:
+            continue
+        n = len(rows)
+        cells = []
+        for metric in ("numpy_time_ms median", "python_time_ms median"):
+            cells.append(fmt(sum(r["v3"].get(metric) == "regressed" for r in rows), n))
+        sds = []
+        for metric in ("numpy_time_ms median", "python_time_ms median"):
+            x = [v for r in rows for v in r["pair_log_ratios"].get(metric, [])]
+            sds.append(f"{statistics.stdev(x):.1%}" if len(x) > 2 else "–")
+        est = [
+            statistics.mean([r["worse"][m] for r in rows if r["worse"].get(m) is not None] or [math.nan])
+            for m in ("numpy_time_ms median", "python_time_ms median")
+        ]
+        anyalarm = sum(any(v == "regressed" for v in r["v3"].values()) for r in rows)
+        pairs = sorted(r["pairs"] for r in rows)
+        secs = sorted(r["seconds"] for r in rows)
+        print(
+            f"| {variant} | {'yes' if busy else 'no'} | {n} | {fmt(anyalarm, n)} | {' | '.join(cells)} | "
+            f"{' | '.join(sds)} | {est[0]:+.1%}, {est[1]:+.1%} | {pairs[0]}–{pairs[-1]} | "
+            f"{secs[len(secs) // 2]:.0f}, {secs[-1]:.0f} |"
         )
 
 

@@ -5,7 +5,10 @@ Pair after pair, until every gated metric is decided or the time budget is spent
 1. a fresh worker process is started for each revision (``python -m perfgate.bench.resident``
    in that revision's own tree, so it imports that revision's code) and runs every stage's
    set-up, with the same seed on both sides; while one pair measures, the next one starts
-   and sets up on another CPU;
+   and sets up on another CPU; which side starts first is drawn per pair, and every worker
+   gets a memory layout drawn at random before anything is imported
+   (:mod:`perfgate.bench._layout`: a fresh interpreter's layout is otherwise fixed by the
+   source text, and a comment can move a stage's speed by 8 %);
 2. both workers are pinned to one CPU (``os.sched_setaffinity``; the CPU changes from pair to
    pair) and alternate **blocks**: ``k`` timed calls of one stage, about
    :attr:`ResidentOptions.block_time` of work, on one side and then on the other, the side
@@ -49,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from perfgate.bench._layout import Layout, draw, start_order, worker_args
 from perfgate.bench._workerproc import Channel, WorkerHung, Workers, pin
 from perfgate.core.codec import format_timestamp
 from perfgate.core.compare import CheckResult
@@ -123,6 +127,9 @@ class ResidentOptions:
             always take, even when the budget is spent (see the module docstring, "Deadlines").
         deadline_scale: how many times slower than native this way of measuring runs the
             stages (1 here; about 20 for a mode that runs them under valgrind); it scales the floors.
+        randomise_layout: give every worker a memory layout drawn at random (:mod:`perfgate.bench._layout`);
+            off, every worker starts with hash seed 0 and no padding, and a layout-only change can
+            read as a change of speed.
     """
 
     model: str
@@ -145,6 +152,7 @@ class ResidentOptions:
     block_floor: float = 5.0
     deadline_scale: float = 1.0
     metric_info: Mapping[str, MetricInfo] = field(default_factory=dict)
+    randomise_layout: bool = True
 
     def __post_init__(self) -> None:
         if not 0 < self.time_budget <= MAX_TIME_BUDGET:  # also refuses NaN
@@ -194,6 +202,8 @@ class ResidentOutcome:
     orders: tuple[tuple[str, ...], ...]  # per pair, the side that went first in each block, in order
     log_ratios: Mapping[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)  # per pair
     derived: Mapping[str, str] = field(default_factory=dict)  # derived metric -> the metric it comes from
+    # per worker, in start order: pair, side, whether it started first, its layout draw (perfgate.bench._layout)
+    layouts: tuple[dict[str, Any], ...] = ()
 
     def describe(self) -> str:
         pin_text = (
@@ -201,9 +211,15 @@ class ResidentOutcome:
             if self.pinned
             else "**not pinned to one CPU** (the OS refused sched_setaffinity): noisier blocks"
         )
+        randomised = bool(self.layouts) and self.layouts[0]["heap_bytes"] > 0
+        layout_text = (
+            "every worker with a memory layout drawn at random"
+            if randomised
+            else "**memory layout not randomised** (--no-randomise-layout): a layout-only change can read as one"
+        )
         return (
             f"interleaved A/B in resident workers: {self.pairs} fresh worker pairs, each alternating short blocks "
-            f"of every stage in random order (seed {self.seed}); {pin_text}; looked after "
+            f"of every stage in random order (seed {self.seed}); {pin_text}; {layout_text}; looked after "
             f"{', '.join(map(str, self.looks))} pairs and stopped: {self.stopped} ({self.seconds:.0f} s)"
         )
 
@@ -526,6 +542,7 @@ def measure_resident(
     setup_seconds: list[float] = []
     measure_seconds: list[float] = []
     setup_deadlines: dict[int, float] = {}  # per pair: when both workers' start and set-up must be done
+    layouts: list[dict[str, Any]] = []
     with Workers() as workers:
         overlap = options.overlap and len(cpus) > 1
         request = _setup_request(options)
@@ -534,18 +551,27 @@ def measure_resident(
             """Start both workers of a pair (pinned to ``cpu`` if given) and send them their set-up; do not wait."""
             chans = {}
             setup_deadlines[pair] = clock.deadline(options.setup_floor)
-            for name, side in zip("AB", sides, strict=True):
-                chans[name] = workers.spawn(f"{side.label} worker (pair {pair + 1})", side.path, dict(side.env))
+            by_name = dict(zip("AB", sides, strict=True))
+            order = start_order(options.seed, pair)  # neither side always starts first
+            args = worker_args("perfgate.bench.resident", randomise=options.randomise_layout)
+            for name in order:
+                side = by_name[name]
+                layout = draw(options.seed, pair, name) if options.randomise_layout else Layout()
+                layouts.append({"pair": pair, "side": name, "first": name == order[0], **layout.record()})
+                chans[name] = workers.spawn(
+                    f"{side.label} worker (pair {pair + 1})", side.path, layout.env(side.env), args
+                )
                 if cpu is not None:
                     pin(chans[name].pid, cpu)
-            for name, side in zip("AB", sides, strict=True):
-                _greet(chans[name], side, clock, setup_deadlines[pair])
+            for name in order:
+                _greet(chans[name], by_name[name], clock, setup_deadlines[pair])
                 chans[name].send(request)
             return chans
 
         def finish_setup(chans: dict[str, Channel], deadline: float) -> dict[str, dict[str, Any]]:
             replies = {}
-            for name, ch in chans.items():
+            for name in "AB":  # the baseline's error first, whichever side started first
+                ch = chans[name]
                 reply = _finish_setup(ch, clock, deadline)
                 if reply.get("ok") is not True:
                     ch.kill()
@@ -633,6 +659,7 @@ def measure_resident(
         orders=tuple(data.orders),
         log_ratios={k: tuple(v) for k, v in data.ratios.items()},
         derived=dict(data.derived),
+        layouts=tuple(x for x in layouts if x["pair"] < len(data.orders)),  # not a pair started but never measured
     )
     return dataclasses.replace(
         outcome,

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -219,12 +220,14 @@ class Workers:
         self._count += 1
         return self._tmp / f"{self._count:03d}-{label.split()[0]}.stderr"
 
-    def spawn(self, label: str, cwd: Path, env: dict[str, str]) -> Channel:
-        """A fresh worker in ``cwd`` (its revision's tree)."""
+    def spawn(
+        self, label: str, cwd: Path, env: dict[str, str], args: Sequence[str] = ("-m", "perfgate.bench.resident")
+    ) -> Channel:
+        """A fresh worker in ``cwd`` (its revision's tree); ``args`` follow the interpreter (see ``_layout``)."""
         stderr = self._stderr_path(label)
         with stderr.open("wb") as err:
             proc = subprocess.Popen(
-                [self.python, "-m", "perfgate.bench.resident"],
+                [self.python, *args],
                 cwd=cwd,
                 env=env,
                 stdin=subprocess.PIPE,

@@ -93,6 +93,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "gives it, so a check can be repeated)",
     )
     add_deprecated_alias(parser, "--seed", seed, command="ab")
+    parser.add_argument(
+        "--no-randomise-layout",
+        action="store_false",
+        dest="randomise_layout",
+        help="start every worker with the same memory layout (hash seed 0, no padding) instead of one drawn at "
+        "random per worker from --order-seed; a layout-only change (a comment) can then read as a regression",
+    )
     add_flag(parser, "--suite", default="pipeline", default_text="pipeline")
     add_flag(
         parser,
@@ -188,6 +195,7 @@ def _resident_options(args: argparse.Namespace, policy: Policy, seed: int) -> Re
         params={"quick": True} if args.quick else {},
         data=args.data.resolve() if args.data is not None else None,
         time_budget=args.time_budget,
+        randomise_layout=args.randomise_layout,
         metric_info=policy.metric_info,
         **smoke,  # type: ignore[arg-type]
     )
@@ -277,6 +285,7 @@ def run(args: argparse.Namespace) -> int:
                 stages=list(outcome.plan),
                 pair_log_ratios={f"{m} {st}": [round(x, 6) for x in v] for (m, st), v in outcome.log_ratios.items()},
                 derived=dict(outcome.derived),
+                layouts=list(outcome.layouts),
                 setup_seconds=[round(x, 2) for x in outcome.setup_seconds],
                 measure_seconds=[round(x, 2) for x in outcome.measure_seconds],
             )

@@ -220,6 +220,10 @@ def checkout(repo: Path, baseline_ref: str, current_ref: str) -> Iterator[tuple[
     ``current_ref`` may be :data:`WORKTREE`: the repository's own working tree is measured
     in place (commit HEAD, marked dirty when tracked files have changes).
 
+    Both trees are reached through paths of equal length (``…/a`` and ``…/b``; the working
+    tree through a link named ``b``): a path's length moves every later allocation of a
+    fresh interpreter, and so the memory layout of one side only (``docs/noise.md`` §5).
+
     Raises:
         InputError: ``repo`` is not a git repository, or a ref names no commit.
     """
@@ -234,9 +238,11 @@ def checkout(repo: Path, baseline_ref: str, current_ref: str) -> Iterator[tuple[
     try:
         trees = {}
         for role, commit in (("baseline", base_commit), ("current", None if here else cur_commit)):
+            path = tmp / ("a" if role == "baseline" else "b")  # equal lengths: the layout (docstring)
             if commit is None:
+                path.symlink_to(top, target_is_directory=True)  # removed with tmp; rmtree does not follow it
+                trees[role] = path
                 continue
-            path = tmp / role
             added.append(path)  # before the add: an interrupted add is cleaned up too
             proc = _git(top, "worktree", "add", "--detach", "--quiet", str(path), commit)
             if proc.returncode != 0:
@@ -244,7 +250,7 @@ def checkout(repo: Path, baseline_ref: str, current_ref: str) -> Iterator[tuple[
             trees[role] = path
         baseline = Revision(ref=baseline_ref, commit=base_commit, path=trees["baseline"])
         if here:
-            current = Revision(ref=WORKTREE, commit=cur_commit, path=top, dirty=is_dirty(top))
+            current = Revision(ref=WORKTREE, commit=cur_commit, path=trees["current"], dirty=is_dirty(top))
         else:
             current = Revision(ref=current_ref, commit=cur_commit, path=trees["current"])
         yield baseline, current
@@ -263,10 +269,16 @@ def _env(rev: Revision) -> dict[str, str]:
 
 
 def sides(baseline: Revision, current: Revision) -> tuple[Side, Side]:
-    """Both revisions as the resident engine sees them; hash seeds fixed, so both set up alike."""
+    """Both revisions as the resident engine sees them: environments alike but for the tree's path.
+
+    The engine sets the hash seed (one per pair, :mod:`perfgate.bench._layout`).
+    ``PYTHONSAFEPATH`` keeps the working folder off ``sys.path``: the tree is imported
+    through ``PYTHONPATH``, a path of the same length on both sides, and not through the
+    resolved folder, whose length differs when the current side is the working tree.
+    """
     out = []
     for role, rev in (("baseline", baseline), ("current", current)):
-        env = {**_env(rev), "PYTHONHASHSEED": "0"}
+        env = {**_env(rev), "PYTHONHASHSEED": "0", "PYTHONSAFEPATH": "1"}
         git = GitInfo(commit=rev.commit, branch=None, dirty=rev.dirty)
         out.append(Side(role=role, label=f"{role} `{rev.ref}` ({rev.short})", path=rev.path, env=env, git=git))
     return out[0], out[1]
