@@ -36,7 +36,7 @@ from perfgate.core.units import TIME_UNITS
 from perfgate.errors import InputError
 from perfgate.runfile import load_run, save_run
 
-__all__ = ["PerformanceMetrics", "PerformanceTracker"]
+__all__ = ["PerformanceMetrics", "PerformanceTracker", "count_stages"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -186,3 +186,50 @@ class PerformanceTracker:
             allow_machine_mismatch=allow_machine_mismatch,
             baseline_source=f"file `{self.baseline_path}`",
         )
+
+
+def count_stages(
+    model: str,
+    *,
+    suite: str = "pipeline",
+    stages_module: tuple[str, ...] | list[str] = (),
+    processes: int = 2,
+    calls: int = 5,
+    warmup: int | None = None,
+    seed: int = 0,
+    data: Path | str | None = None,
+) -> Run:
+    """Count a suite's stages under valgrind's callgrind: ``perfgate bench --measure counts`` as a function.
+
+    Each of ``processes`` (at least 2) worker processes imports ``stages_module``, sets the
+    stages up and warms them up uninstrumented, then counts ``calls`` calls of each stage.
+    The run holds ``<stem>_instructions`` and ``<stem>_est_cycles`` per stage and no times;
+    compare it with :func:`perfgate.core.compare.compare_runs` against another counts run.
+
+    Raises:
+        InputError: valgrind is not installed (the message names the package).
+        PerfgateError: a stage failed under valgrind (the message names it).
+    """
+    from perfgate.bench._gitinfo import collect_git
+    from perfgate.bench.machine import collect_machine, collect_software
+    from perfgate.orchestrate._counts import measure_counts
+
+    job = {
+        "suite": suite,
+        "stages_module": list(stages_module),
+        "data": str(Path(data).resolve()) if data is not None else None,
+        "seed": seed,
+        "params": {"threads": 1},
+        "warmup": warmup,
+        "calls": calls,
+    }
+    return measure_counts(
+        job,
+        normalize_model(model),
+        processes=processes,
+        run_id=uuid.uuid4().hex,
+        created_at=format_timestamp(datetime.now(UTC)),
+        git=collect_git(None),
+        machine=collect_machine(),
+        software=collect_software(),
+    )

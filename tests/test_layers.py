@@ -29,7 +29,7 @@ ALLOWED = {
     "runfile": {"core", "errors", "inputs", "output"},
     "calibration": {"core", "errors", "runfile"},
     "config": {"core", "errors", "notify._settings"},
-    "api": {"api", "bench", "core", "errors", "runfile"},
+    "api": {"api", "bench", "core", "errors", "runfile", "orchestrate"},  # count_stages starts valgrind workers
     # the root re-exports the public names (README, "Python API"), imported on first use only
     "__init__": {"api", "bench", "core", "errors", "report", "runfile", "store"},
     "__main__": {"cli"},

@@ -87,6 +87,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default_text="none; with a budget at least 2 processes, at most --processes (20 when --processes is 1), "
         "until every timing's median is known to within a third of the regression threshold",
     )
+    parser.add_argument(
+        "--measure",
+        choices=("times", "counts"),
+        default="times",
+        help="times: wall time of each call; counts: instructions and estimated cycles per call under valgrind's "
+        "callgrind (deterministic, no times; at least 2 processes; --repeat is the counted calls per stage, "
+        "default 5) (default: times)",
+    )
     add_config_argument(parser)
 
 
@@ -303,6 +311,61 @@ def run_worker(options: Mapping[str, Any]) -> int:
     return 0
 
 
+def _check_counts(args: argparse.Namespace) -> None:
+    """Refuse what --measure counts cannot do, before any work."""
+    if args.device != "cpu":
+        raise InputError(
+            f"--measure counts runs on the CPU only (got --device {args.device}): callgrind simulates the CPU and "
+            "cannot see GPU kernels; measure a GPU with --measure times",
+            field="--device",
+        )
+    if args.threads not in (None, 1):
+        raise InputError("--measure counts runs every stage on one thread; leave out --threads", field="--threads")
+    if args.time_budget is not None:
+        raise InputError(
+            "--time-budget does not apply to --measure counts (the counts do not wobble)", field="--measure"
+        )
+    from perfgate.orchestrate._counts import find_valgrind
+
+    find_valgrind()
+
+
+def _counted(args: argparse.Namespace, model: str, machine: dict, git) -> Run:  # type: ignore[no-untyped-def]
+    from perfgate.bench.machine import collect_software
+    from perfgate.orchestrate._counts import measure_counts
+
+    data = args.data
+    if args.suite == "pipeline" and data is None:
+        from perfgate.pipeline.stages import default_data_path
+
+        data = default_data_path(args.seed)  # made once, natively: not under valgrind in every process
+    params: dict[str, object] = {"threads": 1}
+    if args.quick:
+        params["quick"] = True
+    job = {
+        "suite": args.suite,
+        "stages_module": list(args.stages_module),
+        "data": str(Path(data).resolve()) if data is not None else None,
+        "seed": args.seed,
+        "params": params,
+        "warmup": args.warmup,
+        "calls": args.repeat if args.repeat is not None else 5,
+    }
+    console = stderr_console()
+    return measure_counts(
+        job,
+        model,
+        processes=args.processes,
+        run_id=uuid.uuid4().hex,
+        created_at=format_timestamp(datetime.now(UTC)),
+        git=git,
+        machine=machine,
+        software=collect_software(),
+        config=_config(args, model),
+        progress=lambda line: console.print(plain(line), markup=False),
+    )
+
+
 def _in_processes(args: argparse.Namespace, model: str, threshold_pct: float) -> Run:
     from perfgate.orchestrate._workers import measure_in_processes
 
@@ -329,6 +392,8 @@ def run(args: argparse.Namespace) -> int:
     checked_number(args.repeat, "--repeat", at_least=1, at_most=100_000_000)
     checked_number(args.warmup, "--warmup", at_least=0, at_most=1_000_000)
     checked_number(args.seed, "--seed", at_least=0, below=2**63)
+    if args.measure == "counts":
+        _check_counts(args)
     _import_stage_modules(args.stages_module)
     requested = model_key(args.model)
     if requested != "all" and requested not in MODELS and args.suite == "pipeline":
@@ -359,7 +424,9 @@ def run(args: argparse.Namespace) -> int:
         from perfgate.bench._disturbance import environment_between, snapshot
 
         before = snapshot()
-        if args.processes > 1 or args.time_budget is not None:
+        if args.measure == "counts":
+            result = _counted(args, model, machine, git)
+        elif args.processes > 1 or args.time_budget is not None:
             result = _in_processes(args, model, config.policy.threshold_pct)
         else:
             result = _measure(args, model, machine, git, path)

@@ -4,7 +4,7 @@ A count has no machine phase: the same code counted last week and today gives th
 number, so a counts comparison carries **no run-to-run phase term** and a stored baseline
 is as good as one counted in the same job. What does move it is the residue of each
 process's own draw: allocator, garbage collector, hash seed and memory layout, 0.0001–0.3 %
-between processes measured here (``docs/noise.md`` §3). Calls inside one process repeat each
+between processes measured here (``docs/design.md`` §12). Calls inside one process repeat each
 other almost to the instruction, so their spread says nothing about that residue and is not
 used.
 

@@ -12,7 +12,7 @@
 # the last step of the action decides (after the reports are published). Exits non-zero only when
 # it cannot run at all. Inputs arrive as environment variables: MODE, SUITE, MODELS,
 # STAGES_MODULES, TIME_BUDGET ("80", or "80 mamba2=240 tft=240": seconds per model), THRESHOLD, FAIL_ON_INCONCLUSIVE,
-# BENCH_ARGS, BASE_SHA, REPORTS, PERFGATE_VENV, MARKER, RUN_URL, GITHUB_OUTPUT, GITHUB_STEP_SUMMARY.
+# BENCH_ARGS, MEASURE (times or counts, for bench), BASE_SHA, REPORTS, PERFGATE_VENV, MARKER, RUN_URL, GITHUB_OUTPUT, GITHUB_STEP_SUMMARY.
 set -euo pipefail
 
 if [ -n "${PERFGATE_VENV:-}" ]; then
@@ -111,6 +111,7 @@ record_default_branch() {
   export PERFGATE_STORE=${PERFGATE_STORE:-sqlite:///.perfgate/perfgate.db}
   local branch=${REF_NAME:-${GITHUB_REF_NAME:-main}}
   read -ra extra <<<"${BENCH_ARGS:-}"
+  extra+=(--measure "${MEASURE:-times}")
   for model in "${models[@]}"; do
     run="$reports/${model}_run.json"
     rc=0

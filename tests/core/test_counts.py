@@ -14,7 +14,7 @@ from perfgate.core.policy import Policy
 from perfgate.core.schema import Metric, Run
 from perfgate.errors import MismatchError
 
-# between-process residue of DQN's five stages measured under callgrind (docs/noise.md §3)
+# between-process residue of DQN's five stages measured under callgrind (docs/design.md §12)
 MEASURED = {"dbn_load": 0.0008, "features": 0.000002, "training_step": 0.0007, "inference": 0.0014, "torch": 0.003}
 SIZE = {"dbn_load": 4.19e6, "features": 3.88e7, "training_step": 9.47e6, "inference": 4.28e4, "torch": 2.34e5}
 

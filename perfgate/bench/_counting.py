@@ -1,0 +1,115 @@
+"""Counting a suite's stages inside one process that runs under callgrind.
+
+The process starts with valgrind instrumenting nothing (``--instr-atstart=no``), so imports,
+set-up and warm-up run at valgrind's cheapest speed. Then, in order:
+
+1. every stage's set-up and warm-up calls (``warmup``, default 2), uninstrumented;
+2. instrumentation on (:class:`~perfgate.bench._callgrind.Callgrind`);
+3. the switch's own cost: ``calls`` counted calls of an empty function, each with
+   collection toggled on right before and off right after it and dumped on its own;
+   what they count (a few thousand instructions of ctypes and the interpreter) is
+   subtracted from every stage's calls by the coordinator;
+4. per stage: garbage collected, one uncounted call (valgrind translates the stage's code
+   and the simulated caches hold its data, as they would after a warm-up natively), then
+   ``calls`` counted calls, each dumped on its own.
+
+Every step is announced on ``progress`` first, so a process that dies names the stage and
+the step it died in.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfgate.bench._callgrind import Callgrind
+from perfgate.bench.registry import StageContext, stages_for
+from perfgate.errors import InputError
+
+__all__ = ["NULL_LABEL", "CountOptions", "count_stages"]
+
+# the dump label of the empty calls that measure the switch's own cost
+NULL_LABEL = "perfgate:switch"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CountOptions:
+    """What one counted process measures."""
+
+    model: str
+    suite: str = "pipeline"
+    data_path: Path | None = None
+    seed: int = 0
+    params: dict[str, Any] = field(default_factory=dict)
+    warmup: int | None = None
+    calls: int = 5
+
+    def __post_init__(self) -> None:
+        if self.calls < 1:
+            raise InputError(f"counted calls per stage must be >= 1, got {self.calls}", field="--repeat")
+        if self.warmup is not None and self.warmup < 0:
+            raise InputError(f"warmup must be >= 0, got {self.warmup}", field="--warmup")
+
+
+def _counted(switch: Callgrind, call: Callable[[], object], label: str, calls: int) -> None:
+    # the same code for the empty function and every stage, so the switch costs them alike
+    for _ in range(calls):
+        switch.toggle()
+        call()
+        switch.toggle()
+        switch.dump(label)
+
+
+def count_stages(options: CountOptions, switch: Callgrind, progress: Callable[[str], None]) -> dict[str, Any]:
+    """Set up, warm up and count every stage of ``options.suite`` for ``options.model``.
+
+    Returns what the coordinator needs to read the dumps: the labels in the order they were
+    dumped (``[[label, calls], ...]``, the empty function's first) and each stage's metric.
+    """
+    stages = stages_for(options.suite, options.model)
+    if not stages:
+        raise InputError(
+            f"no stages registered for model {options.model!r} in suite {options.suite!r}", field="--model"
+        )
+    ctx = StageContext(
+        model=options.model,
+        suite=options.suite,
+        data_path=options.data_path,
+        seed=options.seed,
+        device="cpu",
+        params=dict(options.params),
+    )
+    prepared = []
+    for st in stages:
+        progress(f"set-up\t{st.name}")
+        call = st.setup(ctx)
+        progress(f"warm-up\t{st.name}")
+        warmup = options.warmup if options.warmup is not None else (st.warmup if st.warmup is not None else 2)
+        for _ in range(warmup):
+            call()
+        prepared.append((st, call))
+    labels = [NULL_LABEL, *(f"stage:{st.name}" for st, _ in prepared)]
+    for label in labels:
+        switch.label(label)  # the C strings exist before anything is counted
+    progress("instrumenting\t")
+    switch.instrument(True)
+
+    def nothing() -> None:
+        return None
+
+    nothing()
+    _counted(switch, nothing, NULL_LABEL, options.calls)
+    for st, call in prepared:
+        progress(f"counted calls\t{st.name}")
+        gc.collect()
+        call()
+        _counted(switch, call, f"stage:{st.name}", options.calls)
+    switch.instrument(False)
+    progress("done\t")
+    return {
+        "dumps": [[label, options.calls] for label in labels],
+        "stages": [{"name": st.name, "metric": st.metric} for st, _ in prepared],
+    }

@@ -1,0 +1,72 @@
+"""One counted worker process of ``perfgate bench --measure counts``, run under valgrind.
+
+Started by :mod:`perfgate.orchestrate._counts` as
+``valgrind --tool=callgrind ... python -m perfgate.cli._countworker``. It reads its options as
+one JSON object on standard input (model, suite, stage modules, data, the random seed, params, warmup,
+calls, and the paths of its result and progress files), counts the stages
+(:func:`perfgate.bench._counting.count_stages`) and writes what the coordinator needs to
+read callgrind's dumps. It records nothing and pushes nothing.
+
+A stage that raises ends the process with exit 2 and, as the last line on standard error,
+``stage NAME: ExceptionType: message``; the progress file says which step it was in.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from perfgate.cli import guarded
+from perfgate.errors import PerfgateError
+
+__all__ = ["main"]
+
+
+def main() -> int:
+    def work() -> int:
+        from perfgate.bench._callgrind import Callgrind
+        from perfgate.bench._counting import CountOptions, count_stages
+        from perfgate.cli._bench import _import_stage_modules
+        from perfgate.runfile import write_text_atomic
+
+        try:
+            job = json.loads(sys.stdin.read())
+        except json.JSONDecodeError as exc:
+            raise PerfgateError(f"worker options on standard input are not JSON: {exc}") from None
+        _import_stage_modules(list(job["stages_module"]))
+        if job["suite"] == "pipeline":
+            import perfgate.pipeline.stages  # noqa: F401  (importing registers the reference pipeline)
+        options = CountOptions(
+            model=job["model"],
+            suite=job["suite"],
+            data_path=Path(job["data"]) if job["data"] else None,
+            seed=int(job["seed"]),
+            params=dict(job["params"]),
+            warmup=job["warmup"],
+            calls=int(job["calls"]),
+        )
+        switch = Callgrind()
+        if not switch.running():
+            raise PerfgateError("the counted worker must run under valgrind --tool=callgrind")
+        with open(job["progress"], "a", encoding="utf-8") as log:
+
+            def progress(line: str) -> None:
+                log.write(line + "\n")
+                log.flush()
+
+            try:
+                result = count_stages(options, switch, progress)
+            except PerfgateError:
+                raise
+            except Exception as exc:  # the user's stage, not perfgate: say which and what
+                text = " ".join(str(exc).split()) or "(no message)"
+                raise PerfgateError(f"{type(exc).__name__}: {text}") from None
+        write_text_atomic(Path(job["output"]), json.dumps(result, sort_keys=True))
+        return 0
+
+    return guarded("bench", work)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

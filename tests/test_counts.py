@@ -1,0 +1,161 @@
+"""perfgate bench --measure counts: real valgrind processes of a small numpy and pure-Python suite.
+
+Three counted runs (two processes each, about 5 s per process) are shared by the module:
+the baseline, the same code again (A/A) and +5 % work in the Python stage only.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfgate.cli import main
+from tests.conftest import validate_run_file
+
+STAGES = """\
+import os
+import numpy as np
+from perfgate.bench import stage
+
+EXTRA = float(os.environ.get("COUNTS_EXTRA", "0"))  # more work in the Python stage, as a fraction
+
+@stage("matmul", metric="matmul_time_ms", unit="ms", suite="tiny")
+def matmul(ctx):
+    a = np.random.default_rng(ctx.seed).random((48, 48))
+    return lambda: np.tanh(a @ a)
+
+@stage("loop", metric="loop_time_ms", unit="ms", suite="tiny")
+def loop(ctx):
+    n = round(20000 * (1 + EXTRA))
+    def once():
+        s = 0
+        for i in range(n):
+            s += i * i
+        return s
+    return once
+
+@stage("crashes", metric="crashes_time_ms", unit="ms", suite="broken")
+def crashes(ctx):
+    def once():
+        if ctx.state.setdefault("calls", 0) >= 2:
+            import ctypes
+            ctypes.string_at(0)  # dies after the two warm-up calls
+        ctx.state["calls"] += 1
+    return once
+"""
+
+needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+
+
+def _bench(folder: Path, out: str, extra: float = 0.0, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "COUNTS_EXTRA": str(extra)}
+    argv = [sys.executable, "-m", "perfgate", "bench", "--suite", "tiny", "--stages-module", "tinystages"]
+    argv += ["--model", "x", "--measure", "counts", "--output", out, *args]
+    return subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture(scope="module")
+def counted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is not installed")
+    folder = tmp_path_factory.mktemp("counts")
+    (folder / "tinystages.py").write_text(STAGES)
+    for name, extra in (("base.json", 0.0), ("aa.json", 0.0), ("more.json", 0.05)):
+        done = _bench(folder, name, extra)
+        assert done.returncode == 0, done.stderr
+    return folder
+
+
+def _groups(doc: dict, name: str) -> list[float]:
+    metric = doc["metrics"][name]
+    out, start = [], 0
+    for size in metric["groups"]:
+        out.append(statistics.median(metric["samples"][start : start + size]))
+        start += size
+    return out
+
+
+@needs_valgrind
+def test_a_counts_run_records_counts_and_no_times(counted):
+    doc = validate_run_file(counted / "base.json")
+    assert set(doc["metrics"]) == {
+        "matmul_instructions",
+        "matmul_est_cycles",
+        "loop_instructions",
+        "loop_est_cycles",
+    }
+    assert {m["unit"] for m in doc["metrics"].values()} == {"instructions", "cycles"}
+    assert all(m["direction"] == "lower_is_better" and m["groups"] == [5, 5] for m in doc["metrics"].values())
+    assert doc["config"]["measure"] == "counts" and doc["config"]["processes"] == 2
+    assert doc["software"]["valgrind"] and doc["software"]["callgrind_cache"].startswith("I1=32768,8,64")
+    assert len({layout["hash_seed"] for layout in doc["config"]["counts"]["layouts"]}) == 2
+
+
+@needs_valgrind
+def test_two_processes_count_the_same_within_the_measured_residue(counted):
+    """docs/design.md §12: 0.0001-0.3 % between processes; the tiny suite's stages repeat to 0.3 %."""
+    doc = json.loads((counted / "base.json").read_text())
+    for name in doc["metrics"]:
+        first, second = _groups(doc, name)
+        assert abs(second / first - 1) < 0.003, (name, first, second)
+
+
+@needs_valgrind
+def test_extra_work_in_one_stage_changes_only_its_counts(counted):
+    base = json.loads((counted / "base.json").read_text())
+    more = json.loads((counted / "more.json").read_text())
+    for name in base["metrics"]:
+        change = statistics.median(_groups(more, name)) / statistics.median(_groups(base, name)) - 1
+        if name.startswith("loop_"):
+            assert 0.04 < change < 0.06, (name, change)
+        else:
+            assert abs(change) < 0.003, (name, change)
+
+
+@needs_valgrind
+def test_a_stored_check_catches_five_percent_and_passes_a_a(counted, capsys):
+    base, aa, more = (str(counted / n) for n in ("base.json", "aa.json", "more.json"))
+    report = counted / "report.md"
+    assert main(["check", "--baseline", base, "--current", more, "--threshold", "1", "--output", str(report)]) == 1
+    said = capsys.readouterr()
+    regressed = [line.split(":")[0].strip() for line in (said.out + said.err).splitlines() if ": +" in line]
+    assert sorted(regressed) == ["loop_est_cycles", "loop_instructions"]
+    text = report.read_text()
+    assert "**Counts, not times**" in text and "not wall time" in text
+    assert main(["check", "--baseline", base, "--current", aa, "--threshold", "1", "--output", str(report)]) == 0
+
+
+@needs_valgrind
+def test_a_stage_that_crashes_under_valgrind_names_itself_and_writes_nothing(counted):
+    argv = [sys.executable, "-m", "perfgate", "bench", "--suite", "broken", "--stages-module", "tinystages"]
+    argv += ["--model", "x", "--measure", "counts", "--output", "broken.json"]
+    done = subprocess.run(argv, cwd=counted, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "stage 'crashes' failed during counted calls under valgrind" in line
+    assert "SIGSEGV" in line and "Traceback" not in done.stderr
+    assert not (counted / "broken.json").exists()
+
+
+def test_missing_valgrind_exits_2_naming_the_package(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    out = tmp_path / "run.json"
+    assert main(["bench", "--suite", "nothing", "--model", "x", "--measure", "counts", "--output", str(out)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "valgrind was not found on PATH" in line and "package `valgrind`" in line
+    assert not out.exists()
+
+
+def test_a_gpu_device_exits_2_with_the_reason(tmp_path, capsys):
+    out = tmp_path / "run.json"
+    argv = ["bench", "--model", "dqn", "--measure", "counts", "--device", "cuda", "--output", str(out)]
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "CPU only" in line and "GPU kernels" in line
+    assert not out.exists()
