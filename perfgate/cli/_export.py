@@ -15,7 +15,6 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from perfgate.cli._common import (
@@ -24,15 +23,19 @@ from perfgate.cli._common import (
     add_flag,
     add_store_argument,
     config_from,
+    output_file,
+    store_file,
     store_url,
 )
 from perfgate.config import Config
+from perfgate.core._outgoing_url import parse_outgoing_url
 from perfgate.core._redact import mask_url
 from perfgate.core._text import one_line
 from perfgate.core.compare import CheckResult
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Run
 from perfgate.errors import ConfigError, InputError, PerfgateError
+from perfgate.output import check_distinct
 
 __all__ = ["add_arguments", "push_check", "push_runs", "require_extra", "run"]
 
@@ -47,11 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out = prom.add_mutually_exclusive_group(required=True)
     out.add_argument("--serve", metavar="HOST:PORT", help="serve /metrics here (host defaults to 127.0.0.1)")
     out.add_argument("--push", metavar="URL", help="push to this Pushgateway (e.g. http://127.0.0.1:9091)")
-    out.add_argument("--textfile", metavar="PATH", type=Path, help="write a .prom file for node_exporter, atomically")
+    out.add_argument(
+        "--textfile", metavar="PATH", type=output_file, help="write a .prom file for node_exporter, atomically"
+    )
     out.add_argument(
         "--openmetrics",
         metavar="PATH",
-        type=Path,
+        type=output_file,
         help="write every run of --baseline-branch, each at its own time, as OpenMetrics for promtool's backfill "
         "(promtool tsdb create-blocks-from openmetrics PATH DATA_DIR)",
     )
@@ -117,11 +122,16 @@ def _push_quietly(url: str, states: Sequence[Any], policy: Policy) -> None:
     try:
         from perfgate.export._outlets import push_states
 
-        groups = push_states(url, states, metric_info=policy.metric_info)
+        groups = push_states(url, states, metric_info=policy.metric_info, flag="--push-metrics")
     except (PerfgateError, ModuleNotFoundError) as exc:
         print(f"perfgate: warning: metrics not pushed: {mask_url(one_line(exc))}", file=sys.stderr)
         return
-    print(f"pushed {groups} group(s) of metrics to {mask_url(url)}", file=sys.stderr)
+    print(f"pushed {groups} group(s) of metrics to {_shown(url)}", file=sys.stderr)
+
+
+def _shown(url: str) -> str:
+    """``url`` for a message: user, password and secret query parameters masked."""
+    return parse_outgoing_url(url, what="URL", default_scheme="http").shown
 
 
 def push_check(url: str, result: CheckResult, policy: Policy) -> None:
@@ -166,12 +176,16 @@ def run(args: argparse.Namespace) -> int:
 
     require_extra("prometheus_client", "perfgate export prometheus")
     config = config_from(args)
+    outputs = {"--textfile": args.textfile, "--openmetrics": args.openmetrics}
+    check_distinct(outputs, {"--config": config.source, "the store": store_file(store_url(args, config))})
     if args.baseline_runs < 1:
         raise InputError(f"must be at least 1, got {args.baseline_runs}", field="--baseline-runs")
     if args.textfile is not None and args.textfile.suffix != ".prom":
         raise InputError("node_exporter's textfile collector reads only *.prom files", field="--textfile")
     if args.openmetrics is not None:
         return _history(args, config)
+    if args.push is not None:  # a bad URL fails before the store is read
+        parse_outgoing_url(args.push, what="--push", default_scheme="http")
     read = _reader(args, config)
     states = read()  # a bad store URL fails here, before anything is served or written
     for state in states:
@@ -180,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
             print(one_line(f"{who}: could not check, exported as could_not_decide: {state.note}"), file=sys.stderr)
     if args.push is not None:
         groups = push_states(args.push, states, job=args.job, metric_info=config.policy.metric_info)
-        print(f"pushed {groups} group(s) to {mask_url(args.push)}", file=sys.stderr)
+        print(f"pushed {groups} group(s) to {_shown(args.push)}", file=sys.stderr)
         return 0
     if args.textfile is not None:
         registry = make_registry(PerfgateCollector(lambda: states, config.policy.metric_info))

@@ -7,6 +7,10 @@ Two tools, used together:
   and stops the userinfo at a raw ``#``, ``/`` or ``?`` inside a password. The userinfo is
   everything between ``://`` and the *last* ``@``; what follows its first ``:`` is hidden.
   Hiding too much (an ``@`` in a query string) is allowed; hiding too little is not.
+  In an ``http(s)`` URL a user without a password (``https://TOKEN@host``) is a token and
+  is hidden whole; so is the value of a query or fragment parameter whose name ends in
+  token, key, secret, sig, signature, password, auth, credential or session
+  (``?access_token=***``, ``#api_key=***``), as are ``password=`` values in libpq strings.
 - :func:`url_secrets` and :func:`smtp_secrets` list the strings that must never appear in
   output (a password as written and percent-decoded, the base64 forms an SMTP server may
   echo back); :func:`mask` replaces each of them wherever it appears, whatever its length.
@@ -25,17 +29,28 @@ MASK = "***"
 _SHORT = 4
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
+# a value masked already, followed by the punctuation of the message around it: left as it is,
+# so that masking twice does not eat the ": " after a URL
+_MASKED = r"\*\*\*(?=[:;,.]?(?:\s|$))"
 # password=... in libpq keyword strings and in query strings (quoted or not)
-_KEYWORD_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)", re.IGNORECASE)
+_KEYWORD_PASSWORD = re.compile(rf"(password\s*=\s*)('(?:[^'\\]|\\.)*'|{_MASKED}|[^\s&]+)", re.IGNORECASE)
+# ?access_token=..., &api_key=..., #sig=...: a query or fragment parameter named like a secret
+_SECRET_PARAMETER = re.compile(
+    r"((?<=[?&;#])[A-Za-z0-9_.\-]*(?:token|key|secret|sig|signature|password|passwd|pwd|pass|auth|authorization"
+    rf"|credentials?|session|sessionid)=)({_MASKED}|[^&#\s]+)",
+    re.IGNORECASE,
+)
+_TOKEN_SCHEMES = ("http://", "https://")  # where a user without a password is a token
 
 
-def _userinfo_spans(text: str) -> Iterable[tuple[int, int]]:
+def _userinfo_spans(text: str, *, one_url: bool = False) -> Iterable[tuple[int, int]]:
     """(start, end) of each password in ``text``: after ``scheme://user:``, up to the last ``@``
-    before the next white space."""
+    before the next white space (for ``http(s)``, a user without a password as well).
+    ``one_url``: ``text`` is a single URL, white space included (a raw space in a password)."""
     for match in _SCHEME.finditer(text):
         start = match.end()
         end_of_url = len(text)
-        space = re.search(r"\s", text[start:])
+        space = None if one_url else re.search(r"\s", text[start:])
         if space is not None:
             end_of_url = start + space.start()
         at = text.rfind("@", start, end_of_url)
@@ -43,6 +58,9 @@ def _userinfo_spans(text: str) -> Iterable[tuple[int, int]]:
             continue
         colon = text.find(":", start, at)
         if colon < 0:
+            user = text[start:at]
+            if match.group().lower() in _TOKEN_SCHEMES and user and not any(c in user for c in "/?#[]"):
+                yield start, at
             continue
         user = text[start:colon]
         if any(c in user for c in "/?#[]"):  # not a user name: a host, path or IPv6 literal came first
@@ -54,7 +72,9 @@ def mask_url(text: str) -> str:
     """``text`` (a URL, or a message holding URLs) with every password replaced by :data:`MASK`."""
     spans = list(_userinfo_spans(text))
     for start, end in reversed(spans):
-        text = text[:start] + MASK + text[end:]
+        if text[start:end] != MASK:
+            text = text[:start] + MASK + text[end:]
+    text = _SECRET_PARAMETER.sub(lambda m: m.group(1) + MASK, text)
     return _KEYWORD_PASSWORD.sub(lambda m: m.group(1) + MASK, text)
 
 
@@ -65,11 +85,12 @@ def url_secrets(url: str | None) -> list[str]:
     if not url:
         return []
     found: list[str] = []
-    for start, end in _userinfo_spans(url):
+    for start, end in _userinfo_spans(url, one_url=True):
         found.append(url[start:end])
     for match in _KEYWORD_PASSWORD.finditer(url):
         value = match.group(2)
         found.append(value[1:-1] if value.startswith("'") and value.endswith("'") else value)
+    found += [match.group(2) for match in _SECRET_PARAMETER.finditer(url)]
     out = []
     for secret in found:
         out += [secret, unquote(secret), *re.split(r"[#/?@:&=\[\]]", secret)]

@@ -6,13 +6,15 @@ prometheus_client is imported only inside these functions, lazily.
 
 from __future__ import annotations
 
+import http.client
 import urllib.error
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from perfgate.core._redact import mask, mask_url, url_secrets
+from perfgate.core._outgoing_url import OutgoingURL, parse_outgoing_url
+from perfgate.core._redact import mask
 from perfgate.core.metrics import MetricInfo
 from perfgate.errors import InputError
 from perfgate.export._latest import RunState, state_key
@@ -87,17 +89,24 @@ def push_states(
     job: str = JOB,
     metric_info: Mapping[str, MetricInfo] = _NO_INFO,
     timeout: float = 10.0,
+    flag: str = "--push",
 ) -> int:
     """Push ``states`` to a Pushgateway, one group per (model, machine, suite); returns the groups pushed.
 
     Each push replaces its group (HTTP PUT), so a group always holds one run and the check
-    of that run, never metrics left over from an older one.
+    of that run, never metrics left over from an older one. A user and password in
+    ``gateway`` are sent as Basic authentication, never as part of the host name (see
+    :mod:`perfgate.core._outgoing_url`); a query (``?token=...``) is kept after the group's path.
 
     Raises:
-        InputError: the Pushgateway cannot be reached or refused the push.
+        InputError: ``gateway`` is not a usable URL (named as ``flag``), or the Pushgateway
+            cannot be reached or refused the push.
     """
     from prometheus_client import push_to_gateway
 
+    target = parse_outgoing_url(gateway, what=flag, default_scheme="http")
+    base, _, query = target.url.partition("?")
+    handler = _handler(target, f"?{query}" if query else "")
     groups: dict[tuple[str, str, str], list[RunState]] = {}
     for state in states:
         groups.setdefault(state_key(state), []).append(state)
@@ -105,19 +114,34 @@ def push_states(
         registry = make_registry(PerfgateCollector(lambda m=members: m, metric_info))
         grouping = dict(zip(GROUPING_LABELS, key, strict=True))
         try:
-            push_to_gateway(gateway, job=job, registry=registry, grouping_key=grouping, timeout=timeout)
+            push_to_gateway(base, job=job, registry=registry, grouping_key=grouping, timeout=timeout, handler=handler)
         except urllib.error.HTTPError as exc:
             body = exc.read().decode("utf-8", "replace").strip().splitlines()
             detail = f": {body[0]}" if body else ""
             raise InputError(
-                f"the Pushgateway refused the push (HTTP {exc.code}){mask(detail, url_secrets(gateway))}",
-                source=mask_url(gateway),
+                f"the Pushgateway refused the push (HTTP {exc.code}){mask(detail, target.secrets)}",
+                source=target.shown,
             ) from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
             raise InputError(
-                f"cannot push to the Pushgateway: {mask(str(reason), url_secrets(gateway))}; "
+                f"cannot push to the Pushgateway: {mask(str(reason), target.secrets)}; "
                 "check the URL and that the Pushgateway runs",
-                source=mask_url(gateway),
+                source=target.shown,
             ) from None
     return len(groups)
+
+
+def _handler(target: OutgoingURL, query: str) -> Callable[..., Callable[[], None]]:
+    """prometheus_client's push handler for ``target``: Basic authentication from its userinfo,
+    and its query put back after the path that push_to_gateway appends."""
+    from prometheus_client.exposition import basic_auth_handler, default_handler
+
+    def handler(
+        url: str, method: str, timeout: float | None, headers: list[tuple[str, str]], data: bytes
+    ) -> Callable[[], None]:
+        if target.user is None:
+            return default_handler(url + query, method, timeout, headers, data)
+        return basic_auth_handler(url + query, method, timeout, headers, data, target.user, target.password or "")
+
+    return handler

@@ -3,21 +3,25 @@
 The standard library's :mod:`urllib.request` is enough for one JSON POST per target, so
 notifications add no dependency. Redirects are not followed (a webhook that redirects is
 misconfigured, and following would resend the payload elsewhere); only ``http`` and
-``https`` URLs are accepted (``urllib`` would otherwise read ``file:`` URLs). Error
-messages name the status or the socket error, never the URL: a Slack webhook URL is itself
-the credential.
+``https`` URLs are accepted (``urllib`` would otherwise read ``file:`` URLs). A user and
+password in the URL (``https://hook:TOKEN@host/path``) are sent as Basic authentication
+and taken out of the URL opened, which ``urllib`` would hand to the name resolver as part
+of the host (:mod:`perfgate.core._outgoing_url`). Error messages name the status or the
+socket error, never the URL: a Slack webhook URL is itself the credential.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
-from urllib.parse import urlsplit
 
+from perfgate.core._outgoing_url import OutgoingURL, parse_outgoing_url
+from perfgate.errors import InputError
 from perfgate.notify.base import NotifyError, RetryPolicy, retrying
 
 if TYPE_CHECKING:
@@ -36,14 +40,12 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_NoRedirect)
 
 
-def _post_once(url: str, body: bytes, timeout: float) -> int:
-    request = urllib.request.Request(
-        url,
-        data=body,
-        method="POST",
-        headers={"Content-Type": "application/json; charset=utf-8", "User-Agent": USER_AGENT},
-    )
+def _post_once(target: OutgoingURL, body: bytes, timeout: float) -> int:
+    headers = {"Content-Type": "application/json; charset=utf-8", "User-Agent": USER_AGENT}
+    if target.authorization is not None:
+        headers["Authorization"] = target.authorization
     try:
+        request = urllib.request.Request(target.url, data=body, method="POST", headers=headers)
         with _OPENER.open(request, timeout=timeout) as response:
             response.read(65536)
             return int(response.status)
@@ -63,6 +65,8 @@ def _post_once(url: str, body: bytes, timeout: float) -> int:
         raise NotifyError(f"connection failed: {what}", retriable=True) from None
     except (ConnectionError, OSError) as exc:  # reset mid-answer, broken pipe
         raise NotifyError(f"connection failed: {exc.strerror or type(exc).__name__}", retriable=True) from None
+    except (http.client.HTTPException, ValueError) as exc:  # a URL http.client refuses: its text may hold it
+        raise NotifyError(f"the request could not be sent: {type(exc).__name__}", retriable=False) from None
 
 
 def post_json(
@@ -71,14 +75,20 @@ def post_json(
     policy: RetryPolicy,
     *,
     sleep: Callable[[float], None] | None = None,
+    what: str = "the webhook URL",
 ) -> int:
-    """POST ``payload`` as JSON to ``url``; return the number of attempts. Raises :class:`NotifyError`."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise NotifyError("the webhook URL must be an http:// or https:// URL with a host")
+    """POST ``payload`` as JSON to ``url``; return the number of attempts. Raises :class:`NotifyError`.
+
+    ``what`` names the URL in the message when it is refused (``$PERFGATE_WEBHOOK_URL``);
+    the message never shows the URL itself.
+    """
+    try:
+        target = parse_outgoing_url(url, what=what)
+    except InputError as exc:
+        raise NotifyError(f"{what}: {exc.message}") from None
     body = json.dumps(payload, ensure_ascii=False, allow_nan=False).encode("utf-8")
     kwargs = {} if sleep is None else {"sleep": sleep}
-    _, attempts = retrying(lambda: _post_once(url, body, policy.timeout), policy, **kwargs)
+    _, attempts = retrying(lambda: _post_once(target, body, policy.timeout), policy, **kwargs)
     return attempts
 
 
@@ -104,4 +114,4 @@ class JSONPostNotifier:
         raise NotImplementedError
 
     def send(self, summary: Summary) -> int:
-        return post_json(self.url, self.body(summary), self.policy, sleep=self.sleep)
+        return post_json(self.url, self.body(summary), self.policy, sleep=self.sleep, what=f"${self.env_name}")

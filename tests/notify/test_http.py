@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+from urllib.parse import quote
 
 import pytest
 
@@ -14,6 +16,7 @@ from perfgate.notify.dispatch import notify_check
 from perfgate.notify.slack import SlackNotifier, escape
 from perfgate.notify.webhook import SCHEMA, WebhookNotifier
 from tests.notify.conftest import HOSTILE, SECRET_TOKEN, make_result
+from tests.safety.recorder import recording_resolver
 
 FAST = RetryPolicy(attempts=3, timeout=5.0, backoff=0.5)
 
@@ -193,3 +196,78 @@ def test_unset_secret_skips_the_target(receiver):
     (delivery,) = notify_check(make_result(), config, {"NOT_SET_ANYWHERE": "  "}, log=lines.append)
     assert delivery.status == "skipped"
     assert lines == ["perfgate notify: Slack webhook ($NOT_SET_ANYWHERE) skipped: $NOT_SET_ANYWHERE is not set"]
+
+
+# --- credentials in the webhook URL ------------------------------------------------------------
+
+HOOK_TOKEN = "hookTOKEN42"
+
+
+def _basic(header: str | None) -> tuple[str, str]:
+    assert header is not None and header.startswith("Basic ")
+    user, _, password = base64.b64decode(header[6:]).decode("utf-8").partition(":")
+    return user, password
+
+
+@pytest.mark.parametrize("env_name", ["SLACK", "PERFGATE_WEBHOOK_URL"])
+def test_webhook_userinfo_is_sent_as_basic_auth(receiver, env_name):
+    """Regression for ``PERFGATE_WEBHOOK_URL=http://hook:TOKEN@127.0.0.1:2/hook``: the user and
+    token went to the name resolver as part of the host and never as HTTP authentication."""
+    url = receiver.url.replace("http://", f"http://hook:{HOOK_TOKEN}@") + f"?access_token={HOOK_TOKEN}#sig=x"
+    config = (
+        NotifyConfig(slack_webhook_env=env_name, retry=FAST)
+        if env_name == "SLACK"
+        else NotifyConfig(webhook_url_env=env_name, retry=FAST)
+    )
+    lines: list[str] = []
+    with recording_resolver() as asked:
+        (delivery,) = notify_check(make_result(), config, {env_name: url}, log=lines.append)
+    assert delivery.status == "sent", delivery
+    (request,) = receiver.requests
+    assert _basic(request["headers"].get("Authorization")) == ("hook", HOOK_TOKEN)
+    assert request["path"] == f"/services/T000/B000/{SECRET_TOKEN}?access_token={HOOK_TOKEN}"  # no fragment
+    assert set(asked) == {"127.0.0.1"}
+    assert HOOK_TOKEN not in "\n".join(lines)
+
+
+def test_webhook_percent_encoded_userinfo_is_decoded(receiver):
+    password = "t@k:en/#?%ü"
+    url = receiver.url.replace("http://", f"http://h%3Ai%40ok:{quote(password, safe='')}@")
+    with pytest.raises(NotifyError, match="a : in the user name"):
+        post_json(url, {"x": 1}, FAST)
+    url = receiver.url.replace("http://", f"http://h%40ok:{quote(password, safe='')}@")
+    assert post_json(url, {"x": 1}, FAST) == 1
+    assert _basic(receiver.requests[0]["headers"].get("Authorization")) == ("h@ok", password)
+
+
+def test_webhook_password_never_reaches_the_resolver(closed_port_url):
+    url = closed_port_url.replace("http://", f"http://hook:{HOOK_TOKEN}@")
+    with recording_resolver() as asked, pytest.raises(NotifyError, match="connection failed"):
+        post_json(url, {"x": 1}, RetryPolicy(attempts=1))
+    assert asked and all(HOOK_TOKEN not in name for name in asked), asked
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        (f"http://hook:{HOOK_TOKEN}@/hook", "with a host"),
+        (f"http://hook:to#{HOOK_TOKEN}@127.0.0.1:2/hook", "an @ after the host"),
+        (f"http://hook:to?{HOOK_TOKEN}@127.0.0.1:2/hook", "an @ after the host"),
+        (f"http://hook:to%{HOOK_TOKEN}@127.0.0.1:2/hook", "not a %XX escape"),
+        (f"http://hook:{HOOK_TOKEN}@127.0.0.1:0/hook", "port"),
+        (f"http://hook:{HOOK_TOKEN}@127.0.0.1:{HOOK_TOKEN}/hook", "port"),
+        (f"http://hook:{HOOK_TOKEN} x@127.0.0.1:2/hook", "white space"),
+    ],
+)
+def test_unusable_webhook_url_fails_in_one_line_without_the_secret(url, reason):
+    """Regression for webhook URLs whose userinfo http.client could not read: the delivery
+    fails on one line that names the variable and never shows the token or the URL."""
+    lines: list[str] = []
+    config = NotifyConfig(webhook_url_env="PERFGATE_WEBHOOK_URL", retry=FAST)
+    with recording_resolver() as asked:
+        (delivery,) = notify_check(make_result(), config, {"PERFGATE_WEBHOOK_URL": url}, log=lines.append)
+    assert asked == []
+    assert delivery.status == "failed" and delivery.attempts == 1
+    (line,) = lines
+    assert reason in delivery.detail and "$PERFGATE_WEBHOOK_URL" in delivery.detail and "internal error" not in line
+    assert HOOK_TOKEN not in line and "127.0.0.1" not in line

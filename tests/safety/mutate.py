@@ -10,8 +10,10 @@ import copy
 import gzip
 import json
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import zstandard
 
@@ -233,3 +235,65 @@ def store_url(rng: random.Random, folder: Path) -> str:
             "sqlite:///" + "a" * 5000,
         ]
     )
+
+
+# ---- URLs with credentials ---------------------------------------------------------------------
+
+# what a user or password may hold: every URL delimiter, escapes good and bad, non-ASCII, space
+_USERINFO_PIECES = ["@", ":", "#", "?", "%", "/", "%41", "%zz", "%ff", "ü", "€", "pa", "w0", " ", "&", "=", "[", "]"]
+SECRET_PARAMETERS = ["token", "access_token", "api_key", "key", "secret", "sig"]
+OTHER_HOST = "h_"  # a name that is not this host's: the resolver is asked, and refuses it
+
+
+@dataclass(frozen=True)
+class CredentialURL:
+    """An outgoing URL with credentials, and what must become of them.
+
+    ``secrets`` must never be printed; ``credentials`` is the (user, password) a server
+    must receive as Basic authentication; ``sendable``: the URL is well formed (the
+    userinfo percent-encoded, the host this one's), so the request must be made.
+    """
+
+    url: str
+    secrets: tuple[str, ...]
+    credentials: tuple[str, str]
+    sendable: bool
+    exact: bool  # a request, if made, carries exactly ``credentials`` (no raw % to decode)
+
+
+def _hex(rng: random.Random, n: int = 6) -> str:
+    return "".join(rng.choice("0123456789abcdef") for _ in range(n))
+
+
+def credential_url(rng: random.Random, origin: str, *, default_scheme: bool) -> CredentialURL:
+    """A URL to send data to (``origin``: the ``127.0.0.1:PORT`` of a local recorder) with a
+    user and password, often hostile: raw delimiters, bad escapes, an empty host, a bad
+    port, a token in the query or fragment. ``default_scheme``: the outlet puts ``http://``
+    before a URL without a scheme (the Pushgateway), else it refuses one."""
+    core = "S3cR" + _hex(rng)  # in every password: what the output is searched for
+    password = "".join(rng.choice(_USERINFO_PIECES) for _ in range(rng.randrange(3))) + core
+    password += "".join(rng.choice(_USERINFO_PIECES) for _ in range(rng.randrange(3)))
+    user = rng.choice(["pg", "hook", "", "b@t", "ü", "u:x", "a b", "n%41me"])
+    encoded = rng.random() < 0.7
+    userinfo = f"{quote(user, safe='')}:{quote(password, safe='')}" if encoded else f"{user}:{password}"
+    port = origin.rpartition(":")[2]
+    host = rng.choice(
+        [origin] * 8
+        + [f"localhost:{port}", "", "127.0.0.1:0", "127.0.0.1:99999", f"127.0.0.1:{core}", "[::1", OTHER_HOST]
+    )
+    scheme = rng.choice(["http://"] * 8 + ["HTTP://", "https://", "", "ftp://"])
+    path = rng.choice(["", "/", "/hook", "/a@b"])
+    name, token = rng.choice(SECRET_PARAMETERS), "QtK" + _hex(rng)
+    query = rng.choice(["", f"?{name}={token}", f"?a=1&{name}={token}"])
+    fragment = rng.choice(["", "#frag", f"#{name}={token}"])
+    url = f"{scheme}{userinfo}@{host}{path}{query}{fragment}"
+    secrets = (core, token) if query or fragment else (core,)
+    sendable = (
+        encoded
+        and ":" not in user
+        and host in (origin, f"localhost:{port}")
+        and scheme in ("http://", "HTTP://", *(("",) if default_scheme else ()))
+        and "@" not in path
+    )
+    exact = encoded or ("%" not in userinfo and ":" not in user)
+    return CredentialURL(url=url, secrets=secrets, credentials=(user, password), sendable=sendable, exact=exact)

@@ -1,7 +1,8 @@
 """Fuzzing every input perfgate reads, through the command line, in-process.
 
 For run files (versioned and flat), each importer's format, DBN files (plain and zstd),
-the TOML configuration and store URLs, every case must end with exit 0, 1 or 2; an exit 2
+the TOML configuration, store URLs and URLs with credentials (every URL data is sent to: a
+Pushgateway's, a webhook's), every case must end with exit 0, 1 or 2; an exit 2
 says why on one line; nothing prints a traceback or "internal error"; no input file is
 changed and nothing appears outside the output folder. Peak memory is checked by the
 longer seeded run, ``scripts/fuzz_inputs.py``, which starts a process per case.
@@ -11,17 +12,20 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import random
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfgate.cli import main
-from tests.conftest import SEED_BASELINE
+from tests.conftest import SEED_BASELINE, SEED_CURRENT
 from tests.safety import mutate
+from tests.safety.recorder import LOCAL_NAMES, Request, recording_resolver, recording_server
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 SEEDS = st.integers(min_value=0, max_value=2**32 - 1)
@@ -139,3 +143,124 @@ def test_fuzz_store_urls(seed):
     _code, message = run_case(prepare)
     for secret in secrets:
         assert secret not in message, message
+
+
+# ---- URLs with credentials: every URL perfgate sends data to ----------------------------------
+
+
+def _check_credentials(case: mutate.CredentialURL, output: str, asked: list[str], received: list[Request]) -> None:
+    """What every outlet must do with a URL with credentials: never print them, never give them
+    to the resolver, send them as Basic authentication (exactly, when the URL is well formed)."""
+    for secret in case.secrets:
+        assert secret not in output, (case.url, output)
+    # no piece of the userinfo was taken for a host ("h_" is a host of the generator's)
+    assert set(asked) <= {*LOCAL_NAMES, mutate.OTHER_HOST}, (case.url, asked)
+    assert not any(secret in name for name in asked for secret in case.secrets), (case.url, asked)
+    if case.sendable:
+        assert received, (case.url, output)
+    for request in received:
+        assert all(secret not in request.path for secret in case.secrets[:1]), (case.url, request.path)
+        if case.exact:
+            assert request.credentials == case.credentials, (case.url, request)
+
+
+def _store_with_one_run(path: Path) -> str:
+    from perfgate.store import open_store
+    from tests.export.sample_store import sample_runs
+
+    url = f"sqlite:///{path}"
+    store = open_store(url)
+    try:
+        store.add_runs(sample_runs()[-1:])
+    finally:
+        store.close()
+    return url
+
+
+@SETTINGS
+@given(SEEDS)
+def test_fuzz_export_push_urls(seed):
+    with recording_server() as gateway:
+        case = mutate.credential_url(random.Random(seed), gateway.origin, default_scheme=True)
+
+        def prepare(inputs: Path, outputs: Path) -> list[str]:
+            return ["export", "prometheus", "--store", _store_with_one_run(inputs / "s.db"), "--push", case.url]
+
+        with recording_resolver() as asked:
+            code, message = run_case(prepare)
+    assert code in (0, 2) and (code == 0) == bool(gateway.requests), (case.url, message)
+    _check_credentials(case, message, asked, gateway.requests)
+
+
+@SETTINGS
+@given(SEEDS)
+def test_fuzz_check_push_metrics_urls(seed):
+    with recording_server() as gateway:
+        case = mutate.credential_url(random.Random(seed), gateway.origin, default_scheme=True)
+
+        def prepare(inputs: Path, outputs: Path) -> list[str]:
+            import json
+
+            base, cur = inputs / "base.json", inputs / "cur.json"
+            base.write_text(json.dumps(SEED_BASELINE))
+            cur.write_text(json.dumps(SEED_CURRENT))
+            return ["check", "--baseline", str(base), "--current", str(cur), "--quiet", "--push-metrics", case.url]
+
+        with recording_resolver() as asked:
+            code, message = run_case(prepare)
+    assert code == 1, message  # a push never changes the verdict
+    _check_credentials(case, message, asked, gateway.requests)
+
+
+@SETTINGS
+@given(SEEDS)
+def test_fuzz_bench_push_metrics_urls(seed):
+    """``bench --push-metrics`` pushes its fresh runs through :func:`push_runs`."""
+    import json
+
+    from perfgate.cli._export import push_runs
+    from perfgate.core.codec import run_from_dict
+    from perfgate.core.policy import Policy
+
+    run = run_from_dict(json.loads(json.dumps(SEED_CURRENT)))
+    err = io.StringIO()
+    with recording_server() as gateway:
+        case = mutate.credential_url(random.Random(seed), gateway.origin, default_scheme=True)
+        with recording_resolver() as asked, contextlib.redirect_stderr(err):
+            push_runs(case.url, [run], Policy())
+    message = err.getvalue()
+    assert len(message.splitlines()) == 1 and "Traceback" not in message, message
+    _check_credentials(case, message, asked, gateway.requests)
+
+
+@SETTINGS
+@given(SEEDS, st.sampled_from(["slack_webhook_env", "webhook_url_env"]))
+def test_fuzz_webhook_urls(seed, key):
+    import json
+
+    with recording_server() as hook:
+        case = mutate.credential_url(random.Random(seed), hook.origin, default_scheme=False)
+
+        def prepare(inputs: Path, outputs: Path) -> list[str]:
+            base, cur = inputs / "base.json", inputs / "cur.json"
+            base.write_text(json.dumps(SEED_BASELINE))
+            cur.write_text(json.dumps(SEED_CURRENT))
+            config = inputs / "perfgate.toml"
+            config.write_text(f'[tool.perfgate.notify]\n{key} = "FUZZ_HOOK_URL"\nattempts = 1\ntimeout = 5.0\n')
+            return [
+                "check",
+                "--baseline",
+                str(base),
+                "--current",
+                str(cur),
+                "--quiet",
+                "--notify",
+                "--config",
+                str(config),
+            ]
+
+        with mock.patch.dict(os.environ, {"FUZZ_HOOK_URL": case.url}), recording_resolver() as asked:
+            code, message = run_case(prepare)
+    assert code == 1, message
+    assert "internal error" not in message and len([m for m in message.splitlines() if "notify" in m]) == 1, message
+    _check_credentials(case, message, asked, hook.requests)

@@ -94,3 +94,28 @@ def test_pushgateway_password_is_masked(seed_files, capsys):
     assert code == 1
     err = capsys.readouterr().err
     assert "metrics not pushed" in err and "push-S3CRET" not in err and "bot:***@" in err
+
+
+@pytest.mark.parametrize("name", ["token", "access_token", "api_key", "key", "secret", "sig", "X-Amz-Signature"])
+@pytest.mark.parametrize("where", ["?", "?a=1&", "#", "/x?a=1#"])
+def test_mask_url_hides_query_and_fragment_tokens(name, where):
+    """Regression for ``--push 'http://127.0.0.1:1/?token=...'``, which printed the token
+    (only ``password=`` was masked)."""
+    url = f"http://127.0.0.1:1{where}{name}=TOK-123%2Fz&page=2"
+    masked = mask_url(f"cannot push to {url}: refused")
+    assert "TOK-123" not in masked and f"{name}={MASK}&page=2: refused" in masked
+    assert "TOK-123%2Fz" in url_secrets(url) and "TOK-123/z" in url_secrets(url)
+
+
+def test_mask_url_hides_a_token_written_as_the_user():
+    assert mask_url("https://ghp_T0KEN@example.com/x") == f"https://{MASK}@example.com/x"
+    assert "ghp_T0KEN" in url_secrets("https://ghp_T0KEN@example.com/x")
+    assert mask_url("postgresql://ci@db/perf") == "postgresql://ci@db/perf"  # a user name, not a token
+
+
+def test_masking_twice_keeps_the_message_around_the_url():
+    """Regression for ``...?password=*** cannot push``: masking the masked text again ate the colon."""
+    once = mask_url("http://h:1/?password=pw1&token=t0k")
+    assert once == f"http://h:1/?password={MASK}&token={MASK}"
+    assert mask_url(f"{once}: cannot push") == f"{once}: cannot push"
+    assert mask_url(f"http://u:{MASK}@h: refused") == f"http://u:{MASK}@h: refused"
