@@ -100,7 +100,7 @@ class Layout:
 
 
 def draw(seed: int, pair: int, side: str) -> Layout:
-    """The layout of ``side`` (``"A"`` or ``"B"``) in ``pair``, reproducible from the check's seed.
+    """The layout of ``side`` (``"A"`` or ``"B"``) in ``pair``, reproducible from the check's random seed.
 
     The pads are drawn independently per worker, the hash seed once per pair (module docstring).
     """

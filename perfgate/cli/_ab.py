@@ -98,7 +98,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_false",
         dest="randomise_layout",
         help="start every worker with the same memory layout (hash seed 0, no padding) instead of one drawn at "
-        "random per worker from --order-seed; a layout-only change (a comment) can then read as a regression",
+        "random per worker (from the --order-seed random seed); a layout-only change (a comment) can then "
+        "read as a regression",
     )
     add_flag(parser, "--suite", default="pipeline", default_text="pipeline")
     add_flag(
