@@ -26,7 +26,6 @@ import zlib
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
-from perfgate.core._text import one_line
 from perfgate.errors import ConfigError, InputError, os_error_text
 
 __all__ = ["DEFAULT_MAX_JSON_MB", "MAX_JSON_ENV", "max_json_bytes", "parse_json", "read_capped", "read_json"]
@@ -107,8 +106,9 @@ def parse_json(raw: bytes, *, source: str) -> object:
     except RecursionError:
         raise InputError("JSON nested too deeply to read; no perfgate input nests that deep", source=source) from None
     except ValueError as exc:  # an integer of more digits than int() converts (4,300 by default)
+        limit = str(exc).split(":")[0]  # "Exceeds the limit (4300 digits) for integer string conversion"
         raise InputError(
-            f"a number in the JSON is too long to read ({one_line(exc)}); no measurement needs it", source=source
+            f"a number in the JSON is too long to read ({limit}); no measurement needs it", source=source
         ) from None
 
 

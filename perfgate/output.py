@@ -34,6 +34,7 @@ import os
 import stat
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
@@ -108,20 +109,32 @@ def _atomic(target: Path, existing: os.stat_result | None) -> Iterator[BinaryIO]
         raise
 
 
-def _open_in_place(path: Path, flags: int) -> int:
-    """Open a device or FIFO for writing without waiting for a reader that may never come.
+FIFO_WAIT_SECONDS = 10.0  # how long an output FIFO may wait for its reader (docs/limits.md)
 
-    A FIFO opened with ``O_NONBLOCK`` and no reader fails at once (``ENXIO``) instead of
-    blocking the command forever; once open, writes block again as usual.
+
+def _open_in_place(path: Path, flags: int) -> int:
+    """Open a device or FIFO for writing without waiting forever for a reader that may never come.
+
+    A FIFO opened with ``O_NONBLOCK`` and no reader fails at once (``ENXIO``): the open is
+    retried for :data:`FIFO_WAIT_SECONDS` (a reader started a moment after perfgate is
+    fine), then refused instead of blocking the command forever. Once open, writes block
+    again as usual.
     """
-    try:
-        fd = os.open(path, flags | os.O_NONBLOCK)
-    except OSError as exc:
-        if exc.errno == errno.ENXIO:
-            raise OutputError(
-                "is a FIFO that nobody reads; start its reader first, or write a file", source=str(path)
-            ) from None
-        raise
+    deadline = time.monotonic() + FIFO_WAIT_SECONDS
+    while True:
+        try:
+            fd = os.open(path, flags | os.O_NONBLOCK)
+            break
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+            if time.monotonic() >= deadline:
+                raise OutputError(
+                    f"is a FIFO that nobody read within {FIFO_WAIT_SECONDS:g} s; start its reader first, "
+                    "or write a file",
+                    source=str(path),
+                ) from None
+            time.sleep(0.05)
     os.set_blocking(fd, True)
     return fd
 
@@ -218,7 +231,7 @@ def write_output(path: Path | str, data: str | bytes) -> None:
 
 
 def write_outputs(items: Sequence[tuple[Path | str, str | bytes]]) -> None:
-    """Write several outputs of one command all or nothing (``check --output r.md --json r.json``).
+    """Write several outputs of one command all or nothing (a check's Markdown, JSON, HTML and comment).
 
     Every regular file is written to its temporary file and flushed before any is renamed
     into place, so a failure (a full disk, a folder that cannot be created) leaves every
