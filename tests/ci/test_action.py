@@ -542,10 +542,10 @@ def test_the_record_step_learns_the_noise_and_the_next_check_uses_it(tmp_path, t
     assert "perfgate calibrate tokenizer: written" in logs[3], logs[3]
     noise = json.loads((repo / ".perfgate" / "noise.json").read_text())
     (entry,) = [models["tokenizer"] for models in noise["machines"].values()]
-    print(entry)
     assert entry["runs"] >= 3 and len(entry["run_ids"]) == entry["runs"]
-    report = (repo / "perfgate-reports" / "tokenizer.md").read_text()
-    assert f"learned from {entry['runs']} runs of this machine" in report
+    checked = json.loads((repo / "perfgate-reports" / "tokenizer.json").read_text())
+    tested = [c for c in checked["comparisons"] if c["p_value"] is not None]
+    assert tested and all(f"learned from {entry['runs']} runs of this machine" in c["noise"] for c in tested)
 
 
 def test_record_without_a_store_keeps_a_sqlite_history_in_the_workspace(tmp_path, team_repo):

@@ -290,7 +290,7 @@ def test_every_perfgate_command_and_flag_the_action_runs_exists():
         for flag in (a.split("=", 1)[0] for a in args[1:] if a.startswith("--")):
             assert flag in known, f"gate.sh: perfgate {name} has no option {flag}"
         seen.add(name if name != "baseline" else " ".join(args[:2]))
-    assert seen == {"ab", "summary", "bench", "record", "check", "baseline update", "report"}
+    assert seen == {"ab", "summary", "bench", "calibrate", "record", "check", "baseline update", "report"}
 
 
 def _options(parser: Any, words: list[str]) -> set[str]:
