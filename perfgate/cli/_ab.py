@@ -97,8 +97,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-randomise-layout",
         action="store_false",
         dest="randomise_layout",
-        help="start every worker with the same memory layout (fixed string hashing, no padding) instead of one drawn at "
-        "random per worker (from the --order-seed random seed); a layout-only change (a comment) can then "
+        help="start every worker with the same memory layout (fixed string hashing, no padding) instead of one "
+        "drawn at random per worker (from the --order-seed random seed); a layout-only change (a comment) can then "
         "read as a regression",
     )
     add_flag(parser, "--suite", default="pipeline", default_text="pipeline")
