@@ -16,6 +16,11 @@ alternate short blocks of calls of each stage on one CPU. That leaves two levels
   the test sees, so a single pair far off raises the standard error as much as the mean
   and cannot make a regression on its own (``tests/core/test_paired.py``).
 
+**Borrowed variance.** With 3–4 pairs that test has 2–3 degrees of freedom. The metrics
+that share a statistic and a unit lend each other their spread: a moderated t test in the
+style of limma, guarded so that a metric unlike its group keeps its own variance and no
+verdict rests on one pair (:mod:`perfgate.core._moderated`, :func:`_borrow`).
+
 A derived metric (throughput, items per second of a stage's own calls) is not a second
 test: it takes the adjusted p-value of the metric it is derived from and counts once in
 Holm's family.
@@ -40,7 +45,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from perfgate.core._decision import _log_threshold
 from perfgate.core._distributions import t_sf
+from perfgate.core._moderated import Prior, fit_prior, guarded
 from perfgate.core.compare import (
     CheckResult,
     Comparison,
@@ -158,6 +165,44 @@ def _test_across(p: _Pending, log_ratios: Sequence[float]) -> None:
     p.noise = f"paired over {across.df + 1} worker pairs (SD of the pairs' log ratios {across.sd:.1%})"
 
 
+def _adjusted(p: _Pending, log_ratios: Sequence[float]) -> list[float]:
+    d = [float(x) for x in log_ratios if math.isfinite(x)]
+    return [-x for x in d] if p.cur.direction is Direction.HIGHER else d
+
+
+def _borrow(tested: Sequence[_Pending], log_ratios: Mapping[tuple[str, str], Sequence[float]]) -> dict[int, str]:
+    """Re-test the metrics whose group (same statistic, same unit) lends a prior variance; the
+    reasons, keyed by ``id()``, where leaving one pair out undid a verdict."""
+    groups: dict[tuple[str, str], list[_Pending]] = {}
+    for p in tested:
+        groups.setdefault((p.statistic, p.cur.unit), []).append(p)
+    blocked: dict[int, str] = {}
+    for members in groups.values():
+        data = {id(p): _adjusted(p, log_ratios.get((p.cur.name, p.statistic), ())) for p in members}
+        prior: Prior | None = fit_prior([(float(np.var(d, ddof=1)), len(d) - 1) for d in data.values() if len(d) >= 2])
+        if prior is None:
+            continue
+        for p in members:
+            d = data[id(p)]
+            if len(d) < MIN_PAIRS:
+                continue
+            m = guarded(d, prior, _log_threshold(p.threshold, p.cur.direction))
+            if m.d0 == 0:
+                if m.unlike:
+                    p.noise += "; its spread is unlike its group's, so it borrows none"
+                continue
+            p.log_worse, p.se, p.df, p.p_value = m.log_worse, m.se, m.df, m.p_value
+            p.sigma_run = m.sd / math.sqrt(2.0)
+            p.noise = (
+                f"paired over {len(d)} worker pairs (SD of the pairs' log ratios {float(np.std(d, ddof=1)):.1%}, "
+                f"moderated to {m.sd:.1%} with {m.d0} df lent by {prior.metrics} {p.statistic} metrics in "
+                f"{p.cur.unit}; significant only if still so with any one pair left out)"
+            )
+            if m.blocked:
+                blocked[id(p)] = m.blocked
+    return blocked
+
+
 def decide_look(
     baseline: Run,
     current: Run,
@@ -167,13 +212,15 @@ def decide_look(
     alpha: float,
     derived: Mapping[str, str] | None = None,
     baseline_source: str = "",
+    borrow: bool = True,
 ) -> CheckResult:
     """One look: every metric of ``current`` tested across pairs at family-wise level ``alpha``.
 
     ``log_ratios[(metric, statistic)]`` holds one ``log(current / baseline)`` per pair (not
     direction-adjusted). ``derived`` maps a derived metric to the metric it comes from; it
     shares that metric's adjusted p-value. ``baseline`` and ``current`` carry the pooled
-    samples the report summarises.
+    samples the report summarises. ``borrow=False`` gives each metric its own variance only
+    (the plain t test across pairs).
     """
     derived = dict(derived or {})
     look_policy = replace(policy, alpha=alpha)
@@ -200,6 +247,7 @@ def decide_look(
 
     pending, fixed = _split(baseline, current, policy, prepare)
     own = [p for p in pending if p.p_value is not None and p.fixed is None and p.cur.name not in derived]
+    blocked = _borrow(own, log_ratios) if borrow else {}
     adjusted = _holm_by_id(own)
     by_key = {(p.cur.name, p.statistic): adjusted[id(p)] for p in own}
     for p in pending:  # a derived metric is decided on its source's test: one member of the family
@@ -211,10 +259,14 @@ def decide_look(
             if src is not None:
                 adjusted[id(p)] = src
                 p.noise = f"derived from {source}: tested with it, counted once"
-    decided = [
-        replace(c, required_unit="pairs") if c.required_n is not None else c
-        for c in (_decide(p, adjusted.get(id(p)), look_policy, len(own)) for p in pending)
-    ]
+    decided = []
+    for p in pending:
+        c = _decide(p, adjusted.get(id(p)), look_policy, len(own))
+        if c.required_n is not None:
+            c = replace(c, required_unit="pairs")
+        if id(p) in blocked and c.verdict is Verdict.INCONCLUSIVE:
+            c = replace(c, reason=f"{blocked[id(p)]}: one pair does not make a verdict")
+        decided.append(c)
     budgets = check_budgets(current, policy.budgets_for(current.model_key))
     return CheckResult(
         current=current,
