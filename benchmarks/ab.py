@@ -52,6 +52,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _proportions import wilson  # noqa: E402  (beside this script)
+
 from perfgate.core.metrics import Direction  # noqa: E402
 from perfgate.core.paired import SequentialLooks, decide_look  # noqa: E402
 from perfgate.core.policy import Policy  # noqa: E402
@@ -373,15 +375,6 @@ def replay(data: dict, threshold: float) -> dict[tuple[str, str], str]:
         if rule.look(n, result_of, out_of_time=n == info["looks"][-1]) is not None:  # type: ignore[arg-type]
             break
     return {(c.metric, c.statistic): c.verdict.value for c in rule.merged().comparisons}
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def fmt(k: int, n: int) -> str:

@@ -54,6 +54,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _proportions import wilson  # noqa: E402  (beside this script)
+
 from perfgate.core.compare import compare_runs  # noqa: E402
 from perfgate.core.metrics import Direction  # noqa: E402
 from perfgate.core.noise import normalised  # noqa: E402
@@ -430,16 +432,6 @@ def noise_components(runs: list[Run]) -> None:
             between = math.sqrt(spread / df) if df else math.nan
             label = "normalised" if scaled else "raw"
             print(f"{name:<32} {label:<11} {one:>10.1%} {four:>12.1%} {between:>18.1%}")
-
-
-def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The Wilson score interval of a proportion (95 % by default)."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = hits / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def _shared_runs(rng: np.random.Generator, k: int, factor: float) -> tuple[Run, Run]:

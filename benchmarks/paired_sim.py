@@ -16,6 +16,7 @@ import argparse
 import math
 
 import numpy as np
+from _proportions import wilson
 
 from perfgate.core import _moderated
 from perfgate.core._decision import _log_threshold
@@ -25,14 +26,6 @@ from perfgate.core.metrics import Direction
 
 SDS = np.array([0.010, 0.012, 0.014, 0.015, 0.016, 0.018, 0.020, 0.015, 0.05, 0.07, 0.09])
 GROUPS = [0] * 8 + [1] * 3
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    p = k / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, mid - half), min(1.0, mid + half)
 
 
 def offsets(rng: np.random.Generator, kind: str, shape: tuple[int, ...], sd: np.ndarray | float) -> np.ndarray:
