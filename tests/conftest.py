@@ -66,6 +66,14 @@ def validate_run_file(path: Path) -> dict[str, Any]:
     return doc
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _perfgate_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """perfgate's per-user cache (numba code kept between ab checks) in the session's folder, not the home folder."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PERFGATE_CACHE_DIR", str(tmp_path_factory.mktemp("perfgate-cache")))
+        yield
+
+
 @pytest.fixture
 def seed_files(tmp_path: Path) -> tuple[Path, Path]:
     base = tmp_path / "dqn_baseline.json"

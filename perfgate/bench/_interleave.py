@@ -5,8 +5,9 @@ Pair after pair, until every gated metric is decided or the time budget is spent
 1. a fresh worker process is started for each revision (``python -m perfgate.bench.resident``
    in that revision's own tree, so it imports that revision's code) and runs every stage's
    set-up, with the same seed on both sides; while one pair measures, the next one starts
-   and sets up on another CPU; which side starts first is drawn per pair, and every worker
-   gets a memory layout drawn at random before anything is imported
+   and sets up on another CPU, and on every CPU once the measuring pair has ended (a set-up
+   never shares a CPU with blocks); which side starts first is drawn per pair, and every
+   worker gets a memory layout drawn at random before anything is imported
    (:mod:`perfgate.bench._layout`: a fresh interpreter's layout is otherwise fixed by the
    source text, and a comment can move a stage's speed by 8 %);
 2. both workers are pinned to one CPU (``os.sched_setaffinity``; the CPU changes from pair to
@@ -53,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from perfgate.bench._layout import Layout, draw, start_order, worker_args
-from perfgate.bench._workerproc import Channel, WorkerHung, Workers, pin
+from perfgate.bench._workerproc import Channel, WorkerHung, Workers, allow, pin
 from perfgate.core.codec import format_timestamp
 from perfgate.core.compare import CheckResult
 from perfgate.core.metrics import BUILTIN_METRICS, Direction, MetricInfo
@@ -478,10 +479,7 @@ def _runs(data: _Data, sides: tuple[Side, Side], options: ResidentOptions, confi
                 model=options.model,
                 created_at=created,
                 git=side.git,
-                machine=Machine(
-                    fingerprint=machine.get("fingerprint"),
-                    details={key: v for key, v in machine.items() if key != "fingerprint"},
-                ),
+                machine=Machine.of(machine),
                 config={**config, "ab": {"role": side.role, "label": side.label}},
                 metrics=metrics,
                 software=data.software,
@@ -614,6 +612,9 @@ def measure_resident(
             measure_seconds.append(time.monotonic() - t_measure)
             for ch in chans.values():
                 ch.close()
+            if upcoming is not None:  # this pair's CPU is free: the next pair ends its set-up on every CPU
+                for ch in upcoming.values():
+                    allow(ch.pid, set(cpus))
             n = pair + 1
             now = time.monotonic()
             took, t_last = now - t_last, now

@@ -27,7 +27,7 @@ from typing import Any
 
 from perfgate.errors import PerfgateError
 
-__all__ = ["Channel", "WorkerFailed", "WorkerHung", "Workers", "last_line", "pin"]
+__all__ = ["Channel", "WorkerFailed", "WorkerHung", "Workers", "allow", "last_line", "pin"]
 
 
 class WorkerFailed(PerfgateError):
@@ -53,6 +53,11 @@ def last_line(text: str) -> str:
 
 def pin(pid: int, cpu: int) -> bool:
     """Pin every thread of process ``pid`` to ``cpu``; False where the OS does not allow it."""
+    return allow(pid, {cpu})
+
+
+def allow(pid: int, cpus: set[int]) -> bool:
+    """Let every thread of process ``pid`` run on ``cpus`` only; False where the OS does not allow it."""
     setaffinity = getattr(os, "sched_setaffinity", None)
     if setaffinity is None:
         return False
@@ -63,7 +68,7 @@ def pin(pid: int, cpu: int) -> bool:
     try:
         for tid in tids:
             with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
-                setaffinity(tid, {cpu})
+                setaffinity(tid, cpus)
     except OSError:
         return False
     return True

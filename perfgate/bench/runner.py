@@ -50,10 +50,9 @@ import numpy as np
 from perfgate.bench.gpu import GpuRound, cuda_torch
 from perfgate.bench.memory import PeakMemory, PipelineMemory, current_rss_bytes, release_free_memory
 from perfgate.bench.reference import KINDS, ReferenceKernels
-from perfgate.bench.registry import Stage, StageContext, stages_for
+from perfgate.bench.registry import Stage, StageContext, stages_and_context
 from perfgate.core.metrics import BUILTIN_METRICS, Direction
 from perfgate.core.schema import GitInfo, Machine, Metric, Reference, Run
-from perfgate.core.stability import steady_state
 from perfgate.errors import InputError
 
 __all__ = ["BenchOptions", "ProgressFn", "memory_round", "prepare", "run_benchmark", "time_call", "timed_for"]
@@ -256,6 +255,8 @@ def _drop_warmup(p: _Prepared) -> dict[str, Any]:
     caches or allocator settle later) is found by :func:`perfgate.core.stability.steady_state`
     on the samples in the order they were taken, never more than half of them.
     """
+    from perfgate.core.stability import steady_state  # here, not at the top: scipy, 0.15 s of every worker's start
+
     if len(p.seconds) < 3:
         return {}
     state = steady_state(p.seconds)
@@ -288,18 +289,13 @@ def run_benchmark(
     after the last round, with what the stages left in ``ctx.state`` (the CLI saves the
     trained model from there).
     """
-    stages = stages_for(options.suite, options.model)
-    if not stages:
-        raise InputError(
-            f"no stages registered for model {options.model!r} in suite {options.suite!r}", field="--model"
-        )
-    ctx = StageContext(
-        model=options.model,
+    stages, ctx = stages_and_context(
         suite=options.suite,
+        model=options.model,
         data_path=options.data_path,
         seed=options.seed,
         device=options.device,
-        params=dict(options.params),
+        params=options.params,
     )
     if software is None:
         from perfgate.bench.machine import collect_software
@@ -387,9 +383,7 @@ def run_benchmark(
         model=options.model,
         created_at=created_at,
         git=git,
-        machine=Machine(
-            fingerprint=machine.get("fingerprint"), details={k: v for k, v in machine.items() if k != "fingerprint"}
-        ),
+        machine=Machine.of(machine),
         config=run_config,
         metrics=metrics,
         machine_index={kind: float(np.median(values)) for kind, values in index.items() if values},

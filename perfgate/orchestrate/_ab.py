@@ -30,6 +30,7 @@ Measured against a stored baseline in ``benchmarks/ab.py``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -50,6 +51,7 @@ from perfgate.core.metrics import MetricInfo
 from perfgate.core.noise import combine_repetitions
 from perfgate.core.schema import GitInfo, Run, normalize_model
 from perfgate.errors import InputError, PerfgateError
+from perfgate.orchestrate import _jitcache
 
 __all__ = [
     "DEFAULT_PAIRS",
@@ -224,6 +226,9 @@ def checkout(repo: Path, baseline_ref: str, current_ref: str) -> Iterator[tuple[
     tree through a link named ``b``): a path's length moves every later allocation of a
     fresh interpreter, and so the memory layout of one side only (``docs/noise.md`` §5).
 
+    Each worktree starts with the numba code compiled by an earlier check of the same git tree,
+    and what it compiled is kept for the next (:mod:`perfgate.orchestrate._jitcache`).
+
     Raises:
         InputError: ``repo`` is not a git repository, or a ref names no commit.
     """
@@ -235,6 +240,7 @@ def checkout(repo: Path, baseline_ref: str, current_ref: str) -> Iterator[tuple[
     cur_commit = resolve_commit(top, "HEAD" if here else current_ref, "--current-ref")
     tmp = Path(tempfile.mkdtemp(prefix="perfgate-ab-"))
     added: list[Path] = []
+    jit: dict[Path, Path] = {}  # worktree -> the folder its compiled numba code is kept in
     try:
         trees = {}
         for role, commit in (("baseline", base_commit), ("current", None if here else cur_commit)):
@@ -248,6 +254,10 @@ def checkout(repo: Path, baseline_ref: str, current_ref: str) -> Iterator[tuple[
             if proc.returncode != 0:
                 raise PerfgateError(f"git worktree add of {commit[:12]} failed: {_last_line(proc.stderr)}")
             trees[role] = path
+            folder = _jit_folder(top, commit)
+            if folder is not None:
+                _jitcache.seed(folder, path)
+                jit[path] = folder
         baseline = Revision(ref=baseline_ref, commit=base_commit, path=trees["baseline"])
         if here:
             current = Revision(ref=WORKTREE, commit=cur_commit, path=trees["current"], dirty=is_dirty(top))
@@ -255,7 +265,18 @@ def checkout(repo: Path, baseline_ref: str, current_ref: str) -> Iterator[tuple[
             current = Revision(ref=current_ref, commit=cur_commit, path=trees["current"])
         yield baseline, current
     finally:
+        for path, folder in jit.items():
+            with contextlib.suppress(OSError):
+                _jitcache.harvest(path, folder)
         _remove_worktrees(top, added, tmp)
+
+
+def _jit_folder(top: Path, commit: str) -> Path | None:
+    """Where the numba code compiled from ``commit``'s tree is kept; None when git cannot name the tree."""
+    proc = _git(top, "rev-parse", "--verify", "--quiet", f"{commit}^{{tree}}")
+    if proc.returncode != 0:
+        return None
+    return _jitcache.cache_folder(_jitcache.cache_root(os.environ), proc.stdout.strip())
 
 
 # --- measuring ----------------------------------------------------------------------
@@ -263,7 +284,8 @@ def checkout(repo: Path, baseline_ref: str, current_ref: str) -> Iterator[tuple[
 
 def _env(rev: Revision) -> dict[str, str]:
     # PERFGATE_STORE is left out: a measuring process records nothing (see the module's docstring)
-    env = {k: v for k, v in os.environ.items() if k != "PERFGATE_STORE"}
+    # NUMBA_CACHE_DIR too: numba then caches beside the tree's files, where checkout() keys it by tree
+    env = {k: v for k, v in os.environ.items() if k not in ("PERFGATE_STORE", "NUMBA_CACHE_DIR")}
     env["PYTHONPATH"] = str(rev.path)  # this revision's code only, never the caller's checkout
     return env
 
