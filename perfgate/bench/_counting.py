@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.bench._callgrind import Callgrind
-from perfgate.bench.registry import StageContext, stages_for
+from perfgate.bench.registry import stages_and_context
 from perfgate.errors import InputError
 
 __all__ = ["NULL_LABEL", "CountOptions", "count_stages"]
@@ -69,14 +69,9 @@ def count_stages(options: CountOptions, switch: Callgrind, progress: Callable[[s
     Returns what the coordinator needs to read the dumps: the labels in the order they were
     dumped (``[[label, calls], ...]``, the empty function's first) and each stage's metric.
     """
-    stages = stages_for(options.suite, options.model)
-    if not stages:
-        raise InputError(
-            f"no stages registered for model {options.model!r} in suite {options.suite!r}", field="--model"
-        )
-    ctx = StageContext(
-        model=options.model,
+    stages, ctx = stages_and_context(
         suite=options.suite,
+        model=options.model,
         data_path=options.data_path,
         seed=options.seed,
         device="cpu",

@@ -33,7 +33,16 @@ from perfgate.bench.memory import unmeasured  # for set-ups: work that is not th
 from perfgate.core.schema import REFERENCE_KINDS
 from perfgate.core.units import TIME_UNITS as _TIME_UNITS
 
-__all__ = ["Stage", "StageContext", "clear", "register", "stage", "stages_for", "unmeasured"]
+__all__ = [
+    "Stage",
+    "StageContext",
+    "clear",
+    "register",
+    "stage",
+    "stages_and_context",
+    "stages_for",
+    "unmeasured",
+]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -175,6 +184,30 @@ def stage(
 def stages_for(suite: str, model: str) -> list[Stage]:
     """The stages of ``suite`` that apply to ``model``, in registration order."""
     return [s for (su, _), s in _REGISTRY.items() if su == suite and s.applies_to(model)]
+
+
+def stages_and_context(
+    *,
+    suite: str,
+    model: str,
+    data_path: Path | None,
+    seed: int,
+    device: str,
+    params: dict[str, Any],
+) -> tuple[list[Stage], StageContext]:
+    """The stages of ``suite`` for ``model`` and the context they are set up in, however they are
+    measured (timed, or counted under valgrind).
+
+    Raises:
+        InputError: no stage of ``suite`` applies to ``model``.
+    """
+    from perfgate.errors import InputError
+
+    stages = stages_for(suite, model)
+    if not stages:
+        raise InputError(f"no stages registered for model {model!r} in suite {suite!r}", field="--model")
+    ctx = StageContext(model=model, suite=suite, data_path=data_path, seed=seed, device=device, params=dict(params))
+    return stages, ctx
 
 
 def registered(suite: str | None = None) -> list[Stage]:

@@ -156,6 +156,13 @@ class Machine:
     def __post_init__(self) -> None:
         object.__setattr__(self, "details", _frozen(self.details))
 
+    @classmethod
+    def of(cls, collected: Mapping[str, Any]) -> Machine:
+        """The machine from what :func:`perfgate.bench.machine.collect_machine` returns: the
+        fingerprint, and every other key as a detail."""
+        details = {key: value for key, value in collected.items() if key != "fingerprint"}
+        return cls(fingerprint=collected.get("fingerprint"), details=details)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Run:

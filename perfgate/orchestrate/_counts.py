@@ -295,9 +295,7 @@ def measure_counts(
         model=model,
         created_at=created_at,
         git=git,
-        machine=Machine(
-            fingerprint=machine.get("fingerprint"), details={k: v for k, v in machine.items() if k != "fingerprint"}
-        ),
+        machine=Machine.of(machine),
         config=run_config,
         metrics=metrics,
         software={**software, "valgrind": version, "callgrind_cache": geometry},
