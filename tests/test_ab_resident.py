@@ -8,6 +8,8 @@ and a crashed, hung or unimportable side reported in one line naming it. No time
 
 from __future__ import annotations
 
+import array
+import base64
 import json
 import math
 import os
@@ -17,7 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.bench._interleave import ProtocolMissing, ResidentOptions, Side, block_orders, measure_resident
+from perfgate.bench._interleave import (
+    ProtocolMissing,
+    ResidentOptions,
+    Side,
+    block_orders,
+    block_seconds,
+    measure_resident,
+)
 from perfgate.bench.resident import PROTOCOL_VERSION
 from perfgate.core.policy import Policy
 from perfgate.errors import PerfgateError
@@ -208,6 +217,7 @@ def test_protocol_serves_requests_and_reports_errors_in_one_line(tmp_path):
         {"op": "setup", "suite": "abtest", "model": "any", "stages_modules": ["mystages"]},
         {"op": "time", "stage": "work", "calls": 4},
         {"op": "time", "stage": "nope", "calls": 1},
+        {"op": "time", "stage": "work", "calls": 3, "encoding": "f64"},
         {"op": "exit"},
     ]
     out = subprocess.run(
@@ -227,7 +237,17 @@ def test_protocol_serves_requests_and_reports_errors_in_one_line(tmp_path):
     assert "memory_usage_mb" in replies[1]["memory"]
     assert replies[2]["ok"] is True and len(replies[2]["seconds"]) == 4
     assert replies[3]["ok"] is False and "no stage 'nope'" in replies[3]["error"]
-    assert replies[4] == {"ok": True}
+    assert replies[4]["ok"] is True and "seconds" not in replies[4]
+    packed = block_seconds(replies[4], 1.0)
+    assert len(packed) == 3 and all(0 < x < 10 for x in packed)
+    assert replies[5] == {"ok": True}
+
+
+def test_a_blocks_samples_read_alike_packed_or_as_numbers():
+    seconds = [1.5e-6, 2.25e-3, 0.1, 1 / 3]
+    packed = {"ok": True, "seconds_f64": base64.b64encode(array.array("d", seconds).tobytes()).decode("ascii")}
+    assert block_seconds(packed, 1000.0) == block_seconds({"ok": True, "seconds": seconds}, 1000.0)
+    assert block_seconds(packed, 1000.0) == [x * 1000.0 for x in seconds]
 
 
 def test_an_inconclusive_metric_says_what_time_budget_would_decide_it():

@@ -39,6 +39,7 @@ was doing (its set-up, its first calls, a block) and the side.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import functools
 import math
@@ -79,6 +80,7 @@ __all__ = [
     "ResidentOutcome",
     "Side",
     "block_orders",
+    "block_seconds",
     "grace_seconds",
     "measure_resident",
 ]
@@ -422,14 +424,15 @@ def _measure_pair(
             for side in (first, "B" if first == "A" else "A"):
                 deadline = clock.deadline(options.block_floor)
                 try:
-                    reply = chans[side].request({"op": "time", "stage": p.name, "calls": p.calls}, clock.left(deadline))
+                    request = {"op": "time", "stage": p.name, "calls": p.calls, "encoding": "f64"}
+                    reply = chans[side].request(request, clock.left(deadline))
                 except WorkerHung:
                     within = clock.within(deadline, options.block_floor, "every block")
                     raise PerfgateError(
                         f"stage {p.name!r} did not finish a block of {p.calls} calls {within}, on the "
                         f"{chans[side].label}; {_HUNG_HINT}{_tail(chans[side])}"
                     ) from None
-                timings[p.name][side].append([float(x) * p.scale for x in reply["seconds"]])
+                timings[p.name][side].append(block_seconds(reply, p.scale))
     for p in plans:
         a, b = timings[p.name]["A"], timings[p.name]["B"]
         flat_a, flat_b = [x for blk in a for x in blk], [x for blk in b for x in blk]
@@ -444,6 +447,15 @@ def _measure_pair(
             data.add(p.throughput_metric, "samples/s", Direction.HIGHER, rate_a, rate_b)
             data.ratio(p.throughput_metric, "median", -middle)  # items / time: the same ratio, inverted
             data.derived[p.throughput_metric] = p.metric
+
+
+def block_seconds(reply: Mapping[str, Any], scale: float) -> list[float]:
+    """A block's samples in the metric's unit: packed float64 from a worker that knows the encoding, else numbers."""
+    packed = reply.get("seconds_f64")
+    if packed is not None:
+        values: list[float] = (np.frombuffer(base64.b64decode(packed), dtype=np.float64) * scale).tolist()
+        return values
+    return [float(x) * scale for x in reply["seconds"]]
 
 
 def _add_memory(memory_a: Mapping[str, float], memory_b: Mapping[str, float], data: _Data) -> None:
