@@ -254,3 +254,37 @@ def test_subprocess_help_smoke():
     )
     assert out.returncode == 0
     assert "--baseline-ref" in out.stdout and WORKTREE in out.stdout
+
+
+def test_a_hung_stage_ends_a_process_level_check_within_its_budget(tmp_path, monkeypatch, capsys):
+    """Regression for the process-level engine (revisions without resident workers) running a
+    hung stage's `perfgate bench` without any deadline: it now ends at the budget plus its grace."""
+    import time
+
+    from perfgate.bench import _interleave as interleave
+    from perfgate.orchestrate import _ab as process_level
+
+    def old_perfgate(*args, **kwargs):
+        raise interleave.ProtocolMissing("the baseline has no resident worker")
+
+    monkeypatch.setattr(interleave, "measure_resident", old_perfgate)
+    monkeypatch.setattr(process_level, "PROCESS_FLOOR", 1.0)
+    path = tmp_path / "hangs"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    (path / "mystages.py").write_text(
+        "import time\nfrom perfgate.bench import stage\n\n\n"
+        '@stage("work", metric="work_time_ms", unit="ms", suite="abtest")\n'
+        "def work(ctx):\n    return lambda: time.sleep(1000)\n"
+    )
+    git(path, "add", "mystages.py")
+    git(path, "commit", "-q", "-m", "hangs")
+    started = time.monotonic()
+    argv = ["ab", "--repo", str(path), "--baseline-ref", "HEAD", "--current-ref", "HEAD", "--suite", "abtest"]
+    code = main([*argv, "--stages-module", "mystages", "--model", "dqn", "--time-budget", "5", "--pairs", "3"])
+    took = time.monotonic() - started
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "did not finish" in err and "--time-budget" in err
+    assert took < 5 + 10 + 30, took  # the budget, its grace, and a generous margin for start-up
+    assert worktrees(path) == [f"worktree {path}"]

@@ -244,6 +244,7 @@ def run(args: argparse.Namespace) -> int:
         quick=args.quick,
         bench_args=_bench_args(args),
         metric_info=policy.metric_info,
+        time_budget=args.time_budget,
     )
     seed = args.order_seed if args.order_seed is not None else secrets.randbelow(2**31)
     resident = _resident_options(args, policy, seed)

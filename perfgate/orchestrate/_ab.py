@@ -38,6 +38,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -90,6 +91,11 @@ def abba_order(pairs: int) -> tuple[str, ...]:
     return tuple(side for i in range(pairs) for side in (("A", "B") if i % 2 == 0 else ("B", "A")))
 
 
+# seconds a measuring process of the process-level engine may always take, whatever is left of the
+# budget: a whole `perfgate bench` (imports, set-up, every round) of a revision
+PROCESS_FLOOR = 60.0
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Revision:
     """One side of an A/B run: the ref as given, the commit it names and the tree measured."""
@@ -117,6 +123,9 @@ class AbOptions:
         bench_args: further ``perfgate bench`` flags, passed to both sides unchanged.
         python: the interpreter that runs the measuring processes.
         metric_info: metric definitions from the configuration, for decoding the run files.
+        time_budget: seconds the check may take (``--time-budget``); with it, each measuring
+            process must end by the budget plus its grace, or within :data:`PROCESS_FLOOR`
+            seconds of its start when that is later, else it is killed as hung (exit 2).
     """
 
     model: str
@@ -127,6 +136,7 @@ class AbOptions:
     bench_args: tuple[str, ...] = ()
     python: str = field(default_factory=lambda: sys.executable)
     metric_info: Mapping[str, MetricInfo] = field(default_factory=dict)
+    time_budget: float | None = None
 
     def __post_init__(self) -> None:
         if self.pairs < MIN_PAIRS:
@@ -331,23 +341,33 @@ class RevisionBench:
             argv.append("--quick")
         return [*argv, *o.bench_args]
 
-    def measure(self, output: Path, *, what: str = "a measurement") -> Run:
+    def measure(self, output: Path, *, what: str = "a measurement", timeout: float | None = None) -> Run:
         """One fresh measuring process; its run file goes to ``output``.
 
         The process gets an empty configuration file beside ``output``, so it records
-        nothing in a configured store.
+        nothing in a configured store. ``timeout``: seconds it may run before it is killed as
+        hung (None: no limit).
         """
         config = output.parent / "perfgate-ab.toml"
         if not config.exists():
             config.write_text("# perfgate ab: the measuring processes use no store\n", encoding="utf-8")
-        proc = subprocess.run(
-            self.argv(output, config),
-            cwd=self.rev.path,
-            env=_env(self.rev),
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        try:
+            proc = subprocess.run(
+                self.argv(output, config),
+                cwd=self.rev.path,
+                env=_env(self.rev),
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as exc:
+            told = exc.stderr.decode("utf-8", "replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+            raise PerfgateError(
+                f"perfgate bench for the {self.label} `{self.rev.ref}` ({self.rev.short}) did not finish {what} "
+                f"within {timeout:.0f} s (the --time-budget plus its grace); a stage hangs, or, if it is only slow, "
+                f"give a larger --time-budget: {_last_line(told)}"
+            ) from None
         if proc.returncode != 0 or not output.exists():
             raise PerfgateError(
                 f"perfgate bench failed for the {self.label} `{self.rev.ref}` ({self.rev.short}) in {what} "
@@ -409,11 +429,15 @@ def measure_interleaved(
     benches = {"A": revision_bench(baseline, options, "baseline"), "B": revision_bench(current, options, "current")}
     order = abba_order(options.pairs)
     runs: dict[str, list[Run]] = {"A": [], "B": []}
+    deadline = None
+    if options.time_budget is not None:
+        deadline = time.monotonic() + options.time_budget + max(10.0, 0.25 * options.time_budget)
     with tempfile.TemporaryDirectory(prefix="perfgate-ab-runs-") as tmp:
         for i, side in enumerate(order):
             bench = benches[side]
             what = f"measurement {i + 1} of {len(order)}"
-            runs[side].append(bench.measure(Path(tmp) / f"{i:03d}-{side}.json", what=what))
+            timeout = None if deadline is None else max(deadline - time.monotonic(), PROCESS_FLOOR)
+            runs[side].append(bench.measure(Path(tmp) / f"{i:03d}-{side}.json", what=what, timeout=timeout))
             if progress is not None:
                 progress(f"{i + 1}/{len(order)} {side} ({bench.label} {bench.rev.ref})")
     rid = run_id or uuid.uuid4().hex
