@@ -288,3 +288,32 @@ def test_a_hung_stage_ends_a_process_level_check_within_its_budget(tmp_path, mon
     assert "did not finish" in err and "--time-budget" in err
     assert took < 5 + 10 + 30, took  # the budget, its grace, and a generous margin for start-up
     assert worktrees(path) == [f"worktree {path}"]
+
+
+def test_the_pipeline_data_is_one_read_only_file_for_both_sides(repo, tmp_path, monkeypatch):
+    """Each side used to synthesise its own copy of the data in its own tree: byte-identical
+    files that load at different speeds, which an A/A check read as a DBN-load change. Both
+    sides now get one file, written once for the check, read-only, removed afterwards."""
+    import stat
+
+    from perfgate.bench import _interleave as interleave
+    from perfgate.errors import PerfgateError
+
+    seen = {}
+
+    def capture(sides, options, policy, progress=None):
+        path = options.data
+        seen.update(path=path, mode=stat.S_IMODE(path.stat().st_mode), size=path.stat().st_size)
+        seen["request"] = interleave._setup_request(options)  # the one set-up request both sides are sent
+        with path.open("rb") as handle:
+            seen["head"] = handle.read(4)
+        raise PerfgateError("stop here: the measurement itself is not what this test is about")
+
+    monkeypatch.setattr(interleave, "measure_resident", capture)
+    path, first, second = repo
+    argv = ["ab", "--repo", str(path), "--baseline-ref", first, "--current-ref", second, "--model", "dqn"]
+    assert main([*argv, "--time-budget", "20"]) == 2
+    assert seen["mode"] & 0o222 == 0  # nobody may write it
+    assert seen["request"]["data"] == str(seen["path"])
+    assert seen["head"][:3] == b"DBN" and seen["size"] > 0
+    assert not seen["path"].exists()  # removed with the check

@@ -17,9 +17,11 @@ changes: what a developer who runs ``perfgate ab --baseline-ref main`` means to 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import signal
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +36,7 @@ from perfgate.cli._common import (
     checked_number,
     config_from,
     exit_code_of,
+    needs_extra,
     output_file,
     policy_from,
     stderr_console,
@@ -214,7 +217,35 @@ def _check_numbers(args: argparse.Namespace) -> None:
     checked_number(args.repeat, "--repeat", at_least=1, at_most=MAX_REPEAT)
 
 
+@contextlib.contextmanager
+def shared_pipeline_data(seed: int = 0) -> Iterator[Path]:
+    """The built-in pipeline's synthetic data, written once for the whole check, read-only.
+
+    Without it each side's workers would synthesise their own copy in their own tree: the same
+    bytes in two files, which load at different speeds (two copies of one file differed by 28 %
+    in one process, and an A/A check read the difference as a −10.7 % change of DBN load). Both
+    sides read this one file; it is removed when the check ends.
+    """
+    from perfgate.pipeline.stages import DEFAULT_BARS
+    from perfgate.pipeline.synth import write_synthetic
+
+    with tempfile.TemporaryDirectory(prefix="perfgate-ab-data-") as folder:
+        path = Path(folder) / f"synth-ohlcv-1m-1inst-{DEFAULT_BARS}-seed{seed}.dbn"
+        write_synthetic(path, schema="ohlcv-1m", records=DEFAULT_BARS, seed=seed, instruments=1)
+        path.chmod(0o444)
+        yield path
+
+
 def run(args: argparse.Namespace) -> int:
+    _check_numbers(args)
+    if args.suite != "pipeline" or args.data is not None:
+        return _run(args)
+    with needs_extra("pipeline", "the built-in pipeline (--suite pipeline)"), shared_pipeline_data() as data:
+        args.data = data
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     import secrets
 
     from perfgate.bench._interleave import ProtocolMissing, measure_resident
