@@ -93,14 +93,14 @@ def test_a_revisions_compiled_code_is_never_used_by_a_revision_whose_source_diff
     folder_a = _jit_folder(repo, a)
     assert folder_a is not None and cache_files(folder_a)  # kept when the worktree went
     with checkout(repo, b, b) as (rev_b, _):
-        assert cache_files(rev_b.path) == []  # A's code is not seeded into B's tree
+        assert cache_files(rev_b.path) == []  # A's code is not copied into B's tree
         assert probe(rev_b.path) == 4.0  # B's source: 1 * 3 + 1, not A's 1 * 2 + 1
     with checkout(repo, a, a) as (rev_a, _):
         assert cache_files(rev_a.path) == cache_files(folder_a)  # the same tree gets its code back
         assert probe(rev_a.path) == 3.0
 
 
-def test_the_working_tree_measured_in_place_is_not_seeded(repo: Path) -> None:
+def test_the_working_tree_measured_in_place_gets_no_kept_code(repo: Path) -> None:
     a = commit(repo, 2.0, "a")
     folder = _jit_folder(repo, a)
     assert folder is not None

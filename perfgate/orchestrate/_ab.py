@@ -266,7 +266,7 @@ def checkout(repo: Path, baseline_ref: str, current_ref: str) -> Iterator[tuple[
             trees[role] = path
             folder = _jit_folder(top, commit)
             if folder is not None:
-                _jitcache.seed(folder, path)
+                _jitcache.restore(folder, path)
                 jit[path] = folder
         baseline = Revision(ref=baseline_ref, commit=base_commit, path=trees["baseline"])
         if here:

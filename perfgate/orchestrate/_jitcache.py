@@ -8,7 +8,7 @@ lasted only as long as the worktree.
 
 Here the cache files a check's worktree ends with (``__pycache__/*.nbi``, ``*.nbc``) are kept
 in a per-user folder named after the tree's git object id, and copied into the next worktree
-of the same tree before its first worker starts (:func:`seed`, :func:`harvest`). The key is
+of the same tree before its first worker starts (:func:`restore`, :func:`harvest`). The key is
 the whole tree, not only the compiled file: numba checks the compiled function's own source
 file, but not the functions it inlines from other modules nor the globals it freezes as
 constants (numba's documentation, "Cache invalidation"), so a key of the file alone could
@@ -16,7 +16,7 @@ give one revision code compiled from another's source. Two trees that differ in 
 different folders; the same tree (an A/A check, a re-run) the same one. Each worktree gets
 its own copy: nothing is shared between processes while they run.
 
-Only trees that ``perfgate ab`` checked out itself are seeded; the working tree measured in
+Only trees that ``perfgate ab`` checked out itself get kept code; the working tree measured in
 place (``--current-ref WORKTREE``) keeps numba's own cache beside its files.
 """
 
@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-__all__ = ["CACHE_DIR_VAR", "KEEP", "cache_folder", "cache_root", "harvest", "seed"]
+__all__ = ["CACHE_DIR_VAR", "KEEP", "cache_folder", "cache_root", "harvest", "restore"]
 
 CACHE_DIR_VAR = "PERFGATE_CACHE_DIR"  # where perfgate keeps caches (default: $XDG_CACHE_HOME/perfgate)
 KEEP = 16  # trees whose compiled code is kept; the least recently used beyond that are removed
@@ -65,10 +65,10 @@ def _cache_files(tree: Path) -> Iterator[Path]:
                 yield (Path(folder) / name).relative_to(tree)
 
 
-def seed(folder: Path, tree: Path) -> int:
+def restore(folder: Path, tree: Path) -> int:
     """Copy the kept cache files of ``folder`` into the fresh worktree ``tree``; returns how many.
 
-    A folder removed meanwhile (another check pruning it) seeds what was copied so far: numba
+    A folder removed meanwhile (another check pruning it) leaves what was copied so far: numba
     compiles whatever it does not find.
     """
     copied = 0
@@ -88,7 +88,7 @@ def harvest(tree: Path, folder: Path, *, keep: int = KEEP) -> int:
     """Keep ``tree``'s cache files in ``folder`` unless it is already there; returns how many were kept.
 
     The folder appears whole or not at all (written beside it, then renamed), so a check that
-    seeds from it meanwhile never sees half of it; when two checks of one tree both harvest, the
+    restores from it meanwhile never sees half of it; when two checks of one tree both harvest, the
     first one's folder stays.
     """
     files = list(_cache_files(tree))
