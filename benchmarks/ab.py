@@ -409,9 +409,19 @@ def main() -> None:
                 order.append(0.0)
             if r < args.checks:
                 order += slowdowns
+        extra: tuple[str, ...] = ()
+        if args.case == "dqn":  # one data file for both sides, as perfgate ab gives the built-in suite
+            from perfgate.pipeline.stages import DEFAULT_BARS
+            from perfgate.pipeline.synth import write_synthetic
+
+            data_file = Path(tmp) / "shared-data.dbn"
+            write_synthetic(data_file, schema="ohlcv-1m", records=DEFAULT_BARS, seed=0, instruments=1)
+            data_file.chmod(0o444)
+            extra = ("--data", str(data_file))
         records = []
         for i, pct in enumerate(order):
-            data, took = run_check(repo, args.case, base, commits[pct], Path(tmp) / f"check{i}.json", 1000 + i, 3.0)
+            out = Path(tmp) / f"check{i}.json"
+            data, took = run_check(repo, args.case, base, commits[pct], out, 1000 + i, 3.0, extra)
             rec = {
                 "engine": "resident",
                 "pct": pct,
