@@ -516,9 +516,11 @@ def main_layout(args: argparse.Namespace) -> None:
             }
             records.append(rec)
             alarms = sorted(m for m, v in rec["v3"].items() if v == "regressed")
+            better = sorted(m for m, v in rec["v3"].items() if v == "improved")
             print(
                 f"[{time.monotonic() - started:6.0f} s] check {k + 1}/{len(plan)} {names[i]}"
-                f"{' +neighbour' if busy else ''}: {took:.0f} s, {rec['pairs']} pairs, regressed at 3 %: {alarms}",
+                f"{' +neighbour' if busy else ''}: {took:.0f} s, {rec['pairs']} pairs, regressed at 3 %: {alarms}, "
+                f"improved: {better}",
                 flush=True,
             )
     report_layout(records, extra)
@@ -531,10 +533,11 @@ def report_layout(records: list[dict], extra: tuple[str, ...]) -> None:
     print(f"## perfgate ab, A/A of layout-only changes (threshold 3 %{', ' + ' '.join(extra) if extra else ''})")
     print()
     print(
-        "| change | neighbour | checks | checks with any alarm | numpy alarms | python alarms | "
+        "| change | neighbour | checks | checks with any alarm | checks with any improvement claimed | "
+        "numpy alarms | python alarms | "
         "numpy per-pair SD | python per-pair SD | mean est. numpy, python | pairs | s per check (median, max) |"
     )
-    print("|" + "---|" * 11)
+    print("|" + "---|" * 12)
     groups = sorted(
         {(r["variant"], r["neighbour"]) for r in records}, key=lambda g: (g[1], list(LAYOUT_VARIANTS).index(g[0]))
     )
@@ -555,10 +558,12 @@ def report_layout(records: list[dict], extra: tuple[str, ...]) -> None:
             for m in ("numpy_time_ms median", "python_time_ms median")
         ]
         anyalarm = sum(any(v == "regressed" for v in r["v3"].values()) for r in rows)
+        anybetter = sum(any(v == "improved" for v in r["v3"].values()) for r in rows)
         pairs = sorted(r["pairs"] for r in rows)
         secs = sorted(r["seconds"] for r in rows)
         print(
-            f"| {variant} | {'yes' if busy else 'no'} | {n} | {fmt(anyalarm, n)} | {' | '.join(cells)} | "
+            f"| {variant} | {'yes' if busy else 'no'} | {n} | {fmt(anyalarm, n)} | {fmt(anybetter, n)} | "
+            f"{' | '.join(cells)} | "
             f"{' | '.join(sds)} | {est[0]:+.1%}, {est[1]:+.1%} | {pairs[0]}–{pairs[-1]} | "
             f"{secs[len(secs) // 2]:.0f}, {secs[-1]:.0f} |"
         )
