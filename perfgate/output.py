@@ -28,6 +28,7 @@ naming the path, with the reason of :func:`perfgate.errors.os_error_text`.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import errno
 import os
@@ -47,6 +48,7 @@ __all__ = [
     "check_distinct",
     "is_replaceable",
     "open_output",
+    "output_file",
     "to_stdout",
     "write_output",
     "write_outputs",
@@ -221,6 +223,17 @@ def open_output(path: Path | str) -> Iterator[BinaryIO]:
         raise
     except OSError as exc:
         raise OutputError(f"cannot write: {os_error_text(exc)}", source=str(target)) from None
+
+
+def output_file(text: str) -> Path:
+    """The argparse type of every flag that names a file to write.
+
+    ``Path("reports/")`` drops the slash, so ``--output reports/`` would write a file named
+    ``reports``; a name that ends with a slash names a folder, and is refused here.
+    """
+    if text.endswith(("/", os.sep)) and text != "/":
+        raise argparse.ArgumentTypeError(f"{text!r} ends with '/', so it names a folder; give the path of a file")
+    return Path(text)
 
 
 def write_output(path: Path | str, data: str | bytes) -> None:

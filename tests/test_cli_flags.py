@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from perfgate.cli import COMMANDS, _build_parser, _command_parser, main
-from perfgate.cli._common import FLAG_HELP, _DeprecatedAlias, output_file
+from perfgate.cli._common import FLAG_HELP, _DeprecatedAlias
+from perfgate.output import output_file
 
 # Flags whose object is, by nature, the command's own: each command writes its own kind of file.
 PER_COMMAND = {

@@ -37,7 +37,6 @@ from perfgate.cli._common import (
     config_from,
     exit_code_of,
     needs_extra,
-    output_file,
     policy_from,
     stderr_console,
     write_reports,
@@ -46,7 +45,7 @@ from perfgate.core.compare import CheckResult, compare_runs
 from perfgate.core.policy import Policy
 from perfgate.core.schema import normalize_model
 from perfgate.errors import InputError
-from perfgate.output import check_distinct
+from perfgate.output import check_distinct, output_file
 from perfgate.report.json import render_json
 
 if TYPE_CHECKING:

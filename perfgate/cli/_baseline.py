@@ -24,7 +24,6 @@ from perfgate.cli._common import (
     config_from,
     console_for,
     model_key,
-    output_file,
     stderr_console,
     store_file,
     store_url,
@@ -36,7 +35,7 @@ from perfgate.core.codec import format_timestamp
 from perfgate.core.schema import Run
 from perfgate.core.stats import summarize
 from perfgate.errors import InputError
-from perfgate.output import check_distinct
+from perfgate.output import check_distinct, output_file
 from perfgate.report._format import fmt_time, fmt_value
 from perfgate.runfile import load_run, save_run, write_text_atomic
 

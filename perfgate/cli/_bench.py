@@ -25,7 +25,6 @@ from perfgate.cli._common import (
     config_from,
     model_key,
     needs_extra,
-    output_file,
     stderr_console,
     store_file,
     term,
@@ -34,7 +33,7 @@ from perfgate.core._text import plain
 from perfgate.core.codec import format_timestamp
 from perfgate.core.schema import Run
 from perfgate.errors import InputError
-from perfgate.output import check_distinct, is_replaceable, open_output
+from perfgate.output import check_distinct, is_replaceable, open_output, output_file
 from perfgate.pipeline.models import MODELS  # the registry's names: imports no torch
 from perfgate.runfile import save_run
 

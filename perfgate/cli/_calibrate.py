@@ -13,7 +13,6 @@ from perfgate.cli._common import (
     add_store_argument,
     config_from,
     model_key,
-    output_file,
     stderr_console,
     store_file,
     store_url,
@@ -21,7 +20,7 @@ from perfgate.cli._common import (
 )
 from perfgate.core.codec import format_timestamp
 from perfgate.errors import InputError
-from perfgate.output import check_distinct
+from perfgate.output import check_distinct, output_file
 from perfgate.store import open_store
 from perfgate.store.base import RunQuery
 

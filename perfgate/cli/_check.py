@@ -16,7 +16,6 @@ from perfgate.cli._common import (
     config_from,
     config_warnings,
     exit_code_of,
-    output_file,
     policy_from,
     store_file,
     write_reports,
@@ -26,7 +25,7 @@ from perfgate.core.compare import CheckResult, budgets_only, compare_runs
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Run
 from perfgate.errors import InputError
-from perfgate.output import check_distinct
+from perfgate.output import check_distinct, output_file
 from perfgate.report._format import fmt_change
 from perfgate.runfile import load_run
 

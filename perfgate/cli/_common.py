@@ -39,7 +39,6 @@ __all__ = [
     "exit_code_of",
     "model_key",
     "needs_extra",
-    "output_file",
     "policy_from",
     "print_verdict",
     "stderr_console",
@@ -215,17 +214,6 @@ def add_deprecated_alias(
         help=f"deprecated spelling of {spelling}",
         **kwargs,  # type: ignore[arg-type]
     )
-
-
-def output_file(text: str) -> Path:
-    """The argparse type of every flag that names a file to write.
-
-    ``Path("reports/")`` drops the slash, so ``--output reports/`` would write a file named
-    ``reports``; a name that ends with a slash names a folder, and is refused here.
-    """
-    if text.endswith(("/", os.sep)) and text != "/":
-        raise argparse.ArgumentTypeError(f"{text!r} ends with '/', so it names a folder; give the path of a file")
-    return Path(text)
 
 
 def add_config_argument(parser: argparse.ArgumentParser) -> None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from perfgate.cli._common import output_file
-from perfgate.output import write_output
+from perfgate.output import output_file, write_output
 
 __all__ = ["add_arguments", "run"]
 

@@ -14,9 +14,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfgate.cli._common import add_deprecated_alias, add_flag, output_file
+from perfgate.cli._common import add_deprecated_alias, add_flag
 from perfgate.core._text import plain
 from perfgate.errors import EXIT_ERROR, EXIT_OK, DataError
+from perfgate.output import output_file
 
 if TYPE_CHECKING:
     from perfgate.pipeline.dbn import DbnFile

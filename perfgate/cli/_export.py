@@ -23,7 +23,6 @@ from perfgate.cli._common import (
     add_flag,
     add_store_argument,
     config_from,
-    output_file,
     store_file,
     store_url,
 )
@@ -35,7 +34,7 @@ from perfgate.core.compare import CheckResult
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Run
 from perfgate.errors import ConfigError, InputError, PerfgateError
-from perfgate.output import check_distinct
+from perfgate.output import check_distinct, output_file
 
 __all__ = ["add_arguments", "push_check", "push_runs", "require_extra", "run"]
 

@@ -16,7 +16,6 @@ from perfgate.cli._common import (
     chosen_store,
     config_from,
     content_run_id,
-    output_file,
     stderr_console,
     store_file,
 )
@@ -24,7 +23,7 @@ from perfgate.core._text import plain
 from perfgate.core.codec import format_timestamp
 from perfgate.core.schema import GitInfo, Machine, Run
 from perfgate.importers import FORMATS, TIME_UNITS, ImportOptions, import_file
-from perfgate.output import check_distinct
+from perfgate.output import check_distinct, output_file
 from perfgate.runfile import save_run
 
 __all__ = ["add_arguments", "run"]

@@ -11,13 +11,12 @@ from perfgate.cli._common import (
     add_flag,
     add_store_argument,
     config_from,
-    output_file,
     store_file,
     store_url,
 )
 from perfgate.core._text import one_line
 from perfgate.errors import InputError
-from perfgate.output import check_distinct, write_output
+from perfgate.output import check_distinct, output_file, write_output
 
 __all__ = ["add_arguments", "run"]
 

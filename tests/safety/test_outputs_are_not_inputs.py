@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from perfgate.cli import COMMANDS, _command_parser, main
-from perfgate.cli._common import output_file
+from perfgate.output import output_file
 
 # (argv before the output flag, output flag, the inputs that flag may name); argv placeholders
 # {run} {store} {config} {report} are filled in by the test.
