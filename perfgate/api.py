@@ -212,17 +212,11 @@ def count_stages(
     """
     from perfgate.bench._gitinfo import collect_git
     from perfgate.bench.machine import collect_machine, collect_software
-    from perfgate.orchestrate._counts import measure_counts
+    from perfgate.orchestrate._counts import counts_job, measure_counts
 
-    job = {
-        "suite": suite,
-        "stages_module": list(stages_module),
-        "data": str(Path(data).resolve()) if data is not None else None,
-        "seed": seed,
-        "params": {"threads": 1},
-        "warmup": warmup,
-        "calls": calls,
-    }
+    job = counts_job(
+        suite=suite, stages_modules=stages_module, data=data, seed=seed, params={}, warmup=warmup, calls=calls
+    )
     return measure_counts(
         job,
         normalize_model(model),

@@ -331,25 +331,22 @@ def _check_counts(args: argparse.Namespace) -> None:
 
 def _counted(args: argparse.Namespace, model: str, machine: dict, git) -> Run:  # type: ignore[no-untyped-def]
     from perfgate.bench.machine import collect_software
-    from perfgate.orchestrate._counts import measure_counts
+    from perfgate.orchestrate._counts import counts_job, measure_counts
 
     data = args.data
     if args.suite == "pipeline" and data is None:
         from perfgate.pipeline.stages import default_data_path
 
         data = default_data_path(args.seed)  # made once, natively: not under valgrind in every process
-    params: dict[str, object] = {"threads": 1}
-    if args.quick:
-        params["quick"] = True
-    job = {
-        "suite": args.suite,
-        "stages_module": list(args.stages_module),
-        "data": str(Path(data).resolve()) if data is not None else None,
-        "seed": args.seed,
-        "params": params,
-        "warmup": args.warmup,
-        "calls": args.repeat if args.repeat is not None else 5,
-    }
+    job = counts_job(
+        suite=args.suite,
+        stages_modules=args.stages_module,
+        data=data,
+        seed=args.seed,
+        params={"quick": True} if args.quick else {},
+        warmup=args.warmup,
+        calls=args.repeat if args.repeat is not None else 5,
+    )
     console = stderr_console()
     return measure_counts(
         job,

@@ -377,9 +377,8 @@ def checked_number(
         shown = f"{value:g}"
     else:  # an integer of thousands of digits is not printed (nor, past 4300 digits, printable)
         shown = str(value) if abs(value) < 10**30 else f"a number of about {int(value.bit_length() * 0.30103)} digits"
-    if isinstance(value, float) and not math.isfinite(value):
-        raise InputError(f"{need}, got {shown}", field=flag)
-    if not all(ok(value, bound) for bound, _, ok in bounds if bound is not None):
+    finite = not isinstance(value, float) or math.isfinite(value)
+    if not finite or not all(ok(value, bound) for bound, _, ok in bounds if bound is not None):
         raise InputError(f"{need}, got {shown}", field=flag)
     return value
 

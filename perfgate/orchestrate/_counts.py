@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ __all__ = [
     "MIN_PROCESSES",
     "WORKER_MODULE",
     "count_stem",
+    "counts_job",
     "find_valgrind",
     "measure_counts",
 ]
@@ -197,6 +198,28 @@ def _per_call(calls: list[dict[str, int]], switch: list[dict[str, int]]) -> tupl
         [float(max(c.get("Ir", 0) - ir0, 0)) for c in calls],
         [float(max(est_cycles(c) - cyc0, 0)) for c in calls],
     )
+
+
+def counts_job(
+    *,
+    suite: str,
+    stages_modules: Sequence[str],
+    data: Path | str | None,
+    seed: int,
+    params: Mapping[str, object],
+    warmup: int | None,
+    calls: int,
+) -> dict[str, Any]:
+    """What every counted process of :func:`measure_counts` is asked to do (one thread, always)."""
+    return {
+        "suite": suite,
+        "stages_module": list(stages_modules),
+        "data": str(Path(data).resolve()) if data is not None else None,
+        "seed": seed,
+        "params": {**params, "threads": 1},
+        "warmup": warmup,
+        "calls": calls,
+    }
 
 
 def measure_counts(
