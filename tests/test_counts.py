@@ -1,7 +1,8 @@
-"""perfgate bench --measure counts: real valgrind processes of a small numpy and pure-Python suite.
+"""perfgate bench and ab --measure counts: real valgrind processes of a small numpy and pure-Python suite.
 
-Three counted runs (two processes each, about 5 s per process) are shared by the module:
-the baseline, the same code again (A/A) and +5 % work in the Python stage only.
+Three counted runs (two processes each, about 5 s per process, run side by side) are shared
+by the module: the baseline, the same code again (A/A) and +5 % work in the Python stage only.
+The paired checks count two commits of a small git repository.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from perfgate.cli import main
+from perfgate.orchestrate import _counts
+from perfgate.orchestrate._counts import counts_machine
 from tests.conftest import validate_run_file
 
 STAGES = """\
@@ -38,6 +41,21 @@ def loop(ctx):
         for i in range(n):
             s += i * i
         return s
+    return once
+
+@stage("bandwidth", metric="bandwidth_time_ms", unit="ms", suite="tiny",
+       uncounted="bound by memory bandwidth, which counts cannot see")
+def bandwidth(ctx):
+    a = np.ones(1 << 16)
+    return lambda: a.copy()
+
+@stage("hangs", metric="hangs_time_ms", unit="ms", suite="hanging")
+def hangs(ctx):
+    import time
+    def once():
+        if ctx.state.setdefault("calls", 0) >= 2:
+            time.sleep(1000)
+        ctx.state["calls"] += 1
     return once
 
 @stage("crashes", metric="crashes_time_ms", unit="ms", suite="broken")
@@ -159,3 +177,119 @@ def test_a_gpu_device_exits_2_with_the_reason(tmp_path, capsys):
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "CPU only" in line and "GPU kernels" in line
     assert not out.exists()
+
+
+@needs_valgrind
+def test_a_stage_counts_cannot_see_is_left_out_and_the_report_says_so(counted):
+    doc = json.loads((counted / "base.json").read_text())
+    assert not any(name.startswith("bandwidth_") for name in doc["metrics"])
+    (left,) = doc["config"]["counts"]["left_out"]
+    assert left["name"] == "bandwidth" and "memory bandwidth" in left["why"]
+    report = counted / "left.md"
+    argv = ["check", "--baseline", str(counted / "base.json"), "--current", str(counted / "aa.json")]
+    assert main([*argv, "--output", str(report)]) == 0
+    assert "Not counted: bandwidth (bound by memory bandwidth, which counts cannot see)" in report.read_text()
+
+
+@needs_valgrind
+def test_count_all_stages_counts_it_anyway(counted):
+    done = _bench(counted, "all.json", 0.0, "--count-all-stages")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads((counted / "all.json").read_text())
+    assert {"bandwidth_instructions", "bandwidth_est_cycles"} <= set(doc["metrics"])
+    assert doc["config"]["counts"]["left_out"] == []
+
+
+def test_count_all_stages_needs_counts(tmp_path, capsys):
+    argv = ["bench", "--suite", "nothing", "--model", "x", "--count-all-stages", "--output", str(tmp_path / "r.json")]
+    assert main(argv) == 2
+    assert "--count-all-stages goes with --measure counts" in capsys.readouterr().err
+
+
+@needs_valgrind
+def test_a_counts_run_is_fingerprinted_by_the_instruction_set_valgrind_presents(counted):
+    doc = json.loads((counted / "base.json").read_text())
+    machine = doc["machine"]
+    assert machine["fingerprint"].startswith("counts-")
+    isa = machine["counts_isa"].split()
+    assert "SSE2" in isa and not any(f.startswith("AVX512") for f in isa)  # valgrind hides AVX-512
+    assert machine["host_fingerprint"] and machine["host_fingerprint"] != machine["fingerprint"]
+
+
+def test_two_hosts_that_present_one_instruction_set_share_a_counts_fingerprint():
+    one = counts_machine({"fingerprint": "a1", "cpu": "Xeon 8480", "cores": 2, "arch": "x86_64"}, ["AVX2", "SSE2"])
+    two = counts_machine({"fingerprint": "b2", "cpu": "EPYC 9654", "cores": 64, "arch": "x86_64"}, ["SSE2", "AVX2"])
+    wider = counts_machine({"fingerprint": "a1", "cpu": "Xeon 8480", "cores": 2, "arch": "x86_64"}, ["AVX512F"])
+    arm = counts_machine({"fingerprint": "c3", "arch": "aarch64"}, ["AVX2", "SSE2"])
+    assert one.fingerprint == two.fingerprint
+    assert len({one.fingerprint, wider.fingerprint, arm.fingerprint}) == 3
+    assert one.details["host_fingerprint"] == "a1" and two.details["cpu"] == "EPYC 9654"
+
+
+@needs_valgrind
+def test_a_hung_stage_ends_at_the_process_deadline_naming_itself(counted, monkeypatch, capsys):
+    monkeypatch.setattr(_counts, "PROCESS_DEADLINE", 20.0)
+    monkeypatch.chdir(counted)
+    out = counted / "hung.json"
+    argv = ["bench", "--suite", "hanging", "--stages-module", "tinystages", "--model", "x", "--measure", "counts"]
+    assert main([*argv, "--output", str(out)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "stage 'hangs' hung for 20 s" in line and "counted calls" in line
+    assert not out.exists()
+
+
+# --- perfgate ab --measure counts: two commits of one repository ----------------------------
+
+
+def _git(repo: Path, *args: str) -> str:
+    cmd = ["git", "-C", str(repo), "-c", "user.name=perfgate", "-c", "user.email=perfgate@example.invalid"]
+    cmd += ["-c", "commit.gpgsign=false", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def two_commits(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Commit 1 the tiny suite; commit 2 the same with 5 % more work in its Python stage."""
+    repo = tmp_path_factory.mktemp("countsrepo")
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "tinystages.py").write_text(STAGES)
+    _git(repo, "add", "tinystages.py")
+    _git(repo, "commit", "-q", "-m", "baseline")
+    (repo / "tinystages.py").write_text(STAGES.replace("round(20000 * (1 + EXTRA))", "round(21000 * (1 + EXTRA))"))
+    _git(repo, "commit", "-q", "-am", "more work")
+    return repo
+
+
+def _ab(repo: Path, baseline: str, current: str, tmp_path: Path, *extra: str) -> tuple[int, str, dict]:
+    report, js = tmp_path / "ab.md", tmp_path / "ab.json"
+    argv = ["ab", "--repo", str(repo), "--baseline-ref", baseline, "--current-ref", current, "--suite", "tiny"]
+    argv += ["--stages-module", "tinystages", "--model", "x", "--measure", "counts", "--threshold", "1"]
+    argv += ["--output", str(report), "--json", str(js), "--quiet", *extra]
+    code = main(argv)
+    return code, report.read_text() if report.exists() else "", json.loads(js.read_text()) if js.exists() else {}
+
+
+@needs_valgrind
+def test_a_paired_counts_check_catches_five_percent_naming_the_stage(two_commits, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, text, data = _ab(two_commits, "HEAD~1", "HEAD", tmp_path)
+    assert code == 1
+    regressed = sorted(c["metric"] for c in data["comparisons"] if c["verdict"] == "regressed")
+    assert regressed == ["loop_est_cycles", "loop_instructions"]
+    assert data["ab"]["measure"] == "counts" and data["ab"]["pairs"] == 2
+    assert "**Counts, not times**" in text and "counted in this job: 2 pairs" in text
+
+
+@needs_valgrind
+def test_a_paired_counts_check_of_one_commit_passes(two_commits, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, data = _ab(two_commits, "HEAD", "HEAD", tmp_path)
+    assert code == 0
+    assert {c["verdict"] for c in data["comparisons"]} == {"unchanged"}
+
+
+def test_a_paired_counts_check_on_a_gpu_exits_2(two_commits, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code, _, data = _ab(two_commits, "HEAD~1", "HEAD", tmp_path, "--device", "cuda")
+    assert code == 2 and not data
+    assert "CPU only" in capsys.readouterr().err

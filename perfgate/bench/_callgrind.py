@@ -40,6 +40,7 @@ __all__ = [
     "Callgrind",
     "Dump",
     "est_cycles",
+    "presented_isa",
     "read_dump",
     "running_on_valgrind",
     "valgrind_argv",
@@ -177,3 +178,21 @@ def est_cycles(events: Mapping[str, float]) -> float:
     l1_misses = sum(events.get(e, 0) for e in ("I1mr", "D1mr", "D1mw"))
     ram = sum(events.get(e, 0) for e in ("ILmr", "DLmr", "DLmw"))
     return L1_HIT * (accesses - l1_misses) + LL_HIT * (l1_misses - ram) + RAM * ram
+
+
+def presented_isa() -> list[str]:
+    """The instruction-set extensions this process's CPU reports, as numpy's dispatcher found them.
+
+    Under valgrind that is the CPU valgrind presents (it answers ``cpuid`` itself, and hides
+    AVX-512 on a host that has it), which is what a count depends on: two hosts that present
+    the same extensions run the same code paths in numpy, BLAS and torch. Empty when numpy
+    does not say.
+    """
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features  # numpy 2
+    except ImportError:
+        try:
+            from numpy.core._multiarray_umath import __cpu_features__ as features  # numpy 1
+        except ImportError:
+            return []
+    return sorted(name for name, on in features.items() if on)

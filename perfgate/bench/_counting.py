@@ -46,6 +46,7 @@ class CountOptions:
     params: dict[str, Any] = field(default_factory=dict)
     warmup: int | None = None
     calls: int = 5
+    count_all: bool = False  # count the stages that say counts cannot see their time too
 
     def __post_init__(self) -> None:
         if self.calls < 1:
@@ -67,7 +68,8 @@ def count_stages(options: CountOptions, switch: Callgrind, progress: Callable[[s
     """Set up, warm up and count every stage of ``options.suite`` for ``options.model``.
 
     Returns what the coordinator needs to read the dumps: the labels in the order they were
-    dumped (``[[label, calls], ...]``, the empty function's first) and each stage's metric.
+    dumped (``[[label, calls], ...]``, the empty function's first), each counted stage's metric,
+    and the stages left out (a stage's ``uncounted`` reason, unless ``options.count_all``).
     """
     stages, ctx = stages_and_context(
         suite=options.suite,
@@ -77,6 +79,8 @@ def count_stages(options: CountOptions, switch: Callgrind, progress: Callable[[s
         device="cpu",
         params=dict(options.params),
     )
+    left_out = [st for st in stages if st.uncounted and not options.count_all]
+    stages = [st for st in stages if st not in left_out]
     prepared = []
     for st in stages:
         progress(f"set-up\t{st.name}")
@@ -107,4 +111,5 @@ def count_stages(options: CountOptions, switch: Callgrind, progress: Callable[[s
     return {
         "dumps": [[label, options.calls] for label in labels],
         "stages": [{"name": st.name, "metric": st.metric} for st, _ in prepared],
+        "left_out": [{"name": st.name, "metric": st.metric, "why": st.uncounted} for st in left_out],
     }

@@ -83,6 +83,9 @@ class Stage:
         kind: what the stage's time is bound by, ``compute``, ``interpreter`` or
             ``memory``; the reference kernel of that kind is timed with its calls.
             ``None``: no reference, raw times only.
+        uncounted: why ``--measure counts`` leaves the stage out unless asked
+            (``--count-all-stages``): what its time is made of that counts cannot see.
+            ``None``: counted.
     """
 
     name: str
@@ -99,6 +102,7 @@ class Stage:
     memory_metric: str | None = None
     samples: int | None = None
     kind: str | None = None
+    uncounted: str | None = None
 
     def __post_init__(self) -> None:
         if self.unit not in _TIME_UNITS:
@@ -152,6 +156,7 @@ def stage(
     memory_metric: str | None = None,
     samples: int | None = None,
     kind: str | None = None,
+    uncounted: str | None = None,
 ) -> Callable[[Callable[[StageContext], Callable[[], object]]], Callable[[StageContext], Callable[[], object]]]:
     """Decorator form of :func:`register`; returns the set-up function unchanged."""
 
@@ -174,6 +179,7 @@ def stage(
                 memory_metric=memory_metric,
                 samples=samples,
                 kind=kind,
+                uncounted=uncounted,
             )
         )
         return setup

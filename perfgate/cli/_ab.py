@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 __all__ = ["add_arguments", "run"]
 
 MAX_PAIRS = 1_000  # worker pairs: at ~2 s a pair, far past any budget a CI job has
+TIMED_PAIRS = 20  # at most, by default (the time budget usually ends a check first)
+COUNT_PAIRS = 2  # pairs of counted processes by default: the residue between them is pooled (core._counts)
 MAX_ROUNDS = 1_000  # the older process-level design's perfgate bench flags
 MAX_REPEAT = 1_000_000
 
@@ -81,10 +83,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pairs",
         type=int,
-        default=20,
+        default=None,
         metavar="N",
         help=f"at most N fresh worker pairs (default 20); a revision too old for resident workers is measured "
-        f"in min(N, {DEFAULT_PAIRS}) pairs of whole perfgate bench processes",
+        f"in min(N, {DEFAULT_PAIRS}) pairs of whole perfgate bench processes; with --measure counts, exactly N "
+        f"pairs of counted processes (default {COUNT_PAIRS})",
     )
     seed = parser.add_argument(
         "--order-seed",
@@ -141,6 +144,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_flag(parser, "--quiet", action="store_true")
     add_flag(parser, "--fail-on-inconclusive", action="store_true")
+    add_flag(parser, "--measure", choices=("times", "counts"), default="times", default_text="times")
+    add_flag(parser, "--count-all-stages", action="store_true")
     add_config_argument(parser)
 
 
@@ -174,6 +179,94 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _counts(args: argparse.Namespace, policy: Policy) -> int:
+    """``ab --measure counts``: pairs of counted processes, one per revision, checked as two runs of counts."""
+    import secrets
+    import uuid
+    from datetime import UTC, datetime
+
+    from perfgate.bench.machine import collect_machine, collect_software
+    from perfgate.core.codec import format_timestamp
+    from perfgate.orchestrate._ab import WORKTREE, checkout, git_toplevel, is_dirty, sides
+    from perfgate.orchestrate._counts import CountSide, counts_job, find_valgrind, measure_counts_paired
+
+    if (args.device or "cpu") != "cpu":
+        raise InputError(
+            f"--measure counts runs on the CPU only (got --device {args.device}): callgrind simulates the CPU and "
+            "cannot see GPU kernels; measure a GPU with --measure times",
+            field="--device",
+        )
+    if args.rounds is not None:
+        raise InputError(
+            "--rounds does not apply to --measure counts (use --repeat for counted calls)", field="--rounds"
+        )
+    if not args.randomise_layout:
+        raise InputError(
+            "--measure counts always draws each process's layout: leave out --no-randomise-layout",
+            field="--no-randomise-layout",
+        )
+    find_valgrind()
+    seed = args.order_seed if args.order_seed is not None else secrets.randbelow(2**31)
+    repo = git_toplevel(args.repo if args.repo is not None else Path.cwd())
+    current_ref = args.current_ref or (WORKTREE if is_dirty(repo) else "HEAD")
+    console = stderr_console()
+
+    def progress(what: str) -> None:
+        if not args.quiet:
+            console.print(f"perfgate ab: {what}", markup=False)
+
+    job = counts_job(
+        suite=args.suite,
+        stages_modules=args.stages_modules,
+        data=args.data,
+        seed=0,  # the data's and the weights' random seed: the same on both sides
+        params={"quick": True} if args.quick else {},
+        warmup=None,
+        calls=args.repeat if args.repeat is not None else 5,
+        count_all=args.count_all_stages,
+    )
+    model = normalize_model(args.model)
+    with _sigterm_as_interrupt(), checkout(repo, args.baseline_ref, current_ref) as (base_rev, cur_rev):
+        a, b = sides(base_rev, cur_rev)
+        info: dict[str, object] = {
+            "paired": True,
+            "measure": "counts",
+            "engine": "counted processes",
+            "seed": seed,
+            "pairs": args.pairs,
+            "baseline_ref": base_rev.ref,
+            "baseline_commit": base_rev.commit,
+            "current_ref": cur_rev.ref,
+            "current_commit": cur_rev.commit,
+            "current_dirty": cur_rev.dirty,
+        }
+        baseline, current = measure_counts_paired(
+            job,
+            model,
+            (CountSide(label=a.label, cwd=a.path, env=a.env), CountSide(label=b.label, cwd=b.path, env=b.env)),
+            pairs=args.pairs,
+            seed=seed,
+            run_ids=(uuid.uuid4().hex, uuid.uuid4().hex),
+            created_at=format_timestamp(datetime.now(UTC)),
+            gits=(a.git, b.git),
+            machine=collect_machine(),
+            software=collect_software(),
+            config={"ab": info},
+            progress=progress,
+        )
+    source = (
+        f"{a.label}, counted in this job: {args.pairs} pairs of processes under callgrind, one per revision, "
+        "each with its own memory layout"
+    )
+    result = compare_runs(baseline, current, policy, baseline_source=source)
+    if args.quick:
+        result = dataclasses.replace(
+            result, baseline_source=result.baseline_source + ". A smoke run (--quick): not for decisions"
+        )
+    write_reports(args, result, _json(result, info) if args.json_output is not None else None)
+    return exit_code_of(result, args, "ab")
 
 
 def _json(result: CheckResult, ab: dict[str, object]) -> str:
@@ -210,7 +303,9 @@ def _check_numbers(args: argparse.Namespace) -> None:
     from perfgate.orchestrate._ab import MIN_PAIRS
 
     checked_number(args.time_budget, "--time-budget", above=0, at_most=MAX_TIME_BUDGET, what="seconds")
-    checked_number(args.pairs, "--pairs", at_least=MIN_PAIRS, at_most=MAX_PAIRS)
+    if args.pairs is None:
+        args.pairs = COUNT_PAIRS if args.measure == "counts" else TIMED_PAIRS
+    checked_number(args.pairs, "--pairs", at_least=2 if args.measure == "counts" else MIN_PAIRS, at_most=MAX_PAIRS)
     checked_number(args.order_seed, "--order-seed", at_least=0, below=2**63)
     checked_number(args.rounds, "--rounds", at_least=1, at_most=MAX_ROUNDS)
     checked_number(args.repeat, "--repeat", at_least=1, at_most=MAX_REPEAT)
@@ -266,6 +361,10 @@ def _run(args: argparse.Namespace) -> int:
         {"--output": args.output, "--json": args.json_output, "--html": args.html_output, "--comment": args.comment},
         {"--data": args.data, "--config": config.source},
     )
+    if args.measure == "counts":
+        return _counts(args, policy)
+    if args.count_all_stages:
+        raise InputError("--count-all-stages goes with --measure counts", field="--count-all-stages")
     fallback = AbOptions(
         model=args.model,
         suite=args.suite,

@@ -86,14 +86,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default_text="none; with a budget at least 2 processes, at most --processes (20 when --processes is 1), "
         "until every timing's median is known to within a third of the regression threshold",
     )
-    parser.add_argument(
-        "--measure",
-        choices=("times", "counts"),
-        default="times",
-        help="times: wall time of each call; counts: instructions and estimated cycles per call under valgrind's "
-        "callgrind (deterministic, no times; at least 2 processes; --repeat is the counted calls per stage, "
-        "default 5) (default: times)",
-    )
+    add_flag(parser, "--measure", choices=("times", "counts"), default="times", default_text="times")
+    add_flag(parser, "--count-all-stages", action="store_true")
     add_config_argument(parser)
 
 
@@ -346,6 +340,7 @@ def _counted(args: argparse.Namespace, model: str, machine: dict, git) -> Run:  
         params={"quick": True} if args.quick else {},
         warmup=args.warmup,
         calls=args.repeat if args.repeat is not None else 5,
+        count_all=args.count_all_stages,
     )
     console = stderr_console()
     return measure_counts(
@@ -390,6 +385,8 @@ def run(args: argparse.Namespace) -> int:
     checked_number(args.seed, "--seed", at_least=0, below=2**63)
     if args.measure == "counts":
         _check_counts(args)
+    elif args.count_all_stages:
+        raise InputError("--count-all-stages goes with --measure counts", field="--count-all-stages")
     _import_stage_modules(args.stages_module)
     requested = model_key(args.model)
     if requested != "all" and requested not in MODELS and args.suite == "pipeline":

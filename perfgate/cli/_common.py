@@ -108,6 +108,13 @@ FLAG_HELP: dict[str, str] = {
     "--fail-on-inconclusive": "exit 2 when any metric is inconclusive, instead of passing what the check could "
     "not decide",
     "--format": "text, for people (tables), or json, for programs",
+    "--measure": "times: wall time of each call; counts: instructions and estimated cycles per call under "
+    "valgrind's callgrind, in processes run side by side (no times: counts do not wobble between processes or days, "
+    "but do not see memory bandwidth, threads, I/O, GPU kernels or tail latency; --repeat is the counted calls per "
+    "stage, default 5)",
+    "--count-all-stages": "with --measure counts, also count the stages whose time counts cannot see (TFT's training "
+    "step, bound by memory bandwidth, takes minutes a call under valgrind); without it they are left out and the "
+    "report says so",
     "--machine": "machine fingerprint, as perfgate history and the reports show it",
     "--model": "the model, by name, any case (DQN is dqn): with the built-in suite dqn, ppo, mamba2 or tft; with "
     "--suite NAME any name that suite's stages accept; all for every model, where the command takes several",

@@ -25,7 +25,7 @@ __all__ = ["main"]
 
 def main() -> int:
     def work() -> int:
-        from perfgate.bench._callgrind import Callgrind
+        from perfgate.bench._callgrind import Callgrind, presented_isa
         from perfgate.bench._counting import CountOptions, count_stages
         from perfgate.cli._bench import _import_stage_modules
         from perfgate.runfile import write_text_atomic
@@ -45,6 +45,7 @@ def main() -> int:
             params=dict(job["params"]),
             warmup=job["warmup"],
             calls=int(job["calls"]),
+            count_all=bool(job.get("count_all", False)),
         )
         switch = Callgrind()
         if not switch.running():
@@ -62,6 +63,7 @@ def main() -> int:
             except Exception as exc:  # the user's stage, not perfgate: say which and what
                 text = " ".join(str(exc).split()) or "(no message)"
                 raise PerfgateError(f"{type(exc).__name__}: {text}") from None
+        result["isa"] = presented_isa()
         write_text_atomic(Path(job["output"]), json.dumps(result, sort_keys=True))
         return 0
 

@@ -46,6 +46,7 @@ __all__ = [
     "counts_test",
     "is_count",
     "is_counts_run",
+    "left_out_line",
     "pooled_residue",
 ]
 
@@ -56,7 +57,7 @@ NOT_TIMES = (
     "**Counts, not times**: instructions and estimated cycles per call, counted under valgrind's callgrind "
     "(a simulated CPU), not wall time. They repeat to a fraction of a per cent from one process or day to the "
     "next, but do not see memory bandwidth, contention, threads, system calls, I/O, GPU kernels or tail latency "
-    "(p99 is wall time only: `perfgate ab` measures it)."
+    "(p99 is wall time only: `perfgate ab` with times measures it)."
 )
 # the smallest between-process SD of a log count a test assumes (0.1 %)
 RESIDUE_FLOOR = 0.001
@@ -138,4 +139,21 @@ def counts_test(log_worse: float, base: Metric, cur: Metric, statistic: str, res
         groups=(g_base, g_cur),
         noise=noise,
         process_sigma=sigma,
+    )
+
+
+def left_out_line(run: Run) -> str | None:
+    """One sentence naming the stages a counts run left out and why, or ``None`` when none was."""
+    counts = run.config.get("counts")
+    left = counts.get("left_out") if isinstance(counts, dict) else None
+    if not isinstance(left, list) or not left:
+        return None
+    parts = [
+        f"{st.get('name')} ({st.get('why')})" for st in left if isinstance(st, dict) and isinstance(st.get("name"), str)
+    ]
+    if not parts:
+        return None
+    return (
+        "Not counted: " + "; ".join(parts) + ". Measure it with times (`perfgate ab`), or count it anyway with "
+        "--count-all-stages."
     )

@@ -1,12 +1,18 @@
-"""``perfgate bench --measure counts``: worker processes under callgrind, their dumps turned into a run.
+"""Counted worker processes under callgrind, their dumps turned into runs (``bench`` and ``ab --measure counts``).
 
-Each process (at least two, one after another) runs :mod:`perfgate.cli._countworker` under
+Each process (at least two per run) runs :mod:`perfgate.cli._countworker` under
 ``valgrind --tool=callgrind`` with nothing instrumented until its stages are set up and
 warmed up (:mod:`perfgate.bench._counting`), the simulated caches' geometry given explicitly
 (:data:`perfgate.bench._callgrind.CACHE`), and its own draw of what must not make a
 systematic difference between revisions: the hash seed, the heap offset and the stack
 padding (:func:`perfgate.bench._layout.draw`, the randomiser ``perfgate ab`` uses). Thread
-counts are pinned to one (BLAS, OpenMP, numba, torch), and recorded.
+counts are pinned to one (BLAS, OpenMP, numba, torch), and recorded. The processes run side
+by side, one per CPU: a count is what one process executed on its simulated CPU, and other
+processes on the machine do not change it (measured: ``docs/design.md`` §12).
+
+In ``ab``, pair ``i`` is one process of each revision, started in the order
+:func:`perfgate.bench._layout.start_order` draws, with the layouts the timed paired gate gives
+its workers; each revision's processes become one run, checked like two stored runs of counts.
 
 Per stage and counted call the run keeps ``<stem>_instructions`` (Ir) and
 ``<stem>_est_cycles`` (:func:`perfgate.bench._callgrind.est_cycles`), each with the switch's
@@ -14,7 +20,8 @@ own cost (the median of the empty calls of that process) taken off; the samples 
 process form one group, so the decision sees the residue *between* processes
 (:mod:`perfgate.core._counts`). The run records no times. The valgrind version and the
 cache geometry go to the run's ``software``, so a change of either is an environment
-change the report names.
+change the report names. A stage whose time counts cannot see (``Stage.uncounted``: TFT's
+training step, bound by memory bandwidth) is left out unless asked, and the run says so.
 
 Nothing is written unless every process finished: a process that fails raises
 :class:`~perfgate.errors.PerfgateError` naming the stage and step it died in and the last
@@ -23,22 +30,27 @@ line valgrind wrote.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import platform
 import secrets
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from perfgate.bench._callgrind import CACHE, EVENTS, est_cycles, read_dump, valgrind_argv
 from perfgate.bench._counting import NULL_LABEL
-from perfgate.bench._layout import Layout, draw, worker_args
+from perfgate.bench._layout import Layout, draw, start_order, worker_args
 from perfgate.core.metrics import Direction
 from perfgate.core.schema import GitInfo, Machine, Metric, Run
 from perfgate.errors import InputError, PerfgateError
@@ -47,15 +59,24 @@ __all__ = [
     "COUNTS_DEFINITION",
     "CYCLES_DEFINITION",
     "MIN_PROCESSES",
+    "PROCESS_DEADLINE",
     "WORKER_MODULE",
+    "CountSide",
     "count_stem",
     "counts_job",
+    "counts_machine",
+    "counts_run",
+    "default_jobs",
     "find_valgrind",
     "measure_counts",
+    "measure_counts_paired",
 ]
 
 WORKER_MODULE = "perfgate.cli._countworker"
 MIN_PROCESSES = 2
+# seconds one counted process may take, set-up included: a DQN process takes 70-95 s under
+# callgrind here, Mamba-2's a few minutes; a stage that hangs ends the run at this deadline
+PROCESS_DEADLINE = 1_800.0
 CYCLES_DEFINITION = (
     "L1 hits + 5 × LL hits + 35 × RAM accesses, from callgrind's simulated caches "
     "(the weights of iai-callgrind/gungraun and CodSpeed)"
@@ -132,17 +153,32 @@ def _valgrind_said(log: str) -> str:
     return lines[-1] if lines else "nothing after its start-up banner"
 
 
-def _failure(i: int, model: str, done: subprocess.CompletedProcess[str], progress: Path, log: Path) -> PerfgateError:
+def _text(out: str | bytes | None) -> str:
+    return out.decode(errors="replace") if isinstance(out, bytes) else (out or "")
+
+
+def _failure(
+    i: int,
+    model: str,
+    done: subprocess.CompletedProcess[str],
+    progress: Path,
+    log: Path,
+    side: str = "",
+    *,
+    hung_after: float | None = None,
+) -> PerfgateError:
     steps = progress.read_text(encoding="utf-8", errors="replace").splitlines() if progress.exists() else []
     step, _, stage = (steps[-1] if steps else "start-up\t").partition("\t")
-    where = f"stage {stage!r} failed during {step}" if stage else f"the process failed during {step}"
+    failed = f"hung for {hung_after:g} s (docs/limits.md)" if hung_after is not None else "failed"
+    where = f"stage {stage!r} {failed} during {step}" if stage else f"the process {failed} during {step}"
     log_text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
     own = _last_line(done.stderr) if done.stderr.strip() else ""
     if own.startswith("perfgate bench: error: "):
         own = own.removeprefix("perfgate bench: error: ")
     said = f": {own}" if own and own != "nothing" else ""
     return PerfgateError(
-        f"{where} under valgrind (counted process {i + 1} of {model}, exit {done.returncode}){said}; "
+        f"{where} under valgrind (counted process {i + 1} of {model}{f', {side}' if side else ''}, "
+        f"exit {done.returncode}){said}; "
         f"valgrind said: {_valgrind_said(log_text)}"
     )
 
@@ -164,30 +200,115 @@ def _read_process(folder: Path, result: Mapping[str, Any]) -> dict[str, list[dic
     return calls
 
 
+@dataclass(frozen=True, slots=True)
+class _Counted:
+    """What one counted process gave: its layout, its stages, and every counted call's events."""
+
+    layout: Layout
+    stages: list[dict[str, str]]
+    left_out: list[dict[str, str]]
+    calls: dict[str, list[dict[str, int]]]
+    seconds: float
+    isa: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CountSide:
+    """Where a counted process runs: the folder it starts in and its environment (``None``: this process's)."""
+
+    label: str
+    cwd: Path | None = None
+    env: Mapping[str, str] | None = None
+
+
+_HERE = CountSide(label="")
+
+
 def _one_process(
     i: int,
     job: Mapping[str, Any],
     valgrind: str,
     model: str,
     layout: Layout,
-) -> tuple[dict[str, Any], dict[str, list[dict[str, int]]]]:
+    side: CountSide = _HERE,
+) -> _Counted:
+    t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="perfgate-counts-") as tmp:
         folder = Path(tmp)
         out, progress, log = folder / "result.json", folder / "progress.txt", folder / "valgrind.log"
-        env = layout.env({**os.environ, **_THREADS_ENV})
+        env = layout.env({**(side.env if side.env is not None else os.environ), **_THREADS_ENV})
         argv = [
             *valgrind_argv(valgrind, folder / "callgrind.out", log),
             sys.executable,
             *worker_args(WORKER_MODULE, randomise=True),
         ]
         payload = {**job, "model": model, "output": str(out), "progress": str(progress)}
-        done = subprocess.run(
-            argv, input=json.dumps(payload, sort_keys=True), capture_output=True, text=True, env=env, check=False
-        )
+        try:
+            done = subprocess.run(
+                argv,
+                input=json.dumps(payload, sort_keys=True),
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=side.cwd,
+                timeout=PROCESS_DEADLINE,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            hung = subprocess.CompletedProcess(argv, -9, _text(exc.stdout), _text(exc.stderr))
+            raise _failure(i, model, hung, progress, log, side.label, hung_after=PROCESS_DEADLINE) from None
         if done.returncode != 0 or not out.exists():
-            raise _failure(i, model, done, progress, log)
+            if f"No module named {WORKER_MODULE}" in done.stderr or "No module named 'perfgate.cli" in done.stderr:
+                raise InputError(
+                    f"the {side.label or 'measured'} revision's perfgate has no counted worker (it predates "
+                    "--measure counts): count each revision with `perfgate bench --measure counts` and check the "
+                    "two runs, or compare times",
+                    field="--measure",
+                )
+            raise _failure(i, model, done, progress, log, side.label)
         result = json.loads(out.read_text())
-        return result, _read_process(folder, result)
+        return _Counted(
+            layout=layout,
+            stages=list(result["stages"]),
+            left_out=list(result.get("left_out", [])),
+            calls=_read_process(folder, result),
+            seconds=time.perf_counter() - t0,
+            isa=tuple(result.get("isa", ())),
+        )
+
+
+def _in_parallel(tasks: Sequence[Callable[[], _Counted]], jobs: int) -> list[_Counted]:
+    """Run ``tasks`` (counted processes) ``jobs`` at a time, in order; the first failure is raised
+    once every started process has ended, and no task starts after it.
+
+    Running them side by side changes no count: callgrind counts what one process executes on
+    its one simulated CPU, whatever else the machine runs (``docs/design.md`` §12).
+    """
+    if jobs <= 1 or len(tasks) <= 1:
+        return [task() for task in tasks]
+    failed = threading.Event()
+
+    def guarded(task: Callable[[], _Counted]) -> _Counted | None:
+        if failed.is_set():
+            return None
+        try:
+            return task()
+        except BaseException:
+            failed.set()
+            raise
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(guarded, task) for task in tasks]
+        wait(futures)
+    for future in futures:
+        if future.exception() is not None:
+            raise future.exception()  # type: ignore[misc]
+    return [f.result() for f in futures]  # type: ignore[misc]
+
+
+def default_jobs(processes: int) -> int:
+    """Counted processes run side by side: as many as there are CPUs, at most ``processes``."""
+    return max(1, min(processes, os.cpu_count() or 1))
 
 
 def _per_call(calls: list[dict[str, int]], switch: list[dict[str, int]]) -> tuple[list[float], list[float]]:
@@ -209,6 +330,7 @@ def counts_job(
     params: Mapping[str, object],
     warmup: int | None,
     calls: int,
+    count_all: bool = False,
 ) -> dict[str, Any]:
     """What every counted process of :func:`measure_counts` is asked to do (one thread, always)."""
     return {
@@ -219,6 +341,7 @@ def counts_job(
         "params": {**params, "threads": 1},
         "warmup": warmup,
         "calls": calls,
+        "count_all": count_all,
     }
 
 
@@ -234,44 +357,176 @@ def measure_counts(
     software: Mapping[str, str],
     config: Mapping[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
+    jobs: int | None = None,
 ) -> Run:
-    """Count ``model``'s stages in ``processes`` valgrind processes, one after another, into one run.
+    """Count ``model``'s stages in ``processes`` valgrind processes, ``jobs`` at a time, into one run.
 
     ``job`` holds the worker's options as JSON values: ``suite``, ``stages_module`` (a list),
-    ``data`` (a path or None), ``seed``, ``params``, ``warmup`` (None: each stage's own, else 2)
-    and ``calls`` (counted calls per stage and process).
+    ``data`` (a path or None), ``seed``, ``params``, ``warmup`` (None: each stage's own, else 2),
+    ``calls`` (counted calls per stage and process) and ``count_all`` (count the stages that
+    say counts cannot see their time too).
     """
     valgrind = find_valgrind()
     version = valgrind_version(valgrind)
     processes = max(processes, MIN_PROCESSES)
+    layout_seed = secrets.randbelow(2**63)
+    done = [0]
+    lock = threading.Lock()
+
+    def one(i: int) -> Callable[[], _Counted]:
+        def task() -> _Counted:
+            # each process its own draw of heap offset, stack padding and hash seed (perfgate.bench._layout)
+            counted = _one_process(i, job, valgrind, model, draw(layout_seed, i, "A"))
+            with lock:
+                done[0] += 1
+                if progress:
+                    progress(f"{model}: counted process {done[0]} of {processes} in {counted.seconds:.1f} s")
+            return counted
+
+        return task
+
+    counted = _in_parallel([one(i) for i in range(processes)], jobs if jobs is not None else default_jobs(processes))
+    return counts_run(
+        counted,
+        job,
+        model,
+        run_id=run_id,
+        created_at=created_at,
+        git=git,
+        machine=machine,
+        software={**software, "valgrind": version},
+        config=config,
+    )
+
+
+def measure_counts_paired(
+    job: Mapping[str, Any],
+    model: str,
+    sides: tuple[CountSide, CountSide],
+    *,
+    pairs: int,
+    seed: int,
+    run_ids: tuple[str, str],
+    created_at: str,
+    gits: tuple[GitInfo, GitInfo],
+    machine: Mapping[str, Any],
+    software: Mapping[str, str],
+    config: Mapping[str, Any] | None = None,
+    progress: Callable[[str], None] | None = None,
+    jobs: int | None = None,
+) -> tuple[Run, Run]:
+    """``perfgate ab --measure counts``: ``pairs`` pairs of counted processes, one per side, into two runs.
+
+    The two processes of a pair start together (in the order :func:`~perfgate.bench._layout.start_order`
+    draws), each with its own layout from :func:`~perfgate.bench._layout.draw` (the hash seed is the
+    pair's), exactly as the paired gate's timed workers start; ``sides`` give each revision's folder
+    and environment. Process ``i`` of each run is pair ``i``.
+    """
+    valgrind = find_valgrind()
+    version = valgrind_version(valgrind)
+    pairs = max(pairs, MIN_PROCESSES)
+    tasks: list[Callable[[], _Counted]] = []
+    roles: list[int] = []
+    lock = threading.Lock()
+    done = [0]
+
+    def one(pair: int, which: int) -> Callable[[], _Counted]:
+        side = sides[which]
+
+        def task() -> _Counted:
+            layout = draw(seed, pair, "AB"[which])
+            counted = _one_process(pair, job, valgrind, model, layout, side)
+            with lock:
+                done[0] += 1
+                if progress:
+                    progress(
+                        f"{model}: counted the {side.label} in pair {pair + 1} of {pairs} in {counted.seconds:.1f} s"
+                    )
+            return counted
+
+        return task
+
+    for pair in range(pairs):
+        for name in start_order(seed, pair):
+            which = 0 if name == "A" else 1
+            tasks.append(one(pair, which))
+            roles.append(which)
+    counted = _in_parallel(tasks, jobs if jobs is not None else default_jobs(2 * pairs))
+    runs = []
+    for which in (0, 1):
+        mine = [c for c, r in zip(counted, roles, strict=True) if r == which]
+        runs.append(
+            counts_run(
+                mine,
+                job,
+                model,
+                run_id=run_ids[which],
+                created_at=created_at,
+                git=gits[which],
+                machine=machine,
+                software={**software, "valgrind": version},
+                config={**(config or {}), "pair_seed": seed},
+            )
+        )
+    return runs[0], runs[1]
+
+
+def counts_machine(machine: Mapping[str, Any], isa: Sequence[str]) -> Machine:
+    """The machine of a counts run: fingerprinted by what a count depends on, not by the host.
+
+    A count depends on the instructions the code executes, and so on the architecture and the
+    instruction-set extensions valgrind presents (numpy, BLAS and torch pick their code paths
+    from them; valgrind hides AVX-512), not on the CPU model, its clock, core count or memory:
+    the simulated caches are given explicitly. Two hosts that present the same extensions get
+    one fingerprint, ``counts-`` and a hash of both; the host's own fingerprint is kept as a detail.
+    """
+    details = {k: v for k, v in machine.items() if k != "fingerprint"}
+    arch = str(machine.get("arch") or platform.machine())
+    digest = hashlib.sha256(json.dumps([arch, sorted(isa)]).encode()).hexdigest()[:12]
+    details.update(host_fingerprint=machine.get("fingerprint"), counts_isa=" ".join(sorted(isa)) or "unknown")
+    return Machine(fingerprint=f"counts-{digest}", details=details)
+
+
+def counts_run(
+    counted: Sequence[_Counted],
+    job: Mapping[str, Any],
+    model: str,
+    *,
+    run_id: str,
+    created_at: str,
+    git: GitInfo,
+    machine: Mapping[str, Any],
+    software: Mapping[str, str],
+    config: Mapping[str, Any] | None = None,
+) -> Run:
+    """One run of counts from its processes (each process's calls one group of every metric)."""
+    processes = len(counted)
     samples: dict[str, list[float]] = {}
     units: dict[str, str] = {}
     overhead: list[dict[str, float]] = []
-    layouts: list[dict[str, Any]] = []
-    stages: list[dict[str, str]] = []
-    layout_seed = secrets.randbelow(2**63)
-    for i in range(processes):
-        t0 = time.perf_counter()
-        # each process its own draw of heap offset, stack padding and hash seed (perfgate.bench._layout)
-        layout = draw(layout_seed, i, "A")
-        result, calls = _one_process(i, job, valgrind, model, layout)
-        layouts.append(layout.record())
-        stages = result["stages"]
-        switch = calls[NULL_LABEL]
+    stages = counted[0].stages
+    left_out = counted[0].left_out
+    if not stages:
+        why = "; ".join(f"{st['name']}: {st['why']}" for st in left_out) or "the suite has no stage for it"
+        raise InputError(
+            f"no stage of {model} can be counted ({why}); add --count-all-stages to count them anyway, or measure "
+            "times (--measure times)",
+            field="--measure",
+        )
+    for c in counted:
+        switch = c.calls[NULL_LABEL]
         overhead.append(
             {
-                "instructions": statistics.median(c.get("Ir", 0) for c in switch),
-                "est_cycles": statistics.median(est_cycles(c) for c in switch),
+                "instructions": statistics.median(x.get("Ir", 0) for x in switch),
+                "est_cycles": statistics.median(est_cycles(x) for x in switch),
             }
         )
-        for st in stages:
+        for st in c.stages:
             stem = count_stem(st["metric"])
-            ir, cycles = _per_call(calls[f"stage:{st['name']}"], switch)
+            ir, cycles = _per_call(c.calls[f"stage:{st['name']}"], switch)
             samples.setdefault(f"{stem}_instructions", []).extend(ir)
             samples.setdefault(f"{stem}_est_cycles", []).extend(cycles)
             units[f"{stem}_instructions"], units[f"{stem}_est_cycles"] = "instructions", "cycles"
-        if progress:
-            progress(f"{model}: counted process {i + 1} of {processes} in {time.perf_counter() - t0:.1f} s")
     calls_per_stage = int(job["calls"])
     metrics = {
         name: Metric(
@@ -297,9 +552,11 @@ def measure_counts(
             "warmup": job["warmup"] if job["warmup"] is not None else "each stage's own, else 2",
             "cache": dict(CACHE),
             "threads": 1,
-            "layouts": layouts,
+            "layouts": [c.layout.record() for c in counted],
             "switch": "valgrind client requests from inside the process (perfgate.bench._callgrind)",
             "switch_cost_subtracted": overhead,
+            "left_out": [dict(st) for st in left_out],
+            "process_seconds": [round(c.seconds, 1) for c in counted],
         },
         "stages": {
             st["name"]: {
@@ -318,8 +575,8 @@ def measure_counts(
         model=model,
         created_at=created_at,
         git=git,
-        machine=Machine.of(machine),
+        machine=counts_machine(machine, counted[0].isa),
         config=run_config,
         metrics=metrics,
-        software={**software, "valgrind": version, "callgrind_cache": geometry},
+        software={**software, "callgrind_cache": geometry},
     )

@@ -213,6 +213,7 @@ def _training_stage(name: str) -> None:
         throughput_metric="throughput_samples_per_sec",
         memory_metric="training_memory_mb",
         kind=spec.kind,
+        uncounted=spec.uncounted,
     )
     stages = [s for s in registered("pipeline") if s.name != new.name]
     first_inference = next((i for i, s in enumerate(stages) if s.name.startswith("inference")), len(stages))

@@ -47,6 +47,8 @@ class ModelSpec:
             ``memory``; see :mod:`perfgate.bench.registry`), or ``None`` for raw times.
         items_per_call: samples one training step processes, from the config (the
             throughput's unit); the config's ``batch_size`` unless given.
+        uncounted: why ``--measure counts`` leaves the training step out by default
+            (:attr:`perfgate.bench.registry.Stage.uncounted`); ``None``: counted.
     """
 
     name: str
@@ -56,6 +58,7 @@ class ModelSpec:
     server: Callable[[Any], Any]
     kind: str | None = None
     items_per_call: Callable[[Any], int] = _batch_size
+    uncounted: str | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9]+", self.name):

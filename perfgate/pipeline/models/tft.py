@@ -295,4 +295,15 @@ def _server(model: TFT) -> Any:
     return TFTServer(model)
 
 
-SPEC = ModelSpec(name="tft", config=TFTConfig, model=TFT, task=_task, server=_server, kind="compute")
+SPEC = ModelSpec(
+    name="tft",
+    config=TFTConfig,
+    model=TFT,
+    task=_task,
+    server=_server,
+    kind="compute",
+    uncounted=(
+        "its training step is bound by memory bandwidth (moving its activations costs about a second natively), "
+        "which instruction counts cannot see, and one call under valgrind takes minutes"
+    ),
+)
