@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from perfgate.core._common_shift import CommonShift, common_shift
@@ -156,6 +156,8 @@ def _prepare(
     p.log_worse, p.se, p.p_value, p.df = test.log_worse, test.se, test.p_value, test.df
     p.sigma_run, p.groups, p.noise, p.noise_assumed = test.sigma_run, test.groups, test.noise, test.noise_assumed
     p.fixed_variance, p.process_sigma, p.within_se = test.fixed_variance, test.process_sigma, test.within_se
+    if test.values is not None:
+        p.base_value, p.cur_value = test.values
     return p
 
 
@@ -444,7 +446,7 @@ def prepare(
     derived: dict[str, str],
     stats: SampleStats,
     sides: dict[str, Sides],
-    counts: Residue | None = None,
+    counts: Mapping[str, Residue] | None = None,
 ) -> tuple[list[Comparison], list[Comparison], CommonShift | None]:
     """Every comparison of a check decided: (the tested ones, the new/missing/informational ones,
     the run's common shift when that step applies: :mod:`perfgate.core._common_shift`).
@@ -464,7 +466,7 @@ def prepare(
                 stats=stats,
                 sides=sides.get(cur.name),
                 derived_from=derived.get(cur.name, ""),
-                counts=counts,
+                counts=(counts or {}).get(cur.unit),
             )
             for stat in _statistics_of(cur, policy, single)
         ]

@@ -114,6 +114,7 @@ class _Test:
     fixed_variance: float = 0.0
     process_sigma: float = 0.0
     within_se: float = 0.0
+    values: tuple[float, float] | None = None  # the two sides' values the test compared, when not the pooled ones
 
 
 def _one_sided(log_worse: float, se: float, df: int | None) -> float:

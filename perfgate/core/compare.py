@@ -18,7 +18,7 @@ paired decision of ``perfgate ab`` (:mod:`perfgate.core.paired`).
 from __future__ import annotations
 
 from perfgate.core._budgets import check_budgets
-from perfgate.core._counts import is_counts_run, pooled_residue
+from perfgate.core._counts import is_counts_run, pooled_residues
 from perfgate.core._decision import _decide as _decide
 from perfgate.core._decision import _holm_by_id as _holm_by_id
 from perfgate.core._decision import _Pending as _Pending
@@ -135,7 +135,7 @@ def compare_runs(
         derived=derived_metrics(current, baseline),
         stats=stats,
         sides=sides,
-        counts=pooled_residue(baseline, current),
+        counts=pooled_residues(baseline, current),
     )
     budgets = check_budgets(current, policy.budgets_for(current.model_key))
     return CheckResult(

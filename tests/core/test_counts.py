@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from perfgate.core._counts import RESIDUE_FLOOR, counts_test, pooled_residue
+from perfgate.core._counts import RESIDUE_FLOOR, counts_test, pooled_residue, pooled_residues
 from perfgate.core.compare import Verdict, compare_runs
 from perfgate.core.metrics import Direction
 from perfgate.core.policy import Policy
@@ -100,26 +100,45 @@ def test_aa_false_alarms_at_most_one_percent_under_the_measured_residue():
 
 
 def test_power_two_percent_at_threshold_one():
-    """+2 % of one stage's work at --threshold 1, on every stage in turn (200 checks each)."""
+    """+2 % of one stage's work at --threshold 1, on every stage in turn (200 checks each): at least
+    95 % where the residue is at most 0.14 %, 85 % on eager torch inference (0.3 %), whose own
+    spread between two processes per side is sometimes wide enough to leave it inconclusive."""
     rng = np.random.default_rng(7)
-    for stage in MEASURED:
+    for stage, sigma in MEASURED.items():
         caught = 0
         for _ in range(200):
             result = compare_runs(_simulated(rng, {}), _simulated(rng, {stage: 0.02}), Policy(threshold_pct=1.0))
             caught += {c.metric: c.verdict for c in result.comparisons}[f"{stage}_instructions"] is Verdict.REGRESSED
-        assert caught >= 190, (stage, caught)
+        assert caught >= (190 if sigma <= 0.0014 else 170), (stage, caught)
 
 
 def test_power_one_percent_at_threshold_half_on_the_quieter_stages():
-    """+1 % at --threshold 0.5 is caught where the residue is at most 0.14 %; the eager torch stage (0.3 %)
-    needs more processes than two (README: which gate for what)."""
+    """+1 % at --threshold 0.5 where the residue is at most 0.14 %: 86-96 of 100 with two processes
+    per side (each unit's pool has 10 degrees of freedom, and takes in eager torch's 0.3 %); the
+    eager torch stage needs more processes than two (README: which gate for what)."""
     rng = np.random.default_rng(11)
     for stage in [s for s, sigma in MEASURED.items() if sigma <= 0.0014]:
         caught = 0
         for _ in range(100):
             result = compare_runs(_simulated(rng, {}), _simulated(rng, {stage: 0.01}), Policy(threshold_pct=0.5))
             caught += {c.metric: c.verdict for c in result.comparisons}[f"{stage}_instructions"] is Verdict.REGRESSED
-        assert caught >= 95, (stage, caught)
+        assert caught >= 80, (stage, caught)
+
+
+def test_three_processes_per_side_hear_one_percent_at_half_and_two_at_one_everywhere():
+    """With --processes 3 (ab: --pairs 3) every stage, eager torch included, is caught at least 97 times in 100."""
+    rng = np.random.default_rng(13)
+    for stage in MEASURED:
+        for change, threshold in ((0.01, 0.5), (0.02, 1.0)):
+            if stage == "torch" and change == 0.01:
+                continue  # 0.3 %: +1 % at 0.5 is within three of its standard errors
+            caught = 0
+            for _ in range(100):
+                base, cur = _simulated(rng, {}, processes=3), _simulated(rng, {stage: change}, processes=3)
+                result = compare_runs(base, cur, Policy(threshold_pct=threshold))
+                verdicts = {c.metric: c.verdict for c in result.comparisons}
+                caught += verdicts[f"{stage}_instructions"] is Verdict.REGRESSED
+            assert caught >= 97, (stage, change, caught)
 
 
 def test_counts_are_not_compared_with_times():
@@ -129,3 +148,31 @@ def test_counts_are_not_compared_with_times():
     )
     with pytest.raises(MismatchError, match="counts are not times"):
         compare_runs(times, counts, Policy())
+
+
+def test_a_count_is_compared_by_its_processes_not_by_its_calls_pooled():
+    """The standard error is of the mean over processes of each process's log median; the
+    estimate must be that too. Pooled, two processes at 100 and one at 110 give a median of 100
+    (no change against 100); by process the baseline is 103.2 (a 3.1 % drop), whose interval
+    the between-process spread then sets."""
+    base = _metric("x_instructions", [[100.0] * 5, [100.0] * 5, [110.0] * 5])
+    cur = _metric("x_instructions", [[100.0] * 5, [100.0] * 5, [100.0] * 5])
+    assert np.median(base.samples) == np.median(cur.samples) == 100.0
+    result = compare_runs(_run([base]), _run([cur]), Policy(threshold_pct=1.0))
+    (c,) = [c for c in result.comparisons if c.statistic == "median"]
+    by_process = math.exp(np.mean(np.log([100.0, 100.0, 110.0])))
+    assert c.baseline_value == pytest.approx(by_process) and c.current_value == pytest.approx(100.0)
+    assert c.change == pytest.approx(100.0 / by_process - 1)
+    assert c.ci is not None and c.ci[0] < c.change < c.ci[1]
+
+
+def test_instructions_do_not_lend_their_precision_to_estimated_cycles():
+    """Simulated cache misses move with each process's layout (DBN load: 0.02 % in instructions, 2.7 % in
+    estimated cycles over four processes): each unit is pooled on its own."""
+    quiet = [_metric(f"s{i}_instructions", [[1000.0] * 5, [1000.2] * 5], "instructions") for i in range(5)]
+    cycles = _metric("s0_est_cycles", [[1000.0] * 5, [1020.0] * 5], "cycles")
+    residues = pooled_residues(_run([*quiet, cycles]), _run([*quiet, cycles]))
+    assert set(residues) == {"instructions", "cycles"}
+    assert residues["instructions"].sigma < 0.0002 < 0.01 < residues["cycles"].sigma
+    mixed = pooled_residue(_run([*quiet, cycles]), _run([*quiet, cycles]))
+    assert mixed is not None and mixed.sigma < residues["cycles"].sigma
