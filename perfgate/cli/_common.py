@@ -461,13 +461,14 @@ def print_verdict(result: CheckResult) -> None:
     console = stderr_console()
     from perfgate.report._environment import environment_text
     from perfgate.report._shift import shift_terminal
+    from perfgate.report._terms import shown_change
 
     if changed := environment_text(result):
         console.print(f"[yellow]{term(changed)}[/]")
     if result.regressions:
         console.print(f"[bold red]✗ regression[/] in {len(result.regressions)} comparison(s):")
         for c in result.regressions:
-            console.print(f"  {term(c.label)}: {fmt_change(c.change)}")
+            console.print(f"  {term(c.label)}: {fmt_change(shown_change(c))}")
     for b in result.broken_budgets:
         console.print(
             f"[bold red]✗ over budget[/]: {term(b.budget.metric)} {term(b.budget.statistic)} = {b.value:.4g} "

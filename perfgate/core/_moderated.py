@@ -197,10 +197,14 @@ def guarded(d: Sequence[float], prior: Prior | None, bound: float) -> Moderated:
     p_family = 0.5 if lo < 0.5 < hi else (hi if hi <= 0.5 else lo)
     blocked = ""
     means = [t[0] for t in left_out]
+    # the pair's ratio is direction-adjusted (positive: worse), so it is said in words, not signed:
+    # a throughput's "+39 %" would read as a rise in a row that shows its own change
     if mean > bound and min(means) <= bound:
         j = int(np.argmin(means))
-        p_family, blocked = max(p_family, 0.5), f"past the threshold only with pair {j + 1} ({x[j]:+.1%} in log)"
+        p_family = max(p_family, 0.5)
+        blocked = f"past the threshold only with pair {j + 1} (worse by {abs(x[j]):.1%} in log)"
     elif -mean > bound and -max(means) <= bound:
         j = int(np.argmax(means))
-        p_family, blocked = min(p_family, 0.5), f"past the threshold only with pair {j + 1} ({x[j]:+.1%} in log)"
+        p_family = min(p_family, 0.5)
+        blocked = f"past the threshold only with pair {j + 1} (better by {abs(x[j]):.1%} in log)"
     return Moderated(log_worse=mean, se=se, sd=sd, df=df, p_value=p_family, d0=d0, blocked=blocked)

@@ -3,7 +3,9 @@
 A change is always shown as the metric's own relative change (throughput 1000 → 700 is
 ``-30.0%``), its interval in the same sign, and a word that says which way that is for the
 metric: "slower", "faster", "lower throughput", "higher throughput", "more memory", "less
-memory" — or "worse"/"better" for a metric perfgate has no noun for.
+memory" — or "worse"/"better" for a metric perfgate has no noun for. The change shown is the
+one the verdict and the interval are about (:func:`shown_change`), so the interval always
+contains it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ __all__ = [
     "effect_word",
     "is_time_unit",
     "presence_row",
+    "shown_change",
     "unchanged_note",
 ]
 
@@ -50,9 +53,24 @@ def _is_rate(unit: str, metric: str) -> bool:
     return unit.endswith(("/s", "/sec")) or "throughput" in metric or "per_sec" in metric
 
 
+def shown_change(c: Comparison) -> float | None:
+    """The change a report shows for ``c``: the metric's own relative change that its verdict
+    and its interval (:func:`change_ci`) are about.
+
+    That is ``c.change`` (normalised, with a reference kernel), except in a paired check: there
+    the test's estimate is the mean of the pairs' log ratios, which can lie on the other side
+    of 0 than the ratio of the pooled medians (``-2.3%`` beside an interval of ``[-2.3%,
+    +2.6%]`` around ``+0.1%``). ``c.worse`` is that estimate, direction-adjusted; said in the
+    metric's own terms it is the same number as ``c.change`` wherever the two agree.
+    """
+    if c.worse is None:
+        return c.change
+    return -c.worse if c.direction is Direction.HIGHER else c.worse
+
+
 def effect_word(c: Comparison) -> str:
     """Which way the change goes, in the metric's terms; "" when there is no change to name."""
-    change = c.change
+    change = shown_change(c)
     if change is None or round(change * 100, 1) == 0:
         return ""
     up = change > 0
@@ -69,7 +87,7 @@ def effect_word(c: Comparison) -> str:
 
 
 def change_ci(c: Comparison) -> tuple[float, float] | None:
-    """The interval of ``c.change`` (the metric's own change), from ``c.ci``, which bounds ``worse``.
+    """The interval of :func:`shown_change` (the metric's own change), from ``c.ci``, which bounds ``worse``.
 
     For lower-is-better metrics the two are the same number; for higher-is-better ones
     ``worse = -change``, so the bounds swap and change sign.

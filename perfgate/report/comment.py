@@ -30,6 +30,7 @@ from perfgate.report._terms import (
     count_line,
     effect_word,
     presence_row,
+    shown_change,
     unchanged_note,
 )
 from perfgate.report.markdown import verdict_heading
@@ -65,7 +66,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], total: int) -> 
 
 
 def _change(c: Comparison) -> str:
-    text = fmt_change(c.change)
+    text = fmt_change(shown_change(c))
     if c.reference and c.raw_change is not None:
         text += f" (raw {fmt_change(c.raw_change)})"
     word = effect_word(c)

@@ -34,6 +34,7 @@ from perfgate.report._terms import (
     count_line,
     effect_word,
     presence_row,
+    shown_change,
     unchanged_note,
 )
 
@@ -62,9 +63,10 @@ def _n(c: Comparison) -> str:
 
 
 def _sentence(c: Comparison) -> str:
-    verb = "increased" if (c.change or 0) > 0 else "decreased"
+    change = shown_change(c) or 0
+    verb = "increased" if change > 0 else "decreased"
     what = md_text(c.description if c.statistic == "median" else f"{c.description} {c.statistic}")
-    size = abs(c.change or 0) * 100
+    size = abs(change) * 100
     return f"{what} {verb} by {size:.1f}% ({fmt_value(c.baseline_value)} → {fmt_value(c.current_value)})"
 
 
@@ -169,6 +171,11 @@ def _noise_notes(result: CheckResult) -> list[str]:
                 else "`perfgate calibrate` or `perfgate ab` would decide."
             )
         )
+    if any(fmt_change(shown_change(c)) != fmt_change(c.change) for c in result.comparisons if not c.reference):
+        notes.append(
+            "ℹ️ Compared in pairs: Change and its interval are those of the mean of the pairs' log ratios, the "
+            "estimate that was tested; the pooled values shown beside it can give another ratio."
+        )
     if any(c.reference for c in result.comparisons):
         notes.append(
             "ℹ️ Stage times are compared in units of a reference kernel of the stage's kind, timed with every block "
@@ -211,8 +218,8 @@ def _index_moves(result: CheckResult) -> str:
 
 def _change(c: Comparison) -> str:
     if c.reference and c.raw_change is not None:
-        return f"{fmt_change(c.change)} (raw {fmt_change(c.raw_change)})"
-    return fmt_change(c.change)
+        return f"{fmt_change(shown_change(c))} (raw {fmt_change(c.raw_change)})"
+    return fmt_change(shown_change(c))
 
 
 def _regression_sections(result: CheckResult, regs: list[Comparison], cap: int | None) -> list[str]:
