@@ -12,7 +12,7 @@
 # the last step of the action decides (after the reports are published). Exits non-zero only when
 # it cannot run at all. Inputs arrive as environment variables: MODE, SUITE, MODELS,
 # STAGES_MODULES, TIME_BUDGET ("80", or "80 mamba2=240 tft=240": seconds per model), THRESHOLD, FAIL_ON_INCONCLUSIVE,
-# BENCH_ARGS, MEASURE (times or counts, for bench), BASE_SHA, REPORTS, PERFGATE_VENV, MARKER, RUN_URL, GITHUB_OUTPUT, GITHUB_STEP_SUMMARY.
+# BENCH_ARGS, MEASURE (times or counts, for bench), PR_MEASURE (times or counts, for ab), BASE_SHA, REPORTS, PERFGATE_VENV, MARKER, RUN_URL, GITHUB_OUTPUT, GITHUB_STEP_SUMMARY.
 set -euo pipefail
 
 if [ -n "${PERFGATE_VENV:-}" ]; then
@@ -69,7 +69,7 @@ worst() {
 }
 
 gate_pull_request() {
-  local base model rc budget html_args
+  local base model rc budget html_args measure_args
   if ! base=$(git merge-base "${BASE_SHA:?BASE_SHA is not set}" HEAD); then
     echo "::error title=perfgate::no merge base of the base branch ($BASE_SHA) and HEAD; check out with fetch-depth: 0"
     echo "status=2" >>"$GITHUB_OUTPUT"
@@ -84,7 +84,11 @@ gate_pull_request() {
       html_args=(--html "$reports/${model}.html")
     fi
     rc=0
-    perfgate ab --baseline-ref "$base" --current-ref HEAD --model "$model" --time-budget "$budget" \
+    measure_args=(--time-budget "$budget")
+    if [ "${PR_MEASURE:-times}" = counts ]; then
+      measure_args=(--measure counts) # counts do not wobble: two pairs decide, whatever the time
+    fi
+    perfgate ab --baseline-ref "$base" --current-ref HEAD --model "$model" "${measure_args[@]}" \
       "${suite_args[@]}" "${decision_args[@]}" --output "$reports/${model}.md" --json "$reports/${model}.json" \
       --comment "$reports/compact/${model}.md" "${html_args[@]}" 2>"$reports/${model}.log" || rc=$?
     cat "$reports/${model}.log" >&2

@@ -11,7 +11,8 @@
 #
 # Inputs arrive as environment variables (never interpolated into the script): SUITE, MODELS,
 # STAGES_MODULES, MODE, EVENT_NAME, REF, DEFAULT_BRANCH, RECORD_BRANCH, PERFGATE_SPEC, INSTALL,
-# DEPENDENCY_FILES, TORCH_INDEX_URL, PYTHON_VERSION, FAIL_ON_ERROR, GITHUB_ACTION_PATH, RUNNER_*.
+# DEPENDENCY_FILES, TORCH_INDEX_URL, PYTHON_VERSION, FAIL_ON_ERROR, MEASURE, PR_MEASURE, GITHUB_ACTION_PATH,
+# RUNNER_*.
 # A bad input exits 2 with one ::error line naming it.
 set -euo pipefail
 
@@ -26,6 +27,12 @@ suite=${SUITE:-}
 if [ "$suite" != pipeline ] && [ -z "${STAGES_MODULES//[[:space:]]/}" ]; then
   fail "suite '$suite' needs the input 'stages-module': the module(s) that register its stages, importable from the repository root (e.g. mystages or bench.stages)"
 fi
+for input in "measure:${MEASURE:-times}" "pr-measure:${PR_MEASURE:-times}"; do
+  case "${input#*:}" in
+    times | counts) ;;
+    *) fail "the input '${input%%:*}' must be times or counts, got '${input#*:}'" ;;
+  esac
+done
 case "${FAIL_ON_ERROR:-true}" in
   true | false) ;;
   *) fail "the input 'fail-on-error' must be true or false, got '${FAIL_ON_ERROR}'" ;;

@@ -123,7 +123,7 @@ def test_publishing_steps_run_after_a_failure_and_the_last_step_decides():
 
 def test_shell_scripts_pass_shellcheck():
     scripts = sorted(str(p) for p in SCRIPTS.glob("*.sh"))
-    assert len(scripts) == 4
+    assert len(scripts) == 5
     scripts += [str(ROOT / "scripts" / "demo.sh"), str(ROOT / ".ci" / "run")]
     proc = subprocess.run([_tool("shellcheck"), *scripts], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -311,6 +311,8 @@ def test_the_venv_key_changes_with_what_is_installed(tmp_path):
         ({"STAGES_MODULES": ""}, ["suite 'team' needs the input 'stages-module'", "repository root"]),
         ({"FAIL_ON_ERROR": "maybe"}, ["'fail-on-error' must be true or false"]),
         ({"MODE": "sometimes"}, ["'mode' must be auto, pr or record"]),
+        ({"PR_MEASURE": "wall"}, ["'pr-measure' must be times or counts, got 'wall'"]),
+        ({"MEASURE": "cycles"}, ["'measure' must be times or counts, got 'cycles'"]),
     ],
 )
 def test_prepare_refuses_bad_inputs_in_one_line(tmp_path, extra, words):
@@ -463,6 +465,20 @@ def test_a_pull_request_perfgate_cannot_decide_fails_unless_told_not_to(tmp_path
     assert failed.returncode == 2 and "::error title=perfgate::perfgate could not decide" in failed.stdout
     warned = _script("finish.sh", repo, {**env, "STATUS": "2", "FAIL_ON_ERROR": "false"})
     assert warned.returncode == 0 and "::warning title=perfgate::" in warned.stdout
+
+
+def test_a_pull_request_gated_on_counts_fails_naming_the_counted_stage(tmp_path, team_repo):
+    """pr-measure: counts runs perfgate ab --measure counts (valgrind is on this machine and in CI)."""
+    repo, first, _ = team_repo
+    env = _env(tmp_path, MODE="pr", BASE_SHA=first, PR_MEASURE="counts")
+    gate = _script("gate.sh", repo, env)
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    assert _outputs(env)["status"] == "1", gate.stdout + gate.stderr
+    data = json.loads((repo / "perfgate-reports" / "tokenizer.json").read_text())
+    assert data["ab"]["measure"] == "counts" and data["ab"]["pairs"] == 2
+    regressed = {c["metric"] for c in data["comparisons"] if c["verdict"] == "regressed"}
+    assert regressed == {"work_instructions", "work_est_cycles"}
+    assert "**Counts, not times**" in (repo / "perfgate-reports" / "tokenizer.md").read_text()
 
 
 def test_a_shallow_clone_is_an_error_that_names_fetch_depth(tmp_path, team_repo):
