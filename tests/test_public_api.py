@@ -137,9 +137,10 @@ PUBLIC_MODULES = {
     "perfgate.core.metrics", "perfgate.core.policy", "perfgate.core.result", "perfgate.core.schema",
     "perfgate.errors", "perfgate.report.markdown", "perfgate.runfile", "perfgate.store.base",
     # the data model and the decision's parts that the docs describe (docs/design.md, docs/noise.md)
-    "perfgate.core.baseline", "perfgate.core.changepoints", "perfgate.core.codec", "perfgate.core.machine",
-    "perfgate.core.noise", "perfgate.core.paired", "perfgate.core.stability", "perfgate.core.stats",
-    "perfgate.core.units", "perfgate.calibration", "perfgate.config", "perfgate.inputs", "perfgate.output",
+    "perfgate.core.baseline", "perfgate.core.benchmark_names", "perfgate.core.changepoints", "perfgate.core.codec",
+    "perfgate.core.machine", "perfgate.core.noise", "perfgate.core.paired", "perfgate.core.stability",
+    "perfgate.core.stats", "perfgate.core.units", "perfgate.calibration", "perfgate.config", "perfgate.inputs",
+    "perfgate.output",
     # what the measurement records, named by the README
     "perfgate.bench.gpu", "perfgate.bench.machine", "perfgate.bench.reference", "perfgate.bench.runner",
     # entry points that one revision of perfgate ab starts in another revision's tree: their names

@@ -152,8 +152,10 @@ def run(args: argparse.Namespace) -> int:
             field="--baseline",
         )
     if not args.quiet:
-        for warning in config_warnings(policy, [r for r in (result.baseline, current) if r is not None]):
+        for warning in config_warnings(policy, [r for r in (result.baseline, result.current) if r is not None]):
             print(f"perfgate check: warning: {plain(warning)}", file=sys.stderr)
+        for note in result.notes:  # imported metrics named after the baseline's (perfgate.core.benchmark_names)
+            print(f"perfgate check: note: {plain(note)}", file=sys.stderr)
     write_reports(args, result)
     if args.push_metrics is not None:
         from perfgate.cli._export import push_check

@@ -1,4 +1,9 @@
-"""``perfgate import FORMAT FILE --output RUN.json``: another tool's results as a perfgate run."""
+"""``perfgate import FORMAT FILE --output RUN.json``: another tool's results as a perfgate run.
+
+With a store (``--store``, ``PERFGATE_STORE`` or the configuration) the run is recorded there
+too, its metrics named as in the store's newest run of the model wherever a benchmark's
+name changed (:func:`perfgate.store.baseline.align_with_history`).
+"""
 
 from __future__ import annotations
 
@@ -102,12 +107,16 @@ def run(args: argparse.Namespace) -> int:
     )
     if url is not None:
         from perfgate.store import open_store
+        from perfgate.store.baseline import align_with_history
 
         store = open_store(url)
-        try:
-            added = store.add_run(imported)
+        try:  # the stored copy names each benchmark as the store's runs do; the run file keeps the file's names
+            aligned = align_with_history(store, imported) if not store.has_run(imported.run_id or "") else None
+            added = store.add_run(aligned.run if aligned is not None else imported)
         finally:
             store.close()
+        for note in aligned.notes if aligned is not None else ():
+            console.print(f"[yellow]note[/]: {escape(plain(note))}", highlight=False, soft_wrap=True)
         state = "recorded" if added else "already recorded"
         console.print(plain(f"{state} in {store.url}: run {imported.run_id}"), markup=False, soft_wrap=True)
     return 0

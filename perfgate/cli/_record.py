@@ -28,6 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from perfgate.store.baseline import align_with_history
+
     config = config_from(args)
     # read every file first: one bad file records nothing
     runs = [load_run(path, config.policy.metric_info) for path in args.runs]
@@ -36,7 +38,11 @@ def run(args: argparse.Namespace) -> int:
     store = open_store(store_url(args, config))
     try:
         for path, r in zip(args.runs, runs, strict=True):
-            added = store.add_run(r)
+            # an imported run names each benchmark as the store's runs do (perfgate.core.benchmark_names)
+            aligned = align_with_history(store, r) if not store.has_run(r.run_id or "") else None
+            added = store.add_run(aligned.run if aligned is not None else r)
+            for note in aligned.notes if aligned is not None else ():
+                console.print(plain(f"note: {note}"), markup=False, soft_wrap=True)
             state = "recorded" if added else "already recorded"
             verdict = store.status(r.run_id or "")  # a run checked before it was recorded keeps its verdict
             kept = f", status {verdict}" if verdict not in (None, RunStatus.RECORDED) else ""

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from perfgate.core.benchmark_names import BENCHMARK_NAMES, pooled_benchmark_names
 from perfgate.core.noise import concat_references, median_index
 from perfgate.core.schema import Metric, Run
 
@@ -41,7 +42,9 @@ def pool_runs(runs: Sequence[Run]) -> Run:
     """One run whose metrics hold the samples of all ``runs`` (newest first).
 
     Provenance (commit, created_at, machine, software) is the newest run's; a metric missing from
-    some runs is pooled from the runs that have it.
+    some runs is pooled from the runs that have it. When every run records the benchmark of
+    each metric (imported runs), the pooled run records it too, so a check still follows
+    the benchmark (:mod:`perfgate.core.benchmark_names`).
     """
     if not runs:
         raise ValueError("cannot pool an empty list of runs")
@@ -65,6 +68,10 @@ def pool_runs(runs: Sequence[Run]) -> Run:
             groups=groups,
             reference=concat_references(parts),
         )
+    config: dict[str, object] = {"pooled_run_ids": [r.run_id for r in runs]}
+    record = pooled_benchmark_names(runs)
+    if record is not None:
+        config[BENCHMARK_NAMES] = record
     return Run(
         model=newest.model,
         suite=newest.suite,
@@ -72,7 +79,7 @@ def pool_runs(runs: Sequence[Run]) -> Run:
         created_at=newest.created_at,
         git=newest.git,
         machine=newest.machine,
-        config={"pooled_run_ids": [r.run_id for r in runs]},
+        config=config,
         metrics=metrics,
         machine_index=median_index(runs),
         software=newest.software,

@@ -17,6 +17,8 @@ paired decision of ``perfgate ab`` (:mod:`perfgate.core.paired`).
 
 from __future__ import annotations
 
+import dataclasses
+
 from perfgate.core._budgets import check_budgets
 from perfgate.core._counts import is_counts_run, pooled_residues
 from perfgate.core._decision import _decide as _decide
@@ -28,6 +30,7 @@ from perfgate.core._decision import _unpaired, prepare
 from perfgate.core._derived import derived_metrics
 from perfgate.core._estimate import sides_of
 from perfgate.core._samplestats import BatchStats, ReferenceStats, SampleStats
+from perfgate.core.benchmark_names import align
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import independent_runs
 from perfgate.core.policy import Policy
@@ -108,10 +111,16 @@ def compare_runs(
     ``vectorised=False`` computes the statistics one metric at a time (the reference path;
     same verdicts, slower on many metrics).
 
+    When both runs record the benchmark each metric measures (imported runs), the current
+    run's metrics are first named as in the baseline (:func:`perfgate.core.benchmark_names.align`):
+    the comparison follows the benchmark, not the name, and ``result.current`` is the renamed run.
+
     Raises:
         MismatchError: the runs are of different models, of different machines (unless
             ``allow_machine_mismatch``), or a metric changed its unit or direction.
     """
+    aligned = align(baseline, current)
+    current = aligned.run
     mismatch = _check_comparable(baseline, current, allow_machine_mismatch)
     both: list[tuple[Metric, Metric]] = [
         (baseline.metrics[name], cur)
@@ -137,17 +146,24 @@ def compare_runs(
         sides=sides,
         counts=pooled_residues(baseline, current),
     )
+    comparisons = [
+        dataclasses.replace(c, reason=aligned.reasons[c.metric])
+        if c.metric in aligned.reasons and c.verdict in (Verdict.NEW, Verdict.MISSING)
+        else c
+        for c in decided + fixed
+    ]
     budgets = check_budgets(current, policy.budgets_for(current.model_key))
     return CheckResult(
         current=current,
         baseline=baseline,
-        comparisons=tuple(decided + fixed),
+        comparisons=tuple(comparisons),
         budgets=budgets,
         policy=policy,
         machine_mismatch=mismatch,
         baseline_source=baseline_source,
         missing=missing_gated(baseline, current, budgets),
         common_shift=shift,
+        notes=aligned.notes,
     )
 
 

@@ -106,7 +106,10 @@ class CheckResult:
 
     ``missing`` lists the gated metrics the current run lacks: in the baseline (and not
     informational), or under a budget. Each fails the check (exit 1), or, with the policy's
-    ``missing_metric = "refuse"``, makes the check refuse to decide (exit 2).
+    ``missing_metric = "refuse"``, makes the check refuse to decide (exit 2). ``notes`` say
+    which imported metrics were compared under the baseline's name for their benchmark, and
+    which were not compared because a name means different benchmarks on the two sides
+    (:func:`perfgate.core.benchmark_names.align`).
     """
 
     current: Run
@@ -118,6 +121,7 @@ class CheckResult:
     baseline_source: str = ""
     missing: tuple[str, ...] = ()
     common_shift: CommonShift | None = None  # what every timing metric moved together (stored checks)
+    notes: tuple[str, ...] = ()  # imported metrics renamed to follow their benchmark, one line each
 
     def with_verdict(self, verdict: Verdict) -> list[Comparison]:
         return [c for c in self.comparisons if c.verdict is verdict]

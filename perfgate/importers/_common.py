@@ -1,9 +1,18 @@
 """What every importer shares: options, metric naming, unit conversion, errors, the Run.
 
-Metric names are derived from benchmark names: lower case, every run of characters other
-than ``a-z0-9`` becomes one ``_``, then a suffix says the quantity and unit
-(``test_sort[100]`` → ``test_sort_100_time_us``). Names longer than :data:`MAX_BASE`
-are cut and given a hash of the full name, so that two long names stay distinct.
+Metric names are derived from benchmark names (:mod:`perfgate.core.benchmark_names`): lower
+case, every run of characters other than ``a-z0-9`` becomes one ``_``, then a suffix says the
+quantity and unit (``test_sort[100]`` → ``test_sort_100_time_us``). Names longer than
+:data:`MAX_BASE` are cut and given a hash of the full name, so that two long names stay distinct.
+
+When benchmarks of one file sanitise alike, a benchmark whose name already is a stem
+(``test_sort_100``) keeps its plain name, and every other one of them is told apart by a
+hash of its own full name (``test_sort_100_31bf4d_time_us``). The rule looks at the set of
+names, never at their order in the file, and a benchmark named like a metric stem keeps its
+name whatever benchmarks are added beside it. Only a benchmark whose name is not a stem can
+change name between runs (when another that sanitises alike appears or goes), so the run
+records the benchmark of every metric in ``config["benchmark_names"]`` (metric name → the
+tool's benchmark name), and a check or a store follows the benchmark, not the name.
 
 Time units are fixed per format (overridable), never chosen from the values: a metric
 whose median crossed 1 ms would otherwise change its name and unit between two runs and
@@ -15,12 +24,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfgate.core.benchmark_names import BENCHMARK_NAMES, MAX_BASE, hashed_stem, sanitize
 from perfgate.core.codec import parse_timestamp
 from perfgate.core.metrics import Direction
 from perfgate.core.schema import MAX_METRICS, GitInfo, Machine, Metric, Run
@@ -47,10 +55,6 @@ __all__ = [
     "summary_note",
     "time_spec",
 ]
-
-MAX_BASE = 80
-
-_NOT_NAME = re.compile(r"[^a-z0-9]+")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,18 +94,6 @@ class ImportResult:
     run: Run
     notes: tuple[str, ...] = ()
     names: Mapping[str, str] = field(default_factory=dict)  # metric name -> benchmark name
-
-
-def sanitize(name: str) -> str:
-    """``name`` as a metric-name stem: ``[a-z0-9_]``, no leading digit, at most :data:`MAX_BASE` long."""
-    ascii_name = unicodedata.normalize("NFKD", name.casefold()).encode("ascii", "ignore").decode("ascii")
-    stem = _NOT_NAME.sub("_", ascii_name).strip("_") or "benchmark"
-    if stem[0].isdigit():
-        stem = f"b_{stem}"
-    if len(stem) > MAX_BASE:
-        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-        stem = f"{stem[: MAX_BASE - 9].rstrip('_')}_{digest}"
-    return stem
 
 
 def metric_name(base: str, quantity: str, unit: str | None = None, *, stem: str | None = None) -> str:
@@ -218,17 +210,25 @@ def _name(spec: MetricSpec, stem: str | None = None) -> str:
 
 
 def _unique_names(specs: Sequence[MetricSpec]) -> list[str]:
+    """Each benchmark's metric name: the plain one, unless others of the file sanitise alike.
+
+    Of benchmarks whose plain names collide, the one whose name is already a stem keeps it
+    (if two are, neither does); every other one gets a hash of its own full name. The result
+    does not depend on the order.
+    """
     names = [_name(s) for s in specs]
-    counts: dict[str, int] = {}
-    for name in names:
-        counts[name] = counts.get(name, 0) + 1
-    out = []
-    for spec, name in zip(specs, names, strict=True):
-        if counts[name] > 1:  # two benchmark names sanitise alike: tell them apart by a hash of the full name
-            digest = hashlib.sha256(spec.base.encode()).hexdigest()[:6]
-            name = _name(spec, f"{sanitize(spec.base)}_{digest}")
-        out.append(name)
-    return out
+    colliding: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        colliding.setdefault(name, []).append(i)
+    for group in colliding.values():
+        if len(group) < 2:
+            continue
+        stems = [i for i in group if sanitize(specs[i].base) == specs[i].base]
+        keeps = stems[0] if len(stems) == 1 else None
+        for i in group:
+            if i != keeps:
+                names[i] = _name(specs[i], hashed_stem(specs[i].base))
+    return names
 
 
 def build_run(
@@ -263,8 +263,14 @@ def build_run(
     metrics: dict[str, Metric] = {}
     names: dict[str, str] = {}
     for spec, name in zip(specs, _unique_names(specs), strict=True):
-        if name in metrics:  # the same benchmark twice (identical full names)
+        if name in metrics and names[name] == spec.base:  # the same benchmark twice (identical full names)
             raise InputError(f"benchmark {spec.base!r} appears twice", source=source, field=spec.field)
+        if name in metrics:  # a hashed name that another benchmark has as its plain name
+            raise InputError(
+                f"benchmarks {names[name]!r} and {spec.base!r} both get the metric name {name!r}; rename one",
+                source=source,
+                field=spec.field,
+            )
         try:
             metrics[name] = Metric(
                 name=name,
@@ -290,7 +296,7 @@ def build_run(
         created_at=created_at,
         git=git or GitInfo(),
         machine=Machine(fingerprint=fingerprint(tool, identity or {}), details=details),
-        config={"imported_from": tool, **(config or {})},
+        config={"imported_from": tool, **(config or {}), BENCHMARK_NAMES: names},
         software={k: str(v) for k, v in (software or {}).items() if v not in (None, "")},
     )
     return ImportResult(run=run, notes=tuple(notes), names=names)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from perfgate.core.baseline import pool_runs
+from perfgate.core.benchmark_names import Alignment, align, benchmark_names
 from perfgate.core.schema import Run, normalize_model
 from perfgate.errors import MismatchError, StorageError
 from perfgate.store.base import BaselineRecord, RunQuery, RunStatus, Store
@@ -20,6 +21,7 @@ from perfgate.store.base import BaselineRecord, RunQuery, RunStatus, Store
 __all__ = [
     "DEFAULT_BASELINE_RUNS",
     "accept_run",
+    "align_with_history",
     "baseline_for",
     "baseline_runs",
     "pooled_baseline",
@@ -99,6 +101,21 @@ def stored_baseline(store: Store, current: Run, *, branch: str = "main") -> tupl
 def baseline_for(store: Store, current: Run, *, branch: str = "main", k: int = 5) -> tuple[Run, str]:
     """What ``check --store`` compares with: the stored baseline, else the pooled last ``k`` runs."""
     return stored_baseline(store, current, branch=branch) or pooled_baseline(store, current, branch=branch, k=k)
+
+
+def align_with_history(store: Store, run: Run) -> Alignment:
+    """``run`` with its imported metrics named as in the store's newest run of its suite and model.
+
+    An imported benchmark whose name is not a metric stem may be named differently from run to
+    run (:mod:`perfgate.core.benchmark_names`); aligning each run when it is recorded keeps one
+    name per benchmark in the store, so its series and pooled baselines stay whole. A run that
+    does not record its benchmarks, or the first of its model, is returned as it is.
+    """
+    if benchmark_names(run) is None:
+        return Alignment(run=run)
+    query = RunQuery(model=run.model_key, suite=run.suite, limit=2)
+    newest = [r for r in store.runs(query) if r.run_id != run.run_id][:1]
+    return align(newest[0], run, reference="the store") if newest else Alignment(run=run)
 
 
 def baseline_runs(
