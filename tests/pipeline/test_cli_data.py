@@ -101,7 +101,6 @@ def test_data_needs_an_action(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_synth_writes_a_file_the_loader_accepts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("perfgate.pipeline.synth", reason="perfgate.pipeline.synth is not written yet")
     out = tmp_path / "bars.dbn.zst"
     argv = ["data", "synth", "--schema", "ohlcv-1m", "--records", "500", "--seed", "3", "--output", str(out)]
     assert main(argv) == 0

@@ -125,7 +125,8 @@ def test_fuzz_configuration(seed):
         config = inputs / "perfgate.toml"
         config.write_bytes(mutate.toml_file(random.Random(seed)))
         # --store memory:// keeps a configured store key from touching disk
-        return ["check", "--baseline", str(base), "--current", str(cur), "--config", str(config), "--quiet"]
+        argv = ["check", "--baseline", str(base), "--current", str(cur), "--config", str(config)]
+        return [*argv, "--store", "memory://", "--quiet"]
 
     run_case(prepare)
 
