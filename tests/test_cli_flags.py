@@ -2,9 +2,9 @@
 
 A flag that appears in several commands has the same action, type, nargs, choices and help
 text in each (a command may add its own default, as a final ``(default …)``); every command,
-sub-command and flag has help; no parser accepts abbreviations; old spellings still work,
-say once that they are deprecated, and name the new one. And worker processes of ``perfgate
-bench`` get explicit options: however the parent's flags are spelt, only the parent records.
+sub-command and flag has help; no parser accepts abbreviations; a removed spelling is an
+error that names the new one. And worker processes of ``perfgate bench`` get explicit
+options: however the parent's flags are spelt, only the parent records.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from perfgate.cli import COMMANDS, _build_parser, _command_parser, main
-from perfgate.cli._common import FLAG_HELP, _DeprecatedAlias
+from perfgate.cli._common import _REMOVED, FLAG_HELP
 from perfgate.output import output_file
 
 # Flags whose object is, by nature, the command's own: each command writes its own kind of file.
@@ -63,8 +63,6 @@ def _meaning(action: argparse.Action) -> tuple[object, ...]:
 def test_a_flag_name_means_the_same_in_every_command():
     seen: dict[str, dict[tuple[object, ...], list[str]]] = {}
     for path, action in _actions():
-        if isinstance(action, _DeprecatedAlias):
-            continue  # an old spelling: checked below
         for flag in action.option_strings:
             if flag not in PER_COMMAND:
                 seen.setdefault(flag, {}).setdefault(_meaning(action), []).append(path)
@@ -77,30 +75,38 @@ def test_a_flag_name_means_the_same_in_every_command():
 
 
 def test_the_meanings_that_used_to_differ_now_have_names_of_their_own():
-    flags = {flag: (path, action) for path, action in _actions() for flag in action.option_strings}
     by_path: dict[str, dict[str, argparse.Action]] = {}
     for path, action in _actions():
         for flag in action.option_strings:
             by_path.setdefault(path, {})[flag] = action
-    assert "--changepoint-alpha" in by_path["perfgate history"]
-    assert isinstance(by_path["perfgate history"]["--alpha"], _DeprecatedAlias)
+    assert "--changepoint-alpha" in by_path["perfgate history"] and "--alpha" not in by_path["perfgate history"]
     assert by_path["perfgate check"]["--alpha"].help == by_path["perfgate ab"]["--alpha"].help
     for path in ("perfgate check", "perfgate report", "perfgate calibrate", "perfgate history"):
-        assert "--baseline-branch" in by_path[path] and isinstance(by_path[path]["--branch"], _DeprecatedAlias)
+        assert "--baseline-branch" in by_path[path] and "--branch" not in by_path[path]
     for path in ("perfgate bench", "perfgate import"):
-        assert not isinstance(by_path[path]["--branch"], _DeprecatedAlias)
-    assert isinstance(by_path["perfgate data inspect"]["--version"], _DeprecatedAlias)
+        assert by_path[path]["--branch"].help.startswith(FLAG_HELP["--branch"])  # the branch to record, only
+    assert "--version" not in by_path["perfgate data inspect"]
     assert by_path["perfgate data inspect"]["--dbn-version"].type is int
-    for path in ("perfgate check", "perfgate ab"):
-        assert by_path[path]["--json"].type is output_file  # --json takes a file wherever it is not an old spelling
-    for path in ("perfgate history", "perfgate data inspect"):
-        assert isinstance(by_path[path]["--json"], _DeprecatedAlias) and by_path[path]["--json"].const == "json"
-    # one name for "how many stored runs form the baseline", one for "how many are drawn in a trend"
-    for old, path in (("--runs", "perfgate baseline update"), ("--runs", "perfgate calibrate")):
-        assert by_path[path][old].dest == by_path[path]["--baseline-runs"].dest
-    for old, path in (("--limit", "perfgate history"), ("--history", "perfgate report")):
-        assert by_path[path][old].dest == by_path[path]["--trend-runs"].dest
-    assert "--store" in flags
+    for path, flags in by_path.items():
+        if "--json" in flags:  # --json takes a file wherever it is
+            assert flags["--json"].type is output_file, path
+    assert "--seed" not in by_path["perfgate ab"] and "--order-seed" in by_path["perfgate ab"]
+    for path in ("perfgate baseline update", "perfgate calibrate"):
+        assert "--runs" not in by_path[path] and "--baseline-runs" in by_path[path]
+    for path in ("perfgate history", "perfgate report"):
+        assert "--trend-runs" in by_path[path]
+
+
+def test_help_texts_do_not_speak_of_other_commands():
+    """A flag's one help text is read in every command that has it: it names none of them."""
+    commands = sorted(COMMANDS, key=len, reverse=True)
+    leaks = [
+        (flag, text)
+        for flag, text in FLAG_HELP.items()
+        for name in commands
+        if re.search(rf"\b(in|of|for) {re.escape(name)}\b", text)
+    ]
+    assert leaks == []
 
 
 def test_store_is_declared_once_with_one_help_text():
@@ -110,15 +116,14 @@ def test_store_is_declared_once_with_one_help_text():
     assert all("PERFGATE_STORE" in (action.help or "") for _, action in stores)
 
 
-def test_deprecated_spellings_name_the_new_one():
-    aliases = [(path, action) for path, action in _actions() if isinstance(action, _DeprecatedAlias)]
-    assert len(aliases) >= 10
-    for path, action in aliases:
-        new = action.new.split()[0]
-        assert action.help == f"deprecated spelling of {action.new}", path
-        parser = next(p for q, p, _ in _parsers() if q == path)
-        assert new in parser._option_string_actions, (path, new)
-        assert parser._option_string_actions[new].dest == action.dest
+def test_removed_spellings_are_registered_nowhere_and_name_a_flag_that_exists():
+    assert sum(len(v) for v in _REMOVED.values()) >= 15
+    registered = {(path.split()[1], flag) for path, action in _actions() for flag in action.option_strings}
+    for command, removed in _REMOVED.items():
+        for old, new in removed.items():
+            assert (command, new.split()[0]) in registered, (command, new)
+            flags_here = {flag for c, flag in registered if c == command}
+            assert old not in flags_here, (command, old)
 
 
 def test_every_command_subcommand_and_flag_has_help():
@@ -155,21 +160,20 @@ def test_seed_only_means_a_random_seed():
     assert bad == []
 
 
-def test_a_deprecated_spelling_works_and_warns_once(tmp_path, capsys):
-    from perfgate.cli import _common
-
-    _common._warned.clear()
-    url = f"sqlite:///{tmp_path / 'none.db'}"
-    # history --limit: the old spelling of --trend-runs, given twice; the store is empty (exit 2 after parsing)
-    assert main(["history", "--model", "dqn", "--store", url, "--limit", "0", "--limit", "5"]) == 2
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (["history", "--model", "dqn", "--limit", "5"], "--limit was removed: use --trend-runs"),
+        (["history", "--model", "dqn", "--json"], "--json was removed: use --format json"),
+        (["ab", "--baseline-ref", "main", "--model", "dqn", "--seed=3"], "--seed was removed: use --order-seed"),
+        (["baseline", "update", "--runs", "3"], "--runs was removed: use --baseline-runs"),
+        (["data", "inspect", "x.dbn", "--version", "2"], "--version was removed: use --dbn-version"),
+    ],
+)
+def test_a_removed_spelling_is_an_error_that_names_the_new_one(tmp_path, capsys, argv, hint):
+    assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err.count("perfgate history: warning: --limit is deprecated") == 1
-    assert "use --trend-runs" in err
-    # a value given with the old spelling is the new flag's value
-    assert main(["history", "--model", "dqn", "--store", url, "--limit", "0"]) == 2
-    err = capsys.readouterr().err
-    assert "deprecated" not in err  # once per process
-    assert "--trend-runs and --rows must be at least 1" in err
+    assert hint in err and "unrecognized arguments" in err and "Traceback" not in err
 
 
 # --- PERFGATE_STORE, the same in every command ---------------------------------------

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING
 
 from perfgate.cli._common import (
     add_config_argument,
-    add_deprecated_alias,
     add_flag,
+    add_removed_spelling,
     checked_number,
     config_from,
     exit_code_of,
@@ -89,7 +89,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"in min(N, {DEFAULT_PAIRS}) pairs of whole perfgate bench processes; with --measure counts, exactly N "
         f"pairs of counted processes (default {COUNT_PAIRS})",
     )
-    seed = parser.add_argument(
+    parser.add_argument(
         "--order-seed",
         type=int,
         default=None,
@@ -97,7 +97,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="random seed of the order in which the two sides' blocks alternate (default: random; the report "
         "gives it, so a check can be repeated)",
     )
-    add_deprecated_alias(parser, "--seed", seed, command="ab")
+    add_removed_spelling(parser, "--seed", "--order-seed")
     parser.add_argument(
         "--no-randomise-layout",
         action="store_false",

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from perfgate.cli._common import (
     add_config_argument,
-    add_deprecated_alias,
     add_flag,
+    add_removed_spelling,
     add_store_argument,
     checked_number,
     chosen_store,
@@ -90,10 +90,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "baseline branch that the check did not flag into the baseline perfgate check --store compares with.",
     )
     add_flag(update, "--model", default="all", default_text="all")
-    runs = add_flag(update, "--baseline-runs", type=int, default=DEFAULT_BASELINE_RUNS, metavar="K", default_text="10")
-    add_deprecated_alias(update, "--runs", runs, command="baseline update")
-    branch = add_flag(update, "--baseline-branch", default="main", default_text="main")
-    add_deprecated_alias(update, "--branch", branch, command="baseline update")
+    add_flag(update, "--baseline-runs", type=int, default=DEFAULT_BASELINE_RUNS, metavar="K", default_text="10")
+    add_removed_spelling(update, "--runs", "--baseline-runs")
+    add_flag(update, "--baseline-branch", default="main", default_text="main")
+    add_removed_spelling(update, "--branch", "--baseline-branch")
     _store_argument(update)
     accept = _action(
         sub,
@@ -114,8 +114,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(export, "--model", required=True)
     export.add_argument("--output", type=output_file, required=True, help="file to write (e.g. dqn_baseline.json)")
     add_flag(export, "--machine", default=None, default_text="the model's only machine")
-    branch = add_flag(export, "--baseline-branch", default="main", default_text="main")
-    add_deprecated_alias(export, "--branch", branch, command="baseline export")
+    add_flag(export, "--baseline-branch", default="main", default_text="main")
+    add_removed_spelling(export, "--branch", "--baseline-branch")
     _store_argument(export)
 
 

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from perfgate.calibration import DEFAULT_NOISE_FILE, estimate_noise, save_noise
 from perfgate.cli._common import (
     add_config_argument,
-    add_deprecated_alias,
     add_flag,
+    add_removed_spelling,
     add_store_argument,
     config_from,
     model_key,
@@ -31,10 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--model", required=True)
     add_store_argument(parser)
     add_flag(parser, "--machine", default=None, default_text="this machine")
-    branch = add_flag(parser, "--baseline-branch", default="main", default_text="main")
-    add_deprecated_alias(parser, "--branch", branch, command="calibrate")
-    runs = add_flag(parser, "--baseline-runs", type=int, default=20, metavar="K", default_text="20; at least 3")
-    add_deprecated_alias(parser, "--runs", runs, command="calibrate")
+    add_flag(parser, "--baseline-branch", default="main", default_text="main")
+    add_removed_spelling(parser, "--branch", "--baseline-branch")
+    add_flag(parser, "--baseline-runs", type=int, default=20, metavar="K", default_text="20; at least 3")
+    add_removed_spelling(parser, "--runs", "--baseline-runs")
     parser.add_argument("--output", type=output_file, default=DEFAULT_NOISE_FILE, help="calibration file to update")
     add_config_argument(parser)
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from perfgate.cli._common import (
     add_config_argument,
-    add_deprecated_alias,
     add_flag,
+    add_removed_spelling,
     add_store_argument,
     chosen_store,
     config_from,
@@ -51,8 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_store_argument(parser)
     add_flag(parser, "--baseline-runs", type=int, default=5, default_text="5, when no baseline was kept")
-    branch = add_flag(parser, "--baseline-branch", default="main", default_text="main")
-    add_deprecated_alias(parser, "--branch", branch, command="check")
+    add_flag(parser, "--baseline-branch", default="main", default_text="main")
+    add_removed_spelling(parser, "--branch", "--baseline-branch")
     add_flag(parser, "--quiet", action="store_true")
     add_flag(parser, "--fail-on-inconclusive", action="store_true")
     parser.add_argument(

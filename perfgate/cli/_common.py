@@ -7,11 +7,12 @@ import dataclasses
 import hashlib
 import math
 import os
+import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from perfgate.config import Config, load_config
 from perfgate.core._text import plain
@@ -27,8 +28,8 @@ __all__ = [
     "FLAG_HELP",
     "Parser",
     "add_config_argument",
-    "add_deprecated_alias",
     "add_flag",
+    "add_removed_spelling",
     "add_store_argument",
     "checked_number",
     "chosen_store",
@@ -89,6 +90,9 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        super().error(removed_hint(self.prog, message))
+
 
 # One help text per flag name, for every command that has the flag: a flag name means one
 # thing everywhere. A command may add what its default is, as a final "(default …)".
@@ -124,15 +128,16 @@ FLAG_HELP: dict[str, str] = {
     "--quiet": "print nothing but errors",
     "--repeat": "timed calls per stage and round",
     "--rounds": "rounds over all stages",
-    "--seed": "random seed of the synthetic data (and, in bench, of the models' initial weights)",
+    "--seed": "random seed of the measured work: the synthetic data, and the models' initial weights where there "
+    "are models",
     "--stages-module": "import this module first (it registers your own stages with @stage), e.g. mystages or "
     "bench.stages, found in the working directory or on PYTHONPATH; repeatable",
     "--store": "result store URL: sqlite:///path.db or postgresql://user@host/db (default: the PERFGATE_STORE "
     "environment variable, else the configuration's store; a command that needs a store falls back to "
     "sqlite:///.perfgate/perfgate.db)",
     "--suite": "the suite: pipeline (the built-in ML pipeline) or the name of one of your own",
-    "--time-budget": "seconds the measurement may take: worker processes (in ab, pairs of them) are added while "
-    "they fit and some timing is still uncertain",
+    "--time-budget": "seconds the measurement may take: worker processes are added while they fit and some "
+    "timing is still uncertain",
     "--threshold": "regression threshold in percent: a change smaller than this never fails the check",
     "--trend-runs": "how many of the newest recorded runs are drawn in each trend",
 }
@@ -166,61 +171,31 @@ def add_flag(
     return parser.add_argument(flag, help=text, **kwargs)  # type: ignore[arg-type]
 
 
-_warned: set[str] = set()
+# Spellings that were removed, per command: a use of one is an error that names the spelling
+# to use instead (CHANGELOG.md, "Removed"). They are not registered, so no flag name has two
+# meanings and no help lists them.
+_REMOVED: dict[str, dict[str, str]] = {}
 
 
-def warn_deprecated(command: str, old: str, new: str) -> None:
-    """One line on stderr, once per process and spelling, naming the spelling to use instead."""
-    if f"{command} {old}" in _warned:
-        return
-    _warned.add(f"{command} {old}")
-    print(f"perfgate {command}: warning: {old} is deprecated and will be removed; use {new}", file=sys.stderr)
+def add_removed_spelling(parser: argparse.ArgumentParser | argparse._ArgumentGroup, old: str, new: str) -> None:
+    """``old`` was once a spelling of ``new`` in this command: give it as an error that says so."""
+    root = parser
+    while not isinstance(root, argparse.ArgumentParser):
+        root = root._container  # type: ignore[attr-defined]  # an argument group's parser
+    command = root.prog.split()[1] if len(root.prog.split()) > 1 else root.prog
+    _REMOVED.setdefault(command, {})[old] = new
 
 
-class _DeprecatedAlias(argparse.Action):
-    """An old spelling of a flag: stores into the new flag's destination, after a one-time warning."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, *, new: str, command: str, **kwargs: object) -> None:
-        self.new = new
-        self.command = command
-        super().__init__(option_strings, dest, **kwargs)  # type: ignore[arg-type]
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: object,
-        option_string: str | None = None,
-    ) -> None:
-        warn_deprecated(self.command, option_string or self.option_strings[0], self.new)
-        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
-
-
-def add_deprecated_alias(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
-    old: str,
-    new: argparse.Action,
-    *,
-    command: str,
-    new_spelling: str | None = None,
-    const: object = None,
-) -> argparse.Action:
-    """Keep ``old`` working as a spelling of ``new`` (``const``: ``old`` is a switch that sets it).
-
-    ``command`` (``"history"``) names where the spelling was used, in the warning.
-    """
-    spelling = new_spelling or new.option_strings[-1]
-    kwargs: dict[str, object] = {"dest": new.dest, "default": argparse.SUPPRESS, "new": spelling, "command": command}
-    if const is not None:
-        kwargs.update(nargs=0, const=const)
-    else:
-        kwargs.update(type=new.type, choices=new.choices, metavar=new.metavar or old.lstrip("-").upper())
-    return parser.add_argument(
-        old,
-        action=_DeprecatedAlias,
-        help=f"deprecated spelling of {spelling}",
-        **kwargs,  # type: ignore[arg-type]
-    )
+def removed_hint(prog: str, message: str) -> str:
+    """``message`` (argparse's) with, for each removed spelling it names, what to use instead."""
+    words = prog.split()
+    removed = _REMOVED.get(words[1] if len(words) > 1 else prog, {})
+    found = re.search(r"unrecognized arguments: (.*)$", message)
+    if not found or not removed:
+        return message
+    given = {word.split("=", 1)[0] for word in found.group(1).split()}
+    hints = [f"{old} was removed: use {new}" for old, new in removed.items() if old in given]
+    return message + (f" ({'; '.join(hints)})" if hints else "")
 
 
 def add_config_argument(parser: argparse.ArgumentParser) -> None:

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfgate.cli._common import add_deprecated_alias, add_flag
+from perfgate.cli._common import add_flag, add_removed_spelling
 from perfgate.core._text import plain
 from perfgate.errors import EXIT_ERROR, EXIT_OK, DataError
 from perfgate.output import output_file
@@ -39,12 +39,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "2 if it is damaged or unsupported.",
     )
     inspect.add_argument("file", type=Path, metavar="FILE", help="a .dbn or .dbn.zst file")
-    output = add_flag(inspect, "--format", choices=("text", "json"), default="text", default_text="text")
-    add_deprecated_alias(inspect, "--json", output, command="data inspect", new_spelling="--format json", const="json")
-    version = inspect.add_argument(
+    add_flag(inspect, "--format", choices=("text", "json"), default="text", default_text="text")
+    add_removed_spelling(inspect, "--json", "--format json")
+    inspect.add_argument(
         "--dbn-version", type=int, choices=(1, 2, 3), default=None, help="DBN version of a header-less fragment"
     )
-    add_deprecated_alias(inspect, "--version", version, command="data inspect")
+    add_removed_spelling(inspect, "--version", "--dbn-version")
     inspect.add_argument("--ts-out", action="store_true", help="a header-less fragment's records carry ts_out")
     inspect.add_argument("--mixed", action="store_true", help="accept several record types in one file and count each")
     synth = sub.add_parser(

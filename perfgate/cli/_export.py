@@ -19,8 +19,8 @@ from typing import Any
 
 from perfgate.cli._common import (
     add_config_argument,
-    add_deprecated_alias,
     add_flag,
+    add_removed_spelling,
     add_store_argument,
     config_from,
     store_file,
@@ -62,8 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_store_argument(prom)
     add_flag(prom, "--model", default=None, default_text="every model in the store")
     add_flag(prom, "--machine", default=None, default_text="every machine in the store")
-    branch = add_flag(prom, "--baseline-branch", default="main", default_text="main")
-    add_deprecated_alias(prom, "--branch", branch, command="export prometheus")
+    add_flag(prom, "--baseline-branch", default="main", default_text="main")
+    add_removed_spelling(prom, "--branch", "--baseline-branch")
     add_flag(prom, "--baseline-runs", type=int, default=5, default_text="5, when no baseline was kept")
     prom.add_argument("--job", default="perfgate", help="with --push: the job label (default perfgate)")
     add_config_argument(prom)

@@ -24,8 +24,8 @@ import numpy as np
 
 from perfgate.cli._common import (
     add_config_argument,
-    add_deprecated_alias,
     add_flag,
+    add_removed_spelling,
     add_store_argument,
     config_from,
     console_for,
@@ -57,11 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_flag(parser, "--machine", default=None, default_text="that of the latest run")
     branches = parser.add_mutually_exclusive_group()
-    branch = add_flag(branches, "--baseline-branch", default="main", default_text="main")
-    add_deprecated_alias(branches, "--branch", branch, command="history")
+    add_flag(branches, "--baseline-branch", default="main", default_text="main")
+    add_removed_spelling(branches, "--branch", "--baseline-branch")
     branches.add_argument("--all-branches", action="store_true", help="runs of every branch")
-    runs = add_flag(parser, "--trend-runs", type=int, default=1000, metavar="N", default_text="1000")
-    add_deprecated_alias(parser, "--limit", runs, command="history")
+    add_flag(parser, "--trend-runs", type=int, default=1000, metavar="N", default_text="1000")
+    add_removed_spelling(parser, "--limit", "--trend-runs")
     parser.add_argument("--rows", type=int, default=20, help="table rows per metric on a terminal (default 20)")
     parser.add_argument("--changepoints", action="store_true", help="find where the level changed, and how sure")
     parser.add_argument(
@@ -71,16 +71,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"change-point search: seeded (seeded binary segmentation), binseg (binary segmentation) or "
         f"edivisive (default {METHODS[0]})",
     )
-    alpha = parser.add_argument(
+    parser.add_argument(
         "--changepoint-alpha",
         type=float,
         default=0.001,
         help="significance level of each change point: the chance that one is found where the level did not "
         "change (default 0.001)",
     )
-    add_deprecated_alias(parser, "--alpha", alpha, command="history")
-    output = add_flag(parser, "--format", choices=("text", "json"), default="text", default_text="text")
-    add_deprecated_alias(parser, "--json", output, command="history", new_spelling="--format json", const="json")
+    add_removed_spelling(parser, "--alpha", "--changepoint-alpha")
+    add_flag(parser, "--format", choices=("text", "json"), default="text", default_text="text")
+    add_removed_spelling(parser, "--json", "--format json")
     add_store_argument(parser)
     add_config_argument(parser)
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from perfgate.cli._common import (
     add_config_argument,
-    add_deprecated_alias,
     add_flag,
+    add_removed_spelling,
     add_store_argument,
     chosen_store,
     config_from,
@@ -46,14 +46,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="unit of timing metrics (default: us; ms for hyperfine; the file's for google-benchmark)",
     )
-    machine = parser.add_argument(
+    parser.add_argument(
         "--machine-from",
         choices=["file", "here"],
         default="file",
         help="where the run's machine fingerprint comes from: file, what the tool recorded (this machine when "
         "it recorded nothing, as hyperfine does), or here, this machine (default: file)",
     )
-    add_deprecated_alias(parser, "--machine", machine, command="import")
+    add_removed_spelling(parser, "--machine", "--machine-from")
     add_flag(parser, "--git-commit", default=None, default_text="the file's, else git")
     add_flag(parser, "--branch", default=None, default_text="the file's, else from git or the CI's variables")
     add_store_argument(parser)

@@ -7,8 +7,8 @@ import sys
 
 from perfgate.cli._common import (
     add_config_argument,
-    add_deprecated_alias,
     add_flag,
+    add_removed_spelling,
     add_store_argument,
     config_from,
     store_file,
@@ -29,11 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_store_argument(parser)
     add_flag(parser, "--model", default=None, default_text="every model in the store")
     add_flag(parser, "--machine", default=None, default_text="every machine in the store")
-    branch = add_flag(parser, "--baseline-branch", default="main", default_text="main")
-    add_deprecated_alias(parser, "--branch", branch, command="report")
+    add_flag(parser, "--baseline-branch", default="main", default_text="main")
+    add_removed_spelling(parser, "--branch", "--baseline-branch")
     add_flag(parser, "--baseline-runs", type=int, default=5, default_text="5, when no baseline was kept")
-    trend = add_flag(parser, "--trend-runs", type=int, default=100, metavar="N", default_text="100")
-    add_deprecated_alias(parser, "--history", trend, command="report")
+    add_flag(parser, "--trend-runs", type=int, default=100, metavar="N", default_text="100")
+    add_removed_spelling(parser, "--history", "--trend-runs")
     add_config_argument(parser)
 
 

@@ -183,6 +183,8 @@ def parse(
         if not isinstance(results, list):
             raise InputError("expected a list", source=source, field=f"{where}.result")
         params = row.get("params") or []
+        if not isinstance(params, list) or not all(isinstance(p, list) for p in params):
+            raise InputError("expected a list of parameter value lists", source=source, field=f"{where}.params")
         names = described.get("param_names", []) if described else []
         labels = _labels(params, names if isinstance(names, list) else [])
         if len(labels) != len(results):

@@ -88,6 +88,11 @@ GOOD_PYTEST = {"benchmarks": [{"name": "test_a", "stats": {"data": [0.001, 0.002
             "results.time_x.params",
         ),
         ("asv", {"version": 2, "result_columns": ["result"], "results": {"time_x": 5}}, "results.time_x"),
+        (
+            "asv",
+            {"version": 2, "result_columns": ["result", "params"], "results": {"time_x": [[1e-3], [2.5]]}},
+            "results.time_x.params",
+        ),
     ],
 )
 def test_bad_documents_name_the_field(fmt, doc, field):

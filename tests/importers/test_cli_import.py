@@ -36,7 +36,7 @@ def test_machine_from_the_file_or_from_here(tmp_path):
     from_file, here = tmp_path / "a.json", tmp_path / "b.json"
     base = ["import", "pyperf", str(PYPERF), "--git-commit", "abc"]
     assert main([*base, "--output", str(from_file)]) == 0
-    assert main([*base, "--output", str(here), "--machine", "here"]) == 0
+    assert main([*base, "--output", str(here), "--machine-from", "here"]) == 0
     a, b = (json.loads(p.read_text())["machine"] for p in (from_file, here))
     assert a["fingerprint"] != b["fingerprint"]
     assert "memory_gib" in b  # perfgate's own description of this machine

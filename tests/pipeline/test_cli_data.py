@@ -39,7 +39,7 @@ def test_inspect_a_valid_file(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_inspect_json(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["data", "inspect", "--json", str(sample("test_data.mbp-1.v1.dbn.zst").path)]) == 0
+    assert main(["data", "inspect", "--format", "json", str(sample("test_data.mbp-1.v1.dbn.zst").path)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["valid"] is True and doc["error"] is None
     assert (doc["version"], doc["schema"], doc["compressed"], doc["record_count"]) == (1, "mbp-1", True, 2)
@@ -60,7 +60,7 @@ def test_inspect_a_damaged_file_exits_2_with_one_line(tmp_path: Path, capsys: py
 
 def test_inspect_a_damaged_file_as_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _truncated(tmp_path)
-    assert main(["data", "inspect", str(path), "--json"]) == 2
+    assert main(["data", "inspect", str(path), "--format", "json"]) == 2
     doc = json.loads(capsys.readouterr().out)
     assert doc["valid"] is False and doc["file"] == str(path)
     assert "byte offset 409" in doc["error"]
@@ -76,12 +76,12 @@ def test_inspect_refuses_dbz_and_missing_files(name: str, capsys: pytest.Capture
 
 def test_inspect_a_fragment(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     frag = sample("test_data.definition.v3.dbn.frag").path
-    assert main(["data", "inspect", str(frag), "--version", "3", "--json"]) == 0
+    assert main(["data", "inspect", str(frag), "--dbn-version", "3", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["fragment"] is True and doc["records_by_type"] == {"definition": 2} and doc["schema"] is None
-    assert main(["data", "inspect", str(frag), "--ts-out"]) == 2  # --ts-out needs --version
+    assert main(["data", "inspect", str(frag), "--ts-out"]) == 2  # --ts-out needs --dbn-version
     assert "--ts-out applies only" in capsys.readouterr().err
-    assert main(["data", "inspect", str(frag), "--version", "1"]) == 2  # wrong version: lengths do not match
+    assert main(["data", "inspect", str(frag), "--dbn-version", "1"]) == 2  # wrong version: lengths do not match
     assert "length byte 130 (520 bytes)" in capsys.readouterr().err
 
 
@@ -90,7 +90,7 @@ def test_inspect_a_mixed_stream(tmp_path: Path, capsys: pytest.CaptureFixture[st
     path.write_bytes(zstd_frames(mixed_stream(), 3))
     assert main(["data", "inspect", str(path)]) == 2
     assert "mixed=True" in capsys.readouterr().err
-    assert main(["data", "inspect", str(path), "--mixed", "--json"]) == 0
+    assert main(["data", "inspect", str(path), "--mixed", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["records_by_type"] == {"ohlcv-1m": 3, "trades": 2, "mbo": 3} and doc["schema"] is None
 
@@ -113,7 +113,7 @@ def test_synth_writes_a_file_the_loader_accepts(tmp_path: Path, capsys: pytest.C
 
 def test_python_m_perfgate_data_inspect_subprocess(tmp_path: Path) -> None:
     good = subprocess.run(
-        [sys.executable, "-m", "perfgate", "data", "inspect", "--json", str(GOOD)],
+        [sys.executable, "-m", "perfgate", "data", "inspect", "--format", "json", str(GOOD)],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -267,7 +267,7 @@ def test_a_slower_code_is_a_change_point_on_the_normalised_series(tmp_path, caps
 
 def test_a_long_history_stays_under_the_size_limit(tmp_path, capsys):
     docs = [_history_doc(r, machine_slow=1.0 + 0.05 * (r % 7) / 7, code_slow=1.0, n=400) for r in range(100)]
-    page = _report_of(tmp_path, docs, "--history", "100")
+    page = _report_of(tmp_path, docs, "--trend-runs", "100")
     assert len(page.encode()) <= MAX_BYTES
     index = [svg for svg in charts(page) if "index" in (svg.get("class") or "")]
     assert len(index) == 1

@@ -95,7 +95,7 @@ def test_fuzz_importers(fmt, seed):
         data, gz = mutate.import_file(fmt, random.Random(seed))
         path = inputs / ("result.json.gz" if gz else "result.json")
         path.write_bytes(data)
-        return ["import", fmt, str(path), "--output", str(outputs / "run.json"), "--machine", "file"]
+        return ["import", fmt, str(path), "--output", str(outputs / "run.json"), "--machine-from", "file"]
 
     code, _ = run_case(prepare)
     assert code in (0, 2)

@@ -134,7 +134,7 @@ def test_dbn_metadata_claiming_gigabytes_costs_nothing(tmp_path):
 
 def test_a_real_zstd_file_still_loads_under_a_small_limit(tmp_path):
     data = Path(__file__).resolve().parent.parent / "data" / "dbn" / "test_data.bbo-1m.v3.dbn.zst"
-    done = perfgate("data", "inspect", data, "--json", env={"PERFGATE_MAX_DBN_MB": "1"})
+    done = perfgate("data", "inspect", data, "--format", "json", env={"PERFGATE_MAX_DBN_MB": "1"})
     assert done.code == 0, done.err
     assert json.loads(done.out)["record_count"] == 4
 

@@ -81,7 +81,7 @@ def test_store_in_a_read_only_folder_can_be_read(immutable_folder, run_doc, caps
     if subprocess.run(["chattr", "+i", str(immutable_folder)], capture_output=True).returncode != 0:
         pytest.skip("this file system has no immutable attribute")
     capsys.readouterr()
-    assert main(["history", "--model", "dqn", "--store", url, "--json"]) == 0
+    assert main(["history", "--model", "dqn", "--store", url, "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["metrics"]
     assert main(["record", str(run), "--store", url]) in (0, 2)  # already recorded: nothing to write
     other = immutable_folder.parent / "other.json"

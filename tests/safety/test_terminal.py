@@ -70,7 +70,7 @@ def test_history_prints_hostile_names_as_text(hostile_runs, tmp_path, capsys):
     out, err = capsys.readouterr()
     _clean(out + err)
     assert "[/]" in out and "[bold red]styled[/]" in out
-    assert main(["history", "--model", "dqn", "--store", store, "--json"]) == 0
+    assert main(["history", "--model", "dqn", "--store", store, "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert {m["metric"] for m in doc["metrics"]} == set(HOSTILE)  # JSON keeps the names exact
 

@@ -95,7 +95,7 @@ def test_flagged_run_stays_out_of_the_baseline_until_accepted(run_doc, write_jso
         assert s.status("slow") is RunStatus.FLAGGED  # checked before it was recorded
     assert main(["record", str(slow), "--store", url]) == 0
     assert "status flagged" in capsys.readouterr().err
-    assert main(["baseline", "update", "--store", url, "--runs", "10"]) == 0
+    assert main(["baseline", "update", "--store", url, "--baseline-runs", "10"]) == 0
     assert "4 run(s), newest h3 (commit c3)" in capsys.readouterr().err
     assert main(["baseline", "show", "--store", url, "--model", "DQN"]) == 0
     shown = capsys.readouterr().out
@@ -105,7 +105,7 @@ def test_flagged_run_stays_out_of_the_baseline_until_accepted(run_doc, write_jso
     assert "accepted run slow" in capsys.readouterr().out
     assert main(["baseline", "accept", "h1", "--store", url]) == 0
     assert "not flagged (status recorded)" in capsys.readouterr().out
-    assert main(["baseline", "update", "--store", url, "--model", "dqn", "--runs", "3"]) == 0
+    assert main(["baseline", "update", "--store", url, "--model", "dqn", "--baseline-runs", "3"]) == 0
     assert "3 run(s), newest slow (commit bad)" in capsys.readouterr().err
     with open_store(url) as s:
         record = s.baseline(suite="pipeline", model="dqn", machine="machine-a", branch="main")
@@ -116,7 +116,7 @@ def test_flagged_run_stays_out_of_the_baseline_until_accepted(run_doc, write_jso
 def test_check_takes_the_stored_baseline_and_records_passed(run_doc, write_json, shared_url, tmp_path):
     url = shared_url
     _history(run_doc, write_json, url, count=5)
-    assert main(["baseline", "update", "--store", url, "--runs", "2"]) == 0
+    assert main(["baseline", "update", "--store", url, "--baseline-runs", "2"]) == 0
     same = write_json("same.json", run_doc(seed=42, run_id="same", created_at="2026-11-29T19:00:00Z"))
     report = tmp_path / "r.md"
     assert main(["check", "--store", url, "--current", str(same), "--output", str(report), "--quiet"]) == 0
@@ -176,7 +176,7 @@ def test_export_asks_for_a_machine_when_there_are_several(run_doc, write_json, s
 def test_baseline_commands_without_history_exit_2(shared_url, tmp_path, capsys):
     assert main(["baseline", "update", "--store", shared_url]) == 2
     assert "no unflagged run of any model on branch 'main'" in capsys.readouterr().err
-    assert main(["baseline", "update", "--store", shared_url, "--runs", "0"]) == 2
+    assert main(["baseline", "update", "--store", shared_url, "--baseline-runs", "0"]) == 2
     assert main(["baseline", "accept", "ghost", "--store", shared_url]) == 2
     assert "no run or check with id 'ghost'" in capsys.readouterr().err
     assert main(["baseline", "show", "--store", shared_url]) == 2
