@@ -436,6 +436,17 @@ def _share_source_tests(pending: list[_Pending], family: list[_Pending], adjuste
         p.noise = f"derived from {p.derived_from}: tested with it, counted once"
 
 
+def holm_family(pending: list[_Pending]) -> tuple[list[_Pending], dict[int, float]]:
+    """Holm's family of a check and its adjusted p-values, keyed by ``id()`` of each pending one:
+    the one rule both the stored and the paired decision use. A derived comparison (a throughput
+    of a stage's calls) counts once: it is in the family only when the metric it comes from has
+    no test of its own for that statistic (or its median), and otherwise takes that test."""
+    family = _family(pending)
+    adjusted = _holm_by_id(family)
+    _share_source_tests(pending, family, adjusted)
+    return family, adjusted
+
+
 def prepare(
     baseline: Run,
     current: Run,
@@ -472,9 +483,7 @@ def prepare(
         ]
 
     pending, fixed = _split(baseline, current, policy, each)
-    family = _family(pending)
-    adjusted = _holm_by_id(family)
-    _share_source_tests(pending, family, adjusted)
+    family, adjusted = holm_family(pending)
     shift = None if paired else common_shift(family, alpha=policy.alpha, confidence=policy.confidence)
     per_metric = policy if shift is None else dataclasses.replace(policy, alpha=policy.alpha - shift.alpha)
     decided = [_decide(p, adjusted.get(id(p)), per_metric, len(family), stats) for p in pending]

@@ -21,11 +21,6 @@ import dataclasses
 
 from perfgate.core._budgets import check_budgets
 from perfgate.core._counts import is_counts_run, pooled_residues
-from perfgate.core._decision import _decide as _decide
-from perfgate.core._decision import _holm_by_id as _holm_by_id
-from perfgate.core._decision import _Pending as _Pending
-from perfgate.core._decision import _split as _split
-from perfgate.core._decision import _statistics_of as _statistics_of
 from perfgate.core._decision import _unpaired, prepare
 from perfgate.core._derived import derived_metrics
 from perfgate.core._estimate import sides_of

@@ -23,7 +23,8 @@ verdict rests on one pair (:mod:`perfgate.core._moderated`, :func:`_borrow`).
 
 A derived metric (throughput, items per second of a stage's own calls) is not a second
 test: it takes the adjusted p-value of the metric it is derived from and counts once in
-Holm's family.
+Holm's family; when that metric has no test of its own, the derived one is tested in its
+place. One rule for the stored and the paired decision (:func:`perfgate.core._decision.holm_family`).
 
 **Stopping.** The check looks at its data a fixed number of times (``looks``, at pair
 counts fixed from the time budget before any data is seen, :func:`look_schedule`), and
@@ -45,21 +46,19 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from perfgate.core._decision import _log_threshold
-from perfgate.core._distributions import t_sf
-from perfgate.core._moderated import Prior, fit_prior, guarded
-from perfgate.core.compare import (
-    CheckResult,
-    Comparison,
-    Verdict,
+from perfgate.core._budgets import check_budgets
+from perfgate.core._decision import (
     _decide,
-    _holm_by_id,
+    _family,
+    _log_threshold,
     _Pending,
     _split,
     _statistics_of,
-    check_budgets,
-    missing_gated,
+    holm_family,
 )
+from perfgate.core._distributions import t_sf
+from perfgate.core._moderated import Prior, fit_prior, guarded
+from perfgate.core.compare import CheckResult, Comparison, Verdict, missing_gated
 from perfgate.core.metrics import Direction
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Metric, Run
@@ -241,27 +240,18 @@ def decide_look(
                 p_value=None,
                 threshold_only=False,
             )
+            p.derived_from = derived.get(cur.name, "")
             _test_across(p, log_ratios.get((cur.name, stat), ()))
             out.append(p)
         return out
 
     pending, fixed = _split(baseline, current, policy, prepare)
-    own = [p for p in pending if p.p_value is not None and p.fixed is None and p.cur.name not in derived]
-    blocked = _borrow(own, log_ratios) if borrow else {}
-    adjusted = _holm_by_id(own)
-    by_key = {(p.cur.name, p.statistic): adjusted[id(p)] for p in own}
-    for p in pending:  # a derived metric is decided on its source's test: one member of the family
-        source = derived.get(p.cur.name)
-        if source is not None:
-            p.derived_from = source
-        if source is not None and p.fixed is None:
-            src = by_key.get((source, p.statistic)) or by_key.get((source, "median"))
-            if src is not None:
-                adjusted[id(p)] = src
-                p.noise = f"derived from {source}: tested with it, counted once"
+    # the family is known before the tests' values are: which metrics have a test, and which are derived
+    blocked = _borrow(_family(pending), log_ratios) if borrow else {}
+    family, adjusted = holm_family(pending)  # the stored decision's rule: a derived metric counts once
     decided = []
     for p in pending:
-        c = _decide(p, adjusted.get(id(p)), look_policy, len(own))
+        c = _decide(p, adjusted.get(id(p)), look_policy, len(family))
         if c.required_n is not None:
             c = replace(c, required_unit="pairs")
         if id(p) in blocked and c.verdict is Verdict.INCONCLUSIVE:

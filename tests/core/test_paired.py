@@ -117,6 +117,24 @@ def test_throughput_is_flipped_and_derived_metrics_count_once():
     assert rate.derived_from == "training_step_time_ms" and step.derived_from == ""
 
 
+def test_a_derived_metric_whose_source_has_no_test_is_tested_as_in_a_stored_check():
+    """One rule for both paths: when the source has no test (here no pairs of it), the derived
+    metric is tested in its place and counts in Holm's family, as compare_runs does."""
+    metrics = {
+        "training_step_time_ms": ("ms", Direction.LOWER),
+        "throughput_samples_per_sec": ("samples/s", Direction.HIGHER),
+    }
+    runs = _run(metrics, 5)
+    d = [-0.06, -0.05, -0.055, -0.065, -0.05]  # throughput 5-6 % lower in every pair
+    ratios = {("throughput_samples_per_sec", "median"): d}
+    policy = Policy(threshold_pct=3.0)
+    derived = {"throughput_samples_per_sec": "training_step_time_ms"}
+    result = decide_look(runs, runs, ratios, policy, alpha=0.01, derived=derived)
+    rate = next(c for c in result.comparisons if c.metric == "throughput_samples_per_sec")
+    assert rate.p_adjusted is not None and rate.p_adjusted == rate.p_value  # the one member of the family
+    assert rate.verdict is Verdict.REGRESSED and rate.derived_from == "training_step_time_ms"
+
+
 def test_a_gated_metric_the_current_side_lacks_fails_the_look():
     both = {**TIME, "dbn_load_time_ms": ("ms", Direction.LOWER)}
     base, cur = _run(both, 4), _run(TIME, 4)
