@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from perfgate.core._counts import PROCESS_DF_KEY, is_count, learned_residue
 from perfgate.core.changepoints import detect
 from perfgate.core.metrics import BUILTIN_METRICS, Direction
 from perfgate.core.noise import calibrate_sigma, normalised
@@ -33,6 +34,7 @@ from perfgate.runfile import load_json, write_text_atomic
 __all__ = [
     "DEFAULT_NOISE_FILE",
     "NOISE_VERSION",
+    "PROCESS_DF_KEY",
     "estimate_noise",
     "load_noise",
     "noise_runs",
@@ -63,14 +65,19 @@ def estimate_noise(runs: Sequence[Run]) -> dict[str, float]:
     For metrics measured with a reference kernel it also learns the residual noise of the
     normalised values (keys ending ``@normalised``, see :func:`perfgate.core.policy.noise_key`),
     from the runs that have one: what remains once the machine's speed is taken out.
+
+    Counts have no run-to-run phase: for them it learns the residue between the processes of
+    each run instead (keys ending ``@process`` and ``@process_df``,
+    :func:`perfgate.core._counts.learned_residue`), which a counts check tests each metric with.
     """
     names: dict[str, None] = {}
     for run in runs:
         names.update(dict.fromkeys(run.metrics))
-    sigma: dict[str, float] = {}
+    # counts: each metric's residue between the processes of a run, pooled over the runs
+    sigma: dict[str, float] = learned_residue(runs)
     for name in names:
         metrics = [r.metrics[name] for r in runs if name in r.metrics]
-        if not metrics or metrics[0].direction is Direction.INFO:
+        if not metrics or metrics[0].direction is Direction.INFO or is_count(metrics[0]):
             continue
         info = BUILTIN_METRICS.get(name)
         scaled = [n for n in (normalised(m) for m in metrics) if n is not None]

@@ -114,3 +114,61 @@ def test_the_noise_is_learned_within_the_segments_between_change_points():
     logs = np.log(history)
     inside = np.concatenate([np.diff(logs[0:10]), np.diff(logs[10:20]), np.diff(logs[20:30])])
     assert calibrate_sigma(history, [10, 20]) == pytest.approx(float(np.median(np.abs(inside))) / _MAD_DIFF)
+
+
+def test_calibrate_learns_the_counts_residue_of_the_counts_machine_and_check_uses_it(tmp_path, capsys, monkeypatch):
+    """Counts runs carry the counts machine (the instruction set valgrind presents), not the host:
+    calibrate, with no --machine, finds it in the store and learns each metric's residue between
+    processes; a check of two counts runs then tests with it and says so."""
+    from perfgate.core.metrics import Direction
+    from perfgate.core.schema import GitInfo, Machine, Metric, Run
+    from perfgate.runfile import save_run
+
+    fingerprint = "counts-0123456789ab"
+
+    def counts_run(i: int, level: float, spread: float) -> Run:
+        groups = [[level * (1 + spread)] * 5, [level * (1 - spread)] * 5]
+        metric = Metric(
+            name="load_est_cycles",
+            unit="cycles",
+            direction=Direction.LOWER,
+            samples=tuple(v for g in groups for v in g),
+            groups=(5, 5),
+        )
+        return Run(
+            model="dqn",
+            run_id=f"c{i}",
+            created_at=f"2026-11-29T18:{i:02d}:00Z",
+            git=GitInfo(commit=f"{i:040x}", branch="main"),
+            machine=Machine(fingerprint=fingerprint, details={"host_fingerprint": "some-host"}),
+            config={"measure": "counts", "processes": 2},
+            metrics={"load_est_cycles": metric},
+        )
+
+    monkeypatch.chdir(tmp_path)  # no calibration file of the working folder applies
+    url = f"sqlite:///{tmp_path}/s.db"
+    files = []
+    for i in range(4):
+        path = tmp_path / f"c{i}.json"
+        save_run(path, counts_run(i, 8e6, 0.012))
+        files.append(str(path))
+    assert main(["record", *files, "--store", url]) == 0
+    noise = tmp_path / "noise.json"
+    assert main(["calibrate", "--model", "dqn", "--store", url, "--output", str(noise)]) == 0
+    assert "between-process residue from 4 runs" in capsys.readouterr().err
+    sigma = load_noise(noise, machine=fingerprint, model="dqn")
+    assert 0.015 < sigma["load_est_cycles@process"] < 0.02  # log(1.012/0.988)/sqrt(2)
+    assert sigma["load_est_cycles@process_df"] == 4.0
+
+    base, cur = tmp_path / "base.json", tmp_path / "cur.json"
+    save_run(base, counts_run(10, 8e6, 0.0005))
+    save_run(cur, counts_run(11, 8e6 * 0.98, 0.0005))  # 2 % fewer: within what this stage's layouts move it
+    js = tmp_path / "r.json"
+    argv = ["check", "--baseline", str(base), "--current", str(cur), "--threshold", "1", "--json", str(js), "--quiet"]
+    # alone, two processes per side that agree to 0.1 % make the 2 % look like an improvement
+    assert main(argv) == 0
+    (row,) = [c for c in json.loads(js.read_text())["comparisons"] if c["statistic"] == "median"]
+    assert row["verdict"] == "improved"
+    assert main([*argv, "--noise", str(noise)]) == 0
+    (row,) = [c for c in json.loads(js.read_text())["comparisons"] if c["statistic"] == "median"]
+    assert row["verdict"] != "improved" and "learned from 4 runs of this machine" in row["noise"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 
-from perfgate.calibration import DEFAULT_NOISE_FILE, estimate_noise, save_noise
+from perfgate.calibration import DEFAULT_NOISE_FILE, PROCESS_DF_KEY, estimate_noise, save_noise
 from perfgate.cli._common import (
     add_config_argument,
     add_flag,
@@ -39,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_argument(parser)
 
 
+_COUNTS_SCAN = 500  # newest runs of a model looked through for counts machines
+
+
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     check_distinct(
@@ -61,30 +64,41 @@ def run(args: argparse.Namespace) -> int:
         )
         done = 0
         for model in models:
-            runs = store.runs(
-                RunQuery(model=model, machine=machine, branch=args.baseline_branch, limit=args.baseline_runs)
-            )
-            if len(runs) < 3:
-                console.print(
-                    f"{term(model)}: {len(runs)} run(s) on {term(args.baseline_branch)} from machine {term(machine)}; "
-                    "need 3 — skipped"
+            machines = [machine]
+            if args.machine is None:
+                # counts carry across the hosts of one kind: a counts run's machine is the instruction
+                # set valgrind presents (docs/design.md §12), calibrated wherever it was recorded
+                recent = store.runs(RunQuery(model=model, branch=args.baseline_branch, limit=_COUNTS_SCAN))
+                machines += sorted({fp for r in recent if (fp := r.machine.fingerprint) and fp.startswith("counts-")})
+            for fingerprint in machines:
+                runs = store.runs(
+                    RunQuery(model=model, machine=fingerprint, branch=args.baseline_branch, limit=args.baseline_runs)
                 )
-                continue
-            runs.reverse()  # oldest first: successive differences follow time
-            sigma = estimate_noise(runs)
-            save_noise(
-                args.output,
-                machine=machine,
-                model=model,
-                sigma=sigma,
-                runs=len(runs),
-                run_ids=[r.run_id or "" for r in runs],
-                branch=args.baseline_branch,
-                created_at=format_timestamp(datetime.now(UTC)),
-            )
-            done += 1
-            shown = ", ".join(f"{k} {v:.1%}" for k, v in sorted(sigma.items()))
-            console.print(f"{term(model)}: run-to-run σ from {len(runs)} runs: {term(shown)}")
+                if len(runs) < 3:
+                    if fingerprint == machine:
+                        console.print(
+                            f"{term(model)}: {len(runs)} run(s) on {term(args.baseline_branch)} from machine "
+                            f"{term(machine)}; need 3 — skipped"
+                        )
+                    continue
+                runs.reverse()  # oldest first: successive differences follow time
+                sigma = estimate_noise(runs)
+                save_noise(
+                    args.output,
+                    machine=fingerprint,
+                    model=model,
+                    sigma=sigma,
+                    runs=len(runs),
+                    run_ids=[r.run_id or "" for r in runs],
+                    branch=args.baseline_branch,
+                    created_at=format_timestamp(datetime.now(UTC)),
+                )
+                done += 1
+                shown = ", ".join(
+                    f"{k} {v:.1%}" if not k.endswith(PROCESS_DF_KEY) else f"{k} {v:g}" for k, v in sorted(sigma.items())
+                )
+                what = "between-process residue" if fingerprint.startswith("counts-") else "run-to-run σ"
+                console.print(f"{term(model)}: {what} from {len(runs)} runs: {term(shown)}")
     finally:
         store.close()
     if not done:

@@ -33,6 +33,7 @@ under the measured residue (at most 1 % alarm) and the power for +2 % at a 1 % t
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,11 +48,15 @@ from perfgate.core.stats import QUANTILES
 __all__ = [
     "COUNT_UNITS",
     "NOT_TIMES",
+    "PROCESS_DF_KEY",
+    "PROCESS_KEY",
     "RESIDUE_FLOOR",
     "Residue",
     "counts_test",
+    "history_of",
     "is_count",
     "is_counts_run",
+    "learned_residue",
     "left_out_line",
     "pooled_residue",
     "pooled_residues",
@@ -131,8 +136,59 @@ def pooled_residues(baseline: Run, current: Run, floor: float = RESIDUE_FLOOR) -
     return out
 
 
-def counts_test(log_worse: float, base: Metric, cur: Metric, statistic: str, residue: Residue) -> _Test:
-    """The one-sided test of a count metric's log ratio (module docstring)."""
+# the calibration keys of a count metric's residue learned from stored runs (perfgate calibrate)
+PROCESS_KEY, PROCESS_DF_KEY = "@process", "@process_df"
+
+
+def learned_residue(runs: Sequence[Run]) -> dict[str, float]:
+    """Each count metric's between-process residue over stored runs, as calibration entries.
+
+    Inside every run, the spread of its processes' log medians around that run's mean; pooled
+    over the runs (``metric@process``, with its degrees of freedom as ``metric@process_df``).
+    Read inside runs, it needs no change-point split: a change of the code between two runs
+    moves both their means, not the spread of either.
+    """
+    ss: dict[str, float] = {}
+    df: dict[str, int] = {}
+    for run in runs:
+        for name, metric in run.metrics.items():
+            if not is_count(metric):
+                continue
+            s, d = _spread(metric)
+            if d:
+                ss[name] = ss.get(name, 0.0) + s
+                df[name] = df.get(name, 0) + d
+    out: dict[str, float] = {}
+    for name, d in df.items():
+        out[f"{name}{PROCESS_KEY}"] = math.sqrt(ss[name] / d)
+        out[f"{name}{PROCESS_DF_KEY}"] = float(d)
+    return out
+
+
+def history_of(noise: Mapping[str, float], metric: str) -> tuple[float, int] | None:
+    """The residue ``perfgate calibrate`` learned for ``metric`` and its degrees of freedom, if any."""
+    sigma, df = noise.get(f"{metric}{PROCESS_KEY}"), noise.get(f"{metric}{PROCESS_DF_KEY}")
+    if sigma is None or df is None or df < 1:
+        return None
+    return float(sigma), int(df)
+
+
+def counts_test(
+    log_worse: float,
+    base: Metric,
+    cur: Metric,
+    statistic: str,
+    residue: Residue,
+    history: tuple[float, int] | None = None,
+    history_runs: int = 0,
+) -> _Test:
+    """The one-sided test of a count metric's log ratio (module docstring).
+
+    ``history``: the metric's residue learned from this machine's stored runs and its degrees
+    of freedom. With it, the metric's own spread is pooled with that history and stands on
+    its own (floored): a stage known to be quiet is not held to the check's noisiest, and one
+    known to move (a DBN load's estimated cycles) is not trusted on two processes that agreed.
+    """
     q = QUANTILES[statistic]
     g_base, g_cur = len(base.groups or (0,)), len(cur.groups or (0,))
     ss = df_own = 0.0
@@ -151,16 +207,28 @@ def counts_test(log_worse: float, base: Metric, cur: Metric, statistic: str, res
         own_log = means[1] - means[0]
         log_worse = own_log if cur.direction is not Direction.HIGHER else -own_log
     own = math.sqrt(ss / df_own) if df_own else 0.0
-    sigma = max(residue.floor, residue.sigma, own)
+    if history is not None:
+        h_sigma, h_df = history
+        learned = math.sqrt((h_df * h_sigma**2 + ss) / (h_df + df_own))
+        sigma = max(residue.floor, learned)
+        df = int(h_df + df_own) if sigma > residue.floor else None
+        runs = f"{history_runs} runs" if history_runs else "runs"
+        which = (
+            f"the floor of {residue.floor:.2%}, above the {learned:.3%} learned from {runs} of this machine"
+            if sigma == residue.floor
+            else f"this metric's own, learned from {runs} of this machine"
+        )
+    else:
+        sigma = max(residue.floor, residue.sigma, own)
+        df = residue.df if sigma > residue.floor and residue.df > 0 else None
+        which = (
+            f"the floor of {residue.floor:.2%}"
+            if sigma == residue.floor
+            else "this metric's own spread"
+            if sigma == own and own > residue.sigma
+            else f"pooled over {residue.metrics} count metrics"
+        )
     se = sigma * math.sqrt(1.0 / g_base + 1.0 / g_cur)
-    df = residue.df if sigma > residue.floor and residue.df > 0 else None
-    which = (
-        f"the floor of {residue.floor:.2%}"
-        if sigma == residue.floor
-        else "this metric's own spread"
-        if sigma == own and own > residue.sigma
-        else f"pooled over {residue.metrics} count metrics"
-    )
     noise = (
         f"counts: between-process residue σ {sigma:.3%} ({which}; {g_base}/{g_cur} processes), no run-to-run phase term"
     )

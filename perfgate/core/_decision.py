@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from perfgate.core._common_shift import CommonShift, common_shift
-from perfgate.core._counts import Residue, counts_test, is_count
+from perfgate.core._counts import Residue, counts_test, history_of, is_count
 from perfgate.core._distributions import norm_ppf, t_isf, t_ppf
 from perfgate.core._estimate import Sides, _estimate, _paired_test, _Test, _unpaired_test, sides_of
 from perfgate.core._samplestats import ReferenceStats, SampleStats
@@ -149,7 +149,8 @@ def _prepare(
         return p
     if test is None and counts is not None and is_count(cur):
         assert est.log_worse is not None
-        test = counts_test(est.log_worse, base, cur, statistic, counts)
+        history = history_of(policy.noise, cur.name) if statistic == "median" else None
+        test = counts_test(est.log_worse, base, cur, statistic, counts, history, policy.noise_runs)
     if test is None:
         assert est.log_worse is not None and se is not None
         test = _unpaired_test(est.log_worse, se, cur, sides, statistic, policy, runs, stats, shift)

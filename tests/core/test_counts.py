@@ -176,3 +176,76 @@ def test_instructions_do_not_lend_their_precision_to_estimated_cycles():
     assert residues["instructions"].sigma < 0.0002 < 0.01 < residues["cycles"].sigma
     mixed = pooled_residue(_run([*quiet, cycles]), _run([*quiet, cycles]))
     assert mixed is not None and mixed.sigma < residues["cycles"].sigma
+
+
+def test_the_residue_learned_from_stored_runs_is_the_spread_inside_each_run_pooled():
+    from perfgate.calibration import estimate_noise
+
+    # run 1: log groups log 100, log 102; run 2: log 200 (moved: another code), log 200 -> df 2
+    one = _run([_metric("a_est_cycles", [[100.0] * 3, [102.0] * 3], "cycles")])
+    two = _run([_metric("a_est_cycles", [[200.0] * 3, [200.0] * 3], "cycles")])
+    sigma = estimate_noise([one, two])
+    assert sigma["a_est_cycles@process"] == pytest.approx(math.sqrt(math.log(1.02) ** 2 / 2 / 2))
+    assert sigma["a_est_cycles@process_df"] == 2.0
+    assert "a_est_cycles" not in sigma  # no run-to-run term for counts: the change between the runs is not noise
+
+
+def _layout_noisy_pair(rng: np.random.Generator, shift: float) -> tuple[Run, Run]:
+    """Four stages counted quietly, and one whose estimated cycles move ~1.2 % with each process's layout."""
+
+    def side(extra: float) -> Run:
+        metrics = [
+            _metric(f"s{i}_est_cycles", [[1e6 * math.exp(rng.normal(0, 0.0005))] * 5 for _ in range(2)], "cycles")
+            for i in range(4)
+        ]
+        metrics.append(
+            _metric(
+                "load_est_cycles",
+                [[8e6 * (1 + extra) * math.exp(rng.normal(0, 0.012))] * 5 for _ in range(2)],
+                "cycles",
+            )
+        )
+        return _run(metrics)
+
+    return side(0.0), side(shift)
+
+
+def test_a_residue_learned_from_history_keeps_a_layout_noisy_stage_from_false_claims():
+    """A/A, 400 checks at --threshold 1: with only the check's own two processes per side, the
+    layout-noisy stage is sometimes trusted on two processes that happened to agree; with the
+    residue its stored runs showed (1.2 % on 40 degrees of freedom) it claims nothing."""
+    rng = np.random.default_rng(5)
+    learned = Policy(threshold_pct=1.0, noise={"load_est_cycles@process": 0.012, "load_est_cycles@process_df": 40.0})
+    claims = {"alone": 0, "learned": 0}
+    for _ in range(400):
+        base, cur = _layout_noisy_pair(rng, 0.0)
+        for label, policy in (("alone", Policy(threshold_pct=1.0)), ("learned", learned)):
+            result = compare_runs(base, cur, policy)
+            claims[label] += any(c.verdict in (Verdict.REGRESSED, Verdict.IMPROVED) for c in result.comparisons)
+    assert claims["learned"] <= 4, claims  # at most 1 %
+    assert claims["alone"] > claims["learned"], claims
+
+
+def test_a_quiet_stage_known_quiet_is_not_held_to_the_noisiest():
+    """+1 % at --threshold 0.5 on a stage whose history says 0.05 %, beside one that moves 1.2 %."""
+    rng = np.random.default_rng(9)
+    noise = {"s0_est_cycles@process": 0.0005, "s0_est_cycles@process_df": 40.0}
+    caught = 0
+    for _ in range(100):
+        base, _ = _layout_noisy_pair(rng, 0.0)
+        _, cur = _layout_noisy_pair(rng, 0.0)
+        cur = _run(
+            [
+                *[m for name, m in cur.metrics.items() if name != "s0_est_cycles"],
+                _metric(
+                    "s0_est_cycles",
+                    [[g * 1.01 for g in grp] for grp in cur.metrics["s0_est_cycles"].group_samples()],
+                    "cycles",
+                ),
+            ]
+        )
+        result = compare_runs(base, cur, Policy(threshold_pct=0.5, noise=noise, noise_runs=20))
+        c = next(c for c in result.comparisons if c.metric == "s0_est_cycles")
+        caught += c.verdict is Verdict.REGRESSED
+        assert "learned from 20 runs of this machine" in c.noise
+    assert caught >= 95, caught
