@@ -188,6 +188,7 @@ def _counts(args: argparse.Namespace, policy: Policy) -> int:
     from datetime import UTC, datetime
 
     from perfgate.bench.machine import collect_machine, collect_software
+    from perfgate.cli._check import with_calibration
     from perfgate.core.codec import format_timestamp
     from perfgate.orchestrate._ab import WORKTREE, checkout, git_toplevel, is_dirty, sides
     from perfgate.orchestrate._counts import CountSide, counts_job, find_valgrind, measure_counts_paired
@@ -260,6 +261,8 @@ def _counts(args: argparse.Namespace, policy: Policy) -> int:
         f"{a.label}, counted in this job: {args.pairs} pairs of processes under callgrind, one per revision, "
         "each with its own memory layout"
     )
+    # each count metric's residue between processes, learned from this counts machine's stored runs
+    policy = with_calibration(None, policy, current)
     result = compare_runs(baseline, current, policy, baseline_source=source)
     if args.quick:
         result = dataclasses.replace(

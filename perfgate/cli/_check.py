@@ -95,12 +95,13 @@ def _record_verdict(current: Run, url: str, result: CheckResult) -> None:
         store.close()
 
 
-def _with_calibration(args: argparse.Namespace, policy: Policy, current: Run) -> Policy:
-    """Fold this machine's calibrated run-to-run noise (``perfgate calibrate``) into the policy."""
+def with_calibration(noise: Path | None, policy: Policy, current: Run) -> Policy:
+    """Fold this machine's calibrated noise (``perfgate calibrate``) into the policy: the file
+    ``noise``, else the default one when it exists."""
     from perfgate.calibration import DEFAULT_NOISE_FILE, load_noise, noise_runs
 
-    path = args.noise if args.noise is not None else DEFAULT_NOISE_FILE
-    if args.noise is None and not path.exists():
+    path = noise if noise is not None else DEFAULT_NOISE_FILE
+    if noise is None and not path.exists():
         return policy
     machine, model = current.machine.fingerprint, current.model_key
     sigma = load_noise(path, machine=machine, model=model)
@@ -127,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     )
     policy = policy_from(config, args)
     current = load_run(args.current, policy.metric_info)
-    policy = _with_calibration(args, policy, current)
+    policy = with_calibration(args.noise, policy, current)
     if args.baseline is not None:
         baseline = load_run(args.baseline, policy.metric_info)
         result = compare_runs(
