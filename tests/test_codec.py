@@ -45,11 +45,13 @@ def test_round_trip_is_identical_and_deterministic(tmp_path):
     again = load_run(out)
     assert again == run
     assert dumps(again) == dumps(run) == out.read_text()
-    # a version-1 file comes back as version 3: version 2 only added optional fields, version 3 moved
-    # the software versions out of the machine (a fingerprint not computed by perfgate stays as it was)
+    # a version-1 file comes back as version 4: version 2 only added optional fields, version 3 moved
+    # the software versions out of the machine (a fingerprint not computed by perfgate stays as it was),
+    # version 4 says what the metrics are (times)
     old = json.loads((DATA / "v1_dqn.json").read_text())
     machine = {k: v for k, v in old["machine"].items() if k not in ("python", "torch")}
-    expected = {**old, "schema_version": 3, "machine": machine, "software": {"python": "3.11.7", "torch": "2.13.0"}}
+    software = {"python": "3.11.7", "torch": "2.13.0"}
+    expected = {**old, "schema_version": 4, "measure": "times", "machine": machine, "software": software}
     assert json.loads(out.read_text()) == expected
 
 
@@ -79,7 +81,7 @@ def test_upgrade_chain_is_applied(monkeypatch):
     import perfgate.core.codec as codec
 
     monkeypatch.setattr(codec, "SCHEMA_VERSION", 3)
-    monkeypatch.setitem(UPGRADES, 2, lambda d: d)
+    monkeypatch.setitem(UPGRADES, 2, lambda d: d)  # version 3 is the newest here: the 3 -> 4 step is not walked
     monkeypatch.setitem(UPGRADES, 1, lambda d: {**d, "suite": "upgraded"})
     doc = {"schema_version": 1, "model": "dqn", "metrics": {"training_step_time_ms": {"samples": [1.0]}}}
     assert codec._upgrade(dict(doc), source=None)["suite"] == "upgraded"
@@ -148,7 +150,8 @@ def test_version_2_round_trip_keeps_the_machine_speed_index(tmp_path):
     out = tmp_path / "out.json"
     save_run(out, run)
     validate_run_file(out)
-    assert json.loads(out.read_text()) == {**json.loads((DATA / "v2_dqn.json").read_text()), "schema_version": 3}
+    expected = {**json.loads((DATA / "v2_dqn.json").read_text()), "schema_version": 4, "measure": "times"}
+    assert json.loads(out.read_text()) == expected
 
 
 @pytest.mark.parametrize(
@@ -180,7 +183,8 @@ def test_version_3_round_trip_keeps_software_apart_from_the_machine(tmp_path):
     out = tmp_path / "out.json"
     save_run(out, run)
     validate_run_file(out)
-    assert json.loads(out.read_text()) == json.loads((DATA / "v3_dqn.json").read_text())
+    expected = {**json.loads((DATA / "v3_dqn.json").read_text()), "schema_version": 4, "measure": "times"}
+    assert json.loads(out.read_text()) == expected
 
 
 def test_upgrade_recomputes_perfgates_own_fingerprint_from_the_hardware():
@@ -230,3 +234,20 @@ def test_upgrade_keeps_an_old_bench_memory_figure_under_the_name_that_says_what_
     # recorded any other way (no bench definition in its config), the figure is the author's and stays
     plain = run_from_dict(json.loads((DATA / "v2_dqn.json").read_text()))
     assert plain.metrics["memory_usage_mb"].samples == (7.1, 7.2)
+
+
+def test_a_version_3_counts_run_is_upgraded_to_say_it_measured_counts(tmp_path):
+    """Up to version 3 a counts run said so only in its config; version 4 says it as ``measure``,
+    which a perfgate that reads version 3 refuses rather than taking counts for times."""
+    metric = {"unit": "instructions", "direction": "lower_is_better", "samples": [1e6, 1e6], "groups": [1, 1]}
+    v3 = {"schema_version": 3, "model": "x", "config": {"measure": "counts"}, "metrics": {"loop_instructions": metric}}
+    run = run_from_dict(v3)
+    assert run.measure == "counts"
+    out = tmp_path / "counts.json"
+    save_run(out, run)
+    doc = validate_run_file(out)
+    assert doc["schema_version"] == SCHEMA_VERSION == 4 and doc["measure"] == "counts"
+    timed = {**v3, "config": {}, "metrics": {"loop_time_ms": {**metric, "unit": "ms"}}}
+    assert run_from_dict(timed).measure == "times"
+    with pytest.raises(InputError, match="measure"):
+        run_from_dict({**v3, "schema_version": 4, "measure": "cycles"})

@@ -81,8 +81,10 @@ def is_count(metric: Metric) -> bool:
 
 def is_counts_run(run: Run) -> bool:
     """A run whose gated metrics are counts (``perfgate bench --measure counts``)."""
-    return run.config.get("measure") == "counts" or (
-        bool(run.metrics) and all(is_count(m) for m in run.metrics.values())
+    return (
+        run.measure == "counts"
+        or run.config.get("measure") == "counts"
+        or (bool(run.metrics) and all(is_count(m) for m in run.metrics.values()))
     )
 
 

@@ -2,7 +2,7 @@
 
 Two formats are read:
 
-* the versioned run format (``schema_version`` 3, documented in
+* the versioned run format (``schema_version`` 4, documented in
   ``perfgate/schemas/run.schema.json``), upgraded step by step from
   older versions through :data:`UPGRADES` and refused when newer than this perfgate;
 * the original specification's flat format (one number per metric plus ``timestamp``, ``git_commit``,
@@ -25,6 +25,7 @@ from perfgate.core.metrics import BUILTIN_METRICS, Direction, MetricInfo
 from perfgate.core.schema import (
     MAX_METRICS,
     MAX_SAMPLE,
+    MEASURES,
     REFERENCE_KINDS,
     SCHEMA_VERSION,
     GitInfo,
@@ -78,6 +79,14 @@ def _upgrade_2_to_3(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def _upgrade_3_to_4(doc: dict[str, Any]) -> dict[str, Any]:
+    # ``measure`` says what the metrics are; a version-3 run counted under callgrind said so in
+    # its config (``perfgate bench --measure counts``), every other one measured times
+    config = doc.get("config")
+    counted = isinstance(config, Mapping) and config.get("measure") == "counts"
+    return {**doc, "measure": "counts" if counted else "times"}
+
+
 def _rename_round_memory(doc: dict[str, Any]) -> dict[str, Any]:
     # a bench run's old memory_usage_mb is the per-round figure, not the pipeline's peak: it
     # keeps its meaning under its new name, so an old baseline never compares it with the new
@@ -98,7 +107,11 @@ def _rename_round_memory(doc: dict[str, Any]) -> dict[str, Any]:
 
 # version N -> function turning a version-N document into version N+1; keep every step
 # (old files live forever)
-UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _upgrade_1_to_2, 2: _upgrade_2_to_3}
+UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    1: _upgrade_1_to_2,
+    2: _upgrade_2_to_3,
+    3: _upgrade_3_to_4,
+}
 
 FLAT_FIELDS = ("timestamp", "git_commit", "model_type")
 
@@ -386,7 +399,11 @@ def run_from_dict(
     suite = doc.get("suite", "pipeline")
     if not isinstance(suite, str) or not suite:
         raise InputError(f"expected a non-empty string, got {suite!r}", source=source, field="suite")
+    measure = doc.get("measure", "times")
+    if measure not in MEASURES:
+        raise InputError(f"expected one of {', '.join(MEASURES)}, got {measure!r}", source=source, field="measure")
     return Run(
+        measure=measure,
         schema_version=SCHEMA_VERSION,
         run_id=_optional_str(doc, "run_id", source=source, where="run_id"),
         suite=suite,
@@ -432,6 +449,7 @@ def run_to_dict(run: Run) -> dict[str, Any]:
         machine["fingerprint"] = run.machine.fingerprint
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
+        "measure": run.measure,
         "suite": run.suite,
         "model": run.model,
         "git": {

@@ -17,6 +17,7 @@ from perfgate.core.metrics import Direction
 __all__ = [
     "MAX_METRICS",
     "MAX_SAMPLE",
+    "MEASURES",
     "REFERENCE_KINDS",
     "SCHEMA_VERSION",
     "GitInfo",
@@ -37,7 +38,13 @@ __all__ = [
 #      and the machine fingerprint hashes hardware only (perfgate.core.machine). The upgrade
 #      moves those versions out of ``machine`` and recomputes a fingerprint perfgate wrote
 #      itself, so an old baseline still matches runs on the same hardware.
-SCHEMA_VERSION = 3
+#   4: ``measure``: what the run's metrics are, ``times`` (what every earlier run measured) or
+#      ``counts`` (instructions and estimated cycles under callgrind, no times). A perfgate that
+#      reads only version 3 refuses a counts run instead of taking its counts for times; the
+#      upgrade names a version-3 run ``counts`` when its config said so.
+SCHEMA_VERSION = 4
+# what a run's metrics are (Run.measure)
+MEASURES = ("times", "counts")
 
 # the kinds of reference kernel (perfgate.bench.reference): what a stage's time tracks
 REFERENCE_KINDS = ("compute", "interpreter", "memory")
@@ -174,7 +181,8 @@ class Run:
     how fast the machine was while it ran (empty when the run was not measured with them).
     ``software`` maps a component (python, torch, numpy, os, gpu_driver) to the version the run
     was measured with; it is not part of the machine fingerprint, so a check compares across
-    an upgrade and reports it (:func:`perfgate.core.machine.software_changes`).
+    an upgrade and reports it (:func:`perfgate.core.machine.software_changes`). ``measure`` says
+    what the metrics are: ``times``, or ``counts`` (``perfgate bench --measure counts``).
     """
 
     model: str
@@ -189,10 +197,13 @@ class Run:
     single_sample_format: bool = False
     machine_index: Mapping[str, float] = field(default_factory=dict)
     software: Mapping[str, str] = field(default_factory=dict)
+    measure: str = "times"
 
     def __post_init__(self) -> None:
         if not self.model:
             raise ValueError("run model must not be empty")
+        if self.measure not in MEASURES:
+            raise ValueError(f"measure must be one of {', '.join(MEASURES)}, got {self.measure!r}")
         if not self.metrics:
             raise ValueError(f"run of model {self.model!r} has no metrics")
         for key, metric in self.metrics.items():

@@ -67,7 +67,7 @@ def parse(data: object, *, source: str, options: ImportOptions) -> ImportResult:
         if not isinstance(name, str) or not name:
             raise InputError("expected the benchmark's name", source=source, field=f"{where}.run_name")
         unit = entry.get("time_unit", "ns")
-        if unit not in TIME_UNITS:
+        if not isinstance(unit, str) or unit not in TIME_UNITS:
             raise InputError(
                 f"unknown time unit {unit!r}; expected one of {', '.join(TIME_UNITS)}",
                 source=source,

@@ -570,6 +570,7 @@ def counts_run(
     if job.get("data"):
         run_config.setdefault("data", str(job["data"]))
     return Run(
+        measure="counts",
         run_id=run_id,
         suite=str(job["suite"]),
         model=model,

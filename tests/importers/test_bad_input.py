@@ -80,6 +80,11 @@ GOOD_PYTEST = {"benchmarks": [{"name": "test_a", "stats": {"data": [0.001, 0.002
             },
             "benchmarks[1].time_unit",
         ),
+        (
+            "google-benchmark",
+            {"benchmarks": [{"name": "a", "real_time": 1, "time_unit": ["ns"]}]},
+            "benchmarks[0].time_unit",
+        ),
         ("asv", {"version": 3, "results": {}}, "version"),
         ("asv", {"version": 2, "results": {}}, "result_columns"),
         (
