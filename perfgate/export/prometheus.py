@@ -17,6 +17,8 @@ family                                value
 ``perfgate_memory_bytes``             memory metrics
 ``perfgate_throughput_per_second``    rates (``samples/s``, ``ops/s``)
 ``perfgate_utilization_ratio``        percentages, as 0–1
+``perfgate_instructions``             counts (``--measure counts``): instructions per call
+``perfgate_estimated_cycles``         counts: estimated cycles per call (simulated caches)
 ``perfgate_value``                    any other unit (its ``unit`` label says which)
 ``perfgate_change_ratio``             current / baseline - 1 of each compared statistic
 ``perfgate_degradation_ratio``        the same change direction-adjusted: positive is worse
@@ -143,6 +145,19 @@ def unit_family(unit: str) -> UnitFamily:
         return UnitFamily("utilization_ratio", "Percentage metrics of {runs}, as a 0-1 ratio.", lambda v: v / 100.0)
     if low.endswith(_RATE_SUFFIXES):
         return UnitFamily("throughput_per_second", "Rate metrics of {runs}, per second.", lambda v: v)
+    if low == "instructions":
+        return UnitFamily(
+            "instructions",
+            "Instructions per call of {runs}, counted under callgrind (counts, not times).",
+            lambda v: v,
+        )
+    if low == "cycles":
+        return UnitFamily(
+            "estimated_cycles",
+            "Estimated cycles per call of {runs}: L1 hits + 5 x LL hits + 35 x RAM accesses of callgrind's "
+            "simulated caches (counts, not times).",
+            lambda v: v,
+        )
     return UnitFamily("value", "Metrics of {runs} in other units (see the unit label).", lambda v: v, True)
 
 

@@ -203,12 +203,34 @@ def test_per_metric_thresholds_are_exported():
         ("samples/s", "throughput_per_second", 10.0, 10.0),
         ("ops/sec", "throughput_per_second", 10.0, 10.0),
         ("tokens", "value", 7.0, 7.0),
+        ("instructions", "instructions", 4.2e6, 4.2e6),
+        ("cycles", "estimated_cycles", 8.1e6, 8.1e6),
     ],
 )
 def test_unit_families(unit, family, raw, base):
     fam = unit_family(unit)
     assert fam.suffix == family
     assert fam.convert(raw) == pytest.approx(base)
+
+
+def test_a_counts_run_exports_its_counts_as_counts():
+    metric = {"direction": "lower_is_better", "samples": [4.0e6, 4.0e6, 4.2e6, 4.2e6], "groups": [2, 2]}
+    run = run_from_dict(
+        {
+            "schema_version": 4,
+            "measure": "counts",
+            "run_id": "c1",
+            "model": "dqn",
+            "metrics": {
+                "dbn_load_instructions": {**metric, "unit": "instructions"},
+                "dbn_load_est_cycles": {**metric, "unit": "cycles"},
+            },
+        }
+    )
+    text = exposition(make_registry(PerfgateCollector(lambda: fresh_states([run], Policy()))))
+    assert value(text, "perfgate_instructions", metric="dbn_load_instructions", machine="unknown") == 4.1e6
+    assert value(text, "perfgate_estimated_cycles", metric="dbn_load_est_cycles", machine="unknown") == 4.1e6
+    assert "counts, not times" in text and "perfgate_duration_seconds{" not in text
 
 
 def test_a_metric_of_another_unit_keeps_its_unit_label():
