@@ -5,6 +5,8 @@ Two steps, so that one recorded corpus can be checked under every rule:
     python benchmarks/accuracy.py record --out corpus/ [--aa 21 --ab 10 --slowdowns 10,20 --processes 4]
     python benchmarks/accuracy.py evaluate corpus/
     python benchmarks/accuracy.py shared [--trials 200 --metrics 600]
+    python benchmarks/accuracy.py record --out hist/ --tools bench --lead 20 --aa 8 --ab 6 --processes 2
+    python benchmarks/accuracy.py history hist/ [--lengths 0,5,10,20]
 
 ``record`` runs, spread over time and interleaved:
 
@@ -56,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 
 from _proportions import wilson  # noqa: E402  (beside this script)
 
-from perfgate.core.compare import compare_runs  # noqa: E402
+from perfgate.core.compare import Verdict, compare_runs  # noqa: E402
 from perfgate.core.metrics import Direction  # noqa: E402
 from perfgate.core.noise import normalised  # noqa: E402
 from perfgate.core.policy import Policy  # noqa: E402
@@ -226,7 +228,7 @@ def record(args: argparse.Namespace) -> None:
         (work / "test_kernel_bench.py").write_text(PYTEST_SCRIPT)
         # rounds: each has one A run, and a B run of each slowdown while B runs remain; A runs first and
         # between, so every B run has an A run recorded just before it
-        plan: list[tuple[str, float]] = []
+        plan: list[tuple[str, float]] = [("A", 0.0)] * args.lead  # a history recorded before the checks
         for i in range(max(args.aa, args.ab)):
             if i < args.aa:
                 plan.append(("A", 0.0))
@@ -393,6 +395,66 @@ def evaluate(args: argparse.Namespace) -> None:
                     print(line)
 
 
+def history(args: argparse.Namespace) -> None:
+    """Power and A/A of the stored check against how many recorded runs its noise is learned from.
+
+    The corpus's first ``--lead`` unchanged DQN runs (``record --lead``) are the history, in the
+    order they were recorded; for a length ``h`` the noise is learned from the newest ``h`` of them
+    as ``perfgate calibrate`` learns it (:func:`perfgate.calibration.estimate_noise`; 0: none, the
+    assumed noise). The checks are the runs recorded after the history: A/A each unchanged run
+    against the one before it, power each slowed run against the unchanged run just before it,
+    at the default threshold and α.
+    """
+    from perfgate.calibration import estimate_noise
+
+    corpus = Path(args.corpus)
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    entries = [e for e in manifest if e["tool"] == "bench"]
+    runs = {e["file"]: _load(corpus, e) for e in entries}
+    a_seq = [e for e in entries if e["kind"] == "A"]
+    lead, checked = a_seq[: args.lead], a_seq[args.lead :]
+    last_lead = lead[-1]["index"] if lead else -1
+    aa = [(runs[checked[i - 1]["file"]], runs[checked[i]["file"]]) for i in range(1, len(checked))]
+    ab: dict[float, list[tuple[Run, Run]]] = {}
+    for e in entries:
+        if e["kind"] != "B" or e["index"] <= last_lead:
+            continue
+        before = [a for a in checked if a["index"] <= e["index"]]
+        if before:
+            ab.setdefault(float(e["factor"]), []).append((runs[before[-1]["file"]], runs[e["file"]]))
+    print(
+        f"history: {len(lead)} unchanged DQN runs; checked after it: {len(aa)} A/A pairs, "
+        + ", ".join(f"{len(v)} at +{k:.0%}" for k, v in sorted(ab.items()))
+        + "; default threshold (10 %) and α (0.01); power = the slowed metric flagged regressed\n"
+    )
+    header = f"{'history':>8} {'A/A claims':>18}"
+    for factor in sorted(ab):
+        for metric in sorted(SLOWED):
+            header += f" {f'+{factor:.0%} {SLOWED[metric]}':>28}"
+    print(header)
+    for h in (int(x) for x in args.lengths.split(",") if x):
+        if h > len(lead):
+            print(f"{h:>8} (the corpus has a history of {len(lead)} runs)")
+            continue
+        learned = [runs[e["file"]] for e in lead[len(lead) - h :]] if h else []
+        policy = Policy(noise=estimate_noise(learned), noise_runs=h) if h >= 3 else Policy()
+        claims = 0
+        for b, c in aa:
+            result = compare_runs(b, c, policy, allow_machine_mismatch=True)
+            claims += bool(result.regressions or result.with_verdict(Verdict.IMPROVED))
+        lo, hi = wilson(claims, len(aa))
+        line = f"{h:>8} {f'{claims}/{len(aa)} [{lo:.0%}, {hi:.0%}]':>18}"
+        for factor in sorted(ab):
+            for metric in sorted(SLOWED):
+                hits = [
+                    metric in {r.metric for r in compare_runs(b, c, policy, allow_machine_mismatch=True).regressions}
+                    for b, c in ab[factor]
+                ]
+                lo, hi = wilson(sum(hits), len(hits))
+                line += f" {f'{sum(hits)}/{len(hits)} [{lo:.0%}, {hi:.0%}]':>28}"
+        print(line)
+
+
 def _locations(metric: Metric, scaled: bool) -> list[float]:
     """Log median of each worker process of a metric (normalised by its reference when ``scaled``)."""
     values = normalised(metric) if scaled else metric
@@ -488,6 +550,7 @@ def main() -> None:
     rec.add_argument("--slowdowns", default="10,20", help="injected slowdowns in percent")
     rec.add_argument("--processes", type=int, default=4, help="worker processes per perfgate bench run")
     rec.add_argument("--tools", default="bench,pyperf,pytest_benchmark")
+    rec.add_argument("--lead", type=int, default=0, help="unchanged runs recorded first, as a history (see history)")
     ev = sub.add_parser("evaluate", help="check the recorded corpus")
     ev.add_argument("corpus")
     ev.add_argument("--threshold", type=float, default=10.0)
@@ -501,12 +564,16 @@ def main() -> None:
     ev.add_argument(
         "--all-pairs", action="store_true", help="A/A over every pair of unchanged runs, not consecutive ones"
     )
+    hi = sub.add_parser("history", help="power and A/A against the length of the history the noise is learned from")
+    hi.add_argument("corpus")
+    hi.add_argument("--lengths", default="0,5,10,20", help="history lengths, comma-separated")
+    hi.add_argument("--lead", type=int, default=20, help="the first LEAD unchanged runs are the history")
     sh = sub.add_parser("shared", help="simulated checks of many metrics sharing the run's phase")
     sh.add_argument("--trials", type=int, default=200)
     sh.add_argument("--metrics", type=int, default=600)
     sh.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    {"record": record, "evaluate": evaluate, "shared": shared}[args.command](args)
+    {"record": record, "evaluate": evaluate, "shared": shared, "history": history}[args.command](args)
 
 
 if __name__ == "__main__":
