@@ -23,7 +23,7 @@ import json
 import signal
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -181,16 +181,34 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _starting(args: argparse.Namespace) -> tuple[int, Path, str, Callable[[str], None]]:
+    """What every way of measuring starts from: the order's random seed, the repository, the
+    current ref (the working tree when it has changes and none was given) and the progress line."""
+    import secrets
+
+    from perfgate.orchestrate._ab import WORKTREE, git_toplevel, is_dirty
+
+    seed = args.order_seed if args.order_seed is not None else secrets.randbelow(2**31)
+    repo = git_toplevel(args.repo if args.repo is not None else Path.cwd())
+    current_ref = args.current_ref or (WORKTREE if is_dirty(repo) else "HEAD")
+    console = stderr_console()
+
+    def progress(what: str) -> None:
+        if not args.quiet:
+            console.print(f"perfgate ab: {what}", markup=False)
+
+    return seed, repo, current_ref, progress
+
+
 def _counts(args: argparse.Namespace, policy: Policy) -> int:
     """``ab --measure counts``: pairs of counted processes, one per revision, checked as two runs of counts."""
-    import secrets
     import uuid
     from datetime import UTC, datetime
 
     from perfgate.bench.machine import collect_machine, collect_software
     from perfgate.cli._check import with_calibration
     from perfgate.core.codec import format_timestamp
-    from perfgate.orchestrate._ab import WORKTREE, checkout, git_toplevel, is_dirty, sides
+    from perfgate.orchestrate._ab import checkout, sides
     from perfgate.orchestrate._counts import CountSide, counts_job, find_valgrind, measure_counts_paired
 
     if (args.device or "cpu") != "cpu":
@@ -209,15 +227,7 @@ def _counts(args: argparse.Namespace, policy: Policy) -> int:
             field="--no-randomise-layout",
         )
     find_valgrind()
-    seed = args.order_seed if args.order_seed is not None else secrets.randbelow(2**31)
-    repo = git_toplevel(args.repo if args.repo is not None else Path.cwd())
-    current_ref = args.current_ref or (WORKTREE if is_dirty(repo) else "HEAD")
-    console = stderr_console()
-
-    def progress(what: str) -> None:
-        if not args.quiet:
-            console.print(f"perfgate ab: {what}", markup=False)
-
+    seed, repo, current_ref, progress = _starting(args)
     job = counts_job(
         suite=args.suite,
         stages_modules=args.stages_modules,
@@ -343,16 +353,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import secrets
 
     from perfgate.bench._interleave import ProtocolMissing, measure_resident
     from perfgate.orchestrate._ab import (
         DEFAULT_PAIRS,
-        WORKTREE,
         AbOptions,
         checkout,
-        git_toplevel,
-        is_dirty,
         measure_interleaved,
         sides,
     )
@@ -378,16 +384,8 @@ def _run(args: argparse.Namespace) -> int:
         metric_info=policy.metric_info,
         time_budget=args.time_budget,
     )
-    seed = args.order_seed if args.order_seed is not None else secrets.randbelow(2**31)
+    seed, repo, current_ref, progress = _starting(args)
     resident = _resident_options(args, policy, seed)
-    repo = git_toplevel(args.repo if args.repo is not None else Path.cwd())
-    current_ref = args.current_ref or (WORKTREE if is_dirty(repo) else "HEAD")
-    console = stderr_console()
-
-    def progress(what: str) -> None:
-        if not args.quiet:
-            console.print(f"perfgate ab: {what}", markup=False)
-
     info: dict[str, object] = {"paired": True, "interleaved": True, "seed": seed}
     with _sigterm_as_interrupt(), checkout(repo, args.baseline_ref, current_ref) as (base_rev, cur_rev):
         info.update(
