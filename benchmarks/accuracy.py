@@ -453,6 +453,38 @@ def history(args: argparse.Namespace) -> None:
                 lo, hi = wilson(sum(hits), len(hits))
                 line += f" {f'{sum(hits)}/{len(hits)} [{lo:.0%}, {hi:.0%}]':>28}"
         print(line)
+    phase_fit([runs[e["file"]] for e in a_seq])
+
+
+def phase_fit(unchanged: list[Run]) -> None:
+    """The shape of the run-to-run phase on these unchanged runs: a t distribution fitted to the
+    successive differences of each metric's log median over √2 (raw, and normalised by the
+    reference kernel where the run has one), beside the normal model the product assumes."""
+    from scipy import stats as sps
+
+    print(
+        f"\nphase shape on {len(unchanged)} unchanged runs (successive differences of log medians / √2; "
+        "t fitted by maximum likelihood; a large df is a normal phase)"
+    )
+    print(f"{'metric':<32} {'kind':<11} {'n':>3} {'SD':>7} {'t df':>7} {'t scale':>8} {'largest |d|':>12}")
+    names = sorted({n for r in unchanged for n, m in r.metrics.items() if m.direction is not Direction.INFO})
+    for name in names:
+        for kind in ("raw", "normalised"):
+            logs = []
+            for run in unchanged:
+                metric = run.metrics.get(name)
+                values = None if metric is None else (normalised(metric) if kind == "normalised" else metric)
+                if values is not None and float(np.median(values.samples)) > 0:
+                    logs.append(math.log(float(np.median(values.samples))))
+            if len(logs) < 8:
+                continue
+            d = np.diff(logs) / math.sqrt(2)
+            df, _, scale = sps.t.fit(d, floc=0.0)
+            df = min(df, 999.0)  # beyond that, a normal
+            print(
+                f"{name:<32} {kind:<11} {len(d):>3} {float(np.std(d, ddof=1)):>7.2%} {df:>7.1f} {scale:>8.2%} "
+                f"{float(np.max(np.abs(d))):>12.2%}"
+            )
 
 
 def _locations(metric: Metric, scaled: bool) -> list[float]:
