@@ -188,11 +188,13 @@ def presented_isa() -> list[str]:
     the same extensions run the same code paths in numpy, BLAS and torch. Empty when numpy
     does not say.
     """
-    try:
-        from numpy._core._multiarray_umath import __cpu_features__ as features  # numpy 2
-    except ImportError:
+    import importlib
+
+    for module in ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath"):  # numpy 2, numpy 1
         try:
-            from numpy.core._multiarray_umath import __cpu_features__ as features  # numpy 1
+            features = getattr(importlib.import_module(module), "__cpu_features__", None)
         except ImportError:
-            return []
-    return sorted(name for name, on in features.items() if on)
+            continue
+        if isinstance(features, dict):
+            return sorted(str(name) for name, on in features.items() if on)
+    return []
