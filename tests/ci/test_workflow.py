@@ -275,6 +275,7 @@ def _gate_lines() -> list[list[str]]:
     text = text.replace('"${suite_args[@]}"', "--suite S --stages-module M")
     text = text.replace('"${decision_args[@]}"', "--threshold 5")
     text = text.replace('"${html_args[@]}"', "--html R.html")
+    text = text.replace('"${measure_args[@]}"', '--time-budget "$budget" --measure counts')  # both forms' flags
     text = text.replace('"${details[@]}"', "--details-url U")
     text = text.replace('"${extra[@]}"', "")
     return [args for args in _perfgate_lines(text) if "--help" not in args]
