@@ -47,7 +47,13 @@ def loop(ctx):
        uncounted="bound by memory bandwidth, which counts cannot see")
 def bandwidth(ctx):
     a = np.ones(1 << 16)
+    ctx.state["made"] = a  # a later stage uses what this set-up made, as inference uses the trained model
     return lambda: a.copy()
+
+@stage("after", metric="after_time_ms", unit="ms", suite="tiny")
+def after(ctx):
+    a = ctx.state["made"]
+    return lambda: sum(a[:4000].tolist())
 
 @stage("hangs", metric="hangs_time_ms", unit="ms", suite="hanging")
 def hangs(ctx):
@@ -107,6 +113,8 @@ def test_a_counts_run_records_counts_and_no_times(counted):
         "matmul_est_cycles",
         "loop_instructions",
         "loop_est_cycles",
+        "after_instructions",
+        "after_est_cycles",
     }
     assert {m["unit"] for m in doc["metrics"].values()} == {"instructions", "cycles"}
     assert all(m["direction"] == "lower_is_better" and m["groups"] == [5, 5] for m in doc["metrics"].values())

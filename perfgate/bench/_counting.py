@@ -80,11 +80,12 @@ def count_stages(options: CountOptions, switch: Callgrind, progress: Callable[[s
         params=dict(options.params),
     )
     left_out = [st for st in stages if st.uncounted and not options.count_all]
-    stages = [st for st in stages if st not in left_out]
     prepared = []
     for st in stages:
         progress(f"set-up\t{st.name}")
         call = st.setup(ctx)
+        if st in left_out:
+            continue  # set up all the same: a later stage may use what it made (inference, the trained model)
         progress(f"warm-up\t{st.name}")
         warmup = options.warmup if options.warmup is not None else (st.warmup if st.warmup is not None else 2)
         for _ in range(warmup):
