@@ -511,7 +511,7 @@ def main_layout(args: argparse.Namespace) -> None:
                 "pairs": data["ab"]["pairs"],
                 "v3": {" ".join(m): v for m, v in verdicts(data).items()},
                 "worse": {f"{c['metric']} {c['statistic']}": c["worse"] for c in data["comparisons"]},
-                "pair_log_ratios": data["ab"]["pair_log_ratios"],
+                "pair_log_ratios": data["ab"].get("pair_log_ratios", {}),  # none in a counts check
                 "layouts": len(data["ab"].get("layouts", [])),
             }
             records.append(rec)
