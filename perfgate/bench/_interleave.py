@@ -64,7 +64,7 @@ from perfgate.core.paired import (
     SequentialLooks,
     block_log_ratio,
     decide_look,
-    pooled_log_ratio,
+    tail_log_ratio,
 )
 from perfgate.core.policy import Policy
 from perfgate.core.schema import GitInfo, Machine, Metric, Run
@@ -440,7 +440,7 @@ def _measure_pair(
         middle = block_log_ratio(a, b)
         for stat in _statistics(p.metric, options):
             q = QUANTILES.get(stat, 0.5)
-            data.ratio(p.metric, stat, middle if q == 0.5 else pooled_log_ratio(a, b, q))
+            data.ratio(p.metric, stat, middle if q == 0.5 else tail_log_ratio(a, b, q))
         if p.throughput_metric and p.items_per_call:
             rate_a = [p.items_per_call * p.scale / x for x in flat_a if x > 0]
             rate_b = [p.items_per_call * p.scale / x for x in flat_b if x > 0]

@@ -24,6 +24,7 @@ from perfgate.core.paired import (
     merge_looks,
     pooled_log_ratio,
     settled,
+    tail_log_ratio,
 )
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Metric, Run
@@ -62,6 +63,49 @@ def test_pooled_log_ratio_of_a_tail():
     a = [[float(i) for i in range(1, 101)]]
     b = [[2.0 * i for i in range(1, 51)], [2.0 * i for i in range(51, 101)]]
     assert pooled_log_ratio(a, b, 0.99) == pytest.approx(math.log(2.0))
+
+
+def _tail_pair(rng: np.random.Generator, *, change: float, blocks: int = 30, calls: int = 2000) -> tuple[list, list]:
+    """One pair's blocks of a microsecond call: a heavy right tail (lognormal), the machine's
+    phase per block shared by both sides, and now and then a burst (a neighbour) that slows
+    one side's half of a block by 30 % — the moments pairing cannot cancel in a pooled tail."""
+    a_blocks, b_blocks = [], []
+    for _ in range(blocks):
+        phase = math.exp(rng.normal(0.0, 0.2))
+        burst = [1.3 if rng.random() < 0.1 else 1.0 for _ in range(2)]
+        a_blocks.append(phase * burst[0] * rng.lognormal(0.0, 0.5, calls))
+        b_blocks.append(phase * burst[1] * math.exp(change) * rng.lognormal(0.0, 0.5, calls))
+    return a_blocks, b_blocks
+
+
+def test_tail_log_ratio_is_estimated_block_by_block_so_the_phase_cancels():
+    rng = np.random.default_rng(7)
+    change = math.log(1.10)
+    blockwise, pooled = [], []
+    for _ in range(60):
+        a, b = _tail_pair(rng, change=change)
+        blockwise.append(tail_log_ratio(a, b, 0.99))
+        pooled.append(pooled_log_ratio(a, b, 0.99))
+    assert abs(np.mean(blockwise) - change) < 0.01
+    # the pooled tail follows whichever side drew the bursts and the slow phases
+    assert np.std(blockwise) < 0.5 * np.std(pooled)
+
+
+def test_tail_log_ratio_pools_blocks_too_small_for_their_own_quantile():
+    rng = np.random.default_rng(3)
+    a = [rng.lognormal(0.0, 0.5, 100) for _ in range(8)]  # p99 needs 500 calls a block
+    b = [rng.lognormal(0.1, 0.5, 100) for _ in range(8)]
+    assert tail_log_ratio(a, b, 0.99) == pooled_log_ratio(a, b, 0.99)
+    # a p95 needs 100: these blocks suffice, and the estimate is the median of the blocks'
+    expected = float(np.median([math.log(np.quantile(y, 0.95) / np.quantile(x, 0.95)) for x, y in zip(a, b)]))
+    assert tail_log_ratio(a, b, 0.95) == pytest.approx(expected)
+
+
+def test_tail_log_ratio_rejects_what_is_not_a_quantile():
+    with pytest.raises(ValueError, match="quantile"):
+        tail_log_ratio([[1.0]], [[1.0]], 1.0)
+    with pytest.raises(ValueError, match="same number"):
+        tail_log_ratio([[1.0]], [[1.0], [2.0]], 0.99)
 
 
 def test_block_log_ratio_needs_matching_blocks():
