@@ -18,6 +18,9 @@ Two cases, each in a temporary git repository whose commits differ only in a sta
   runs every check beside a process that burns CPU in bursts (on and off for 100–500 ms,
   unpinned), ``both`` runs every check once quiet and once beside it; ``--ab-args``
   passes flags to every check (``--no-randomise-layout``, ``--time-budget 40``).
+* **ppo**, **mamba2**, **tft** — as **dqn**, for that model (Mamba-2 and the TFT with the
+  240 s budget the workflow gives them, unless ``--ab-args`` sets one). ``--neighbour`` works
+  for every case: the A/A checks run quiet, beside the burner, or both.
 
 Every check is a real ``perfgate ab`` process (``--threshold 3``, default time budget) of the
 baseline commit against the current one: the same commit for A/A (two worktrees), a slowed
@@ -29,6 +32,8 @@ process-level design (a fresh ``perfgate bench`` per measurement, ABBA pairs), s
 
     python benchmarks/ab.py --case suite --aa 20 --checks 10
     python benchmarks/ab.py --case dqn --aa 10 --checks 5 --legacy 1
+    python benchmarks/ab.py --case dqn --aa 4 --neighbour both --checks 4 --slowdowns 5,10
+    python benchmarks/ab.py --case mamba2 --aa 1 --checks 1 --slowdowns 5
     python benchmarks/ab.py --case layout --aa 3 --neighbour both --ab-args="--time-budget 40"
 """
 
@@ -104,6 +109,7 @@ INJECT = textwrap.dedent(
     import perfgate.pipeline.stages  # noqa: F401 - registers the reference pipeline
     from perfgate.bench import registry
 
+    MODEL = {model!r}
     EXTRA = {extra!r}  # units of extra work per call, per stage
 
     _SRC = np.ones(1 << 24, dtype=np.uint8)
@@ -132,9 +138,9 @@ INJECT = textwrap.dedent(
             s += i
 
 
-    KINDS = {{"dbn_load": _copy, "features": _compute, "training_step_dqn": _torch, "inference": _python}}
+    KINDS = {{"dbn_load": _copy, "features": _compute, f"training_step_{{MODEL}}": _torch, "inference": _python}}
 
-    for st in registry.stages_for("pipeline", "dqn"):
+    for st in registry.stages_for("pipeline", MODEL):
         kind = KINDS.get(st.name, _python)
         extra = EXTRA.get(st.name, 0)
 
@@ -213,36 +219,41 @@ CALIBRATE = textwrap.dedent(
     from perfgate.bench.registry import StageContext, stages_for
     from perfgate.bench.runner import BenchOptions, prepare, timed_for
 
-    ctx = StageContext(model="dqn", suite="injected")
+    model = sys.argv[1]
+    ctx = StageContext(model=model, suite="injected")
     out = {}
-    for st in stages_for("injected", "dqn"):
-        p = prepare(st, ctx, BenchOptions(model="dqn", suite="injected"))
+    for st in stages_for("injected", model):
+        p = prepare(st, ctx, BenchOptions(model=model, suite="injected"))
         t = np.array(timed_for(p.call, p.sync, 1.0, 200000))
         out[st.name] = {"median": float(np.median(t)), "p99": float(np.quantile(t, 0.99))}
     for name, fn, n in (("dbn_load", inject._copy, 1 << 22), ("features", inject._compute, 1 << 20),
-                        ("training_step_dqn", inject._torch, 100), ("inference", inject._python, 1000)):
+                        ("training_step_" + model, inject._torch, 100), ("inference", inject._python, 1000)):
         t = timed_for(lambda: fn(n), None, 0.5, 100000)
         out[name]["unit"] = float(np.median(t)) / n
     json.dump(out, sys.stdout)
     """
 )
 
+MODELS = ("dqn", "ppo", "mamba2", "tft")  # the built-in suite, slowed by the injecting stages module
 CASES = {
     "suite": {"suite": "mine", "module": "mystages", "model": "mine"},
-    "dqn": {"suite": "injected", "module": "inject", "model": "dqn"},
+    **{m: {"suite": "injected", "module": "inject", "model": m} for m in MODELS},
     "layout": {"suite": "layout", "module": "layoutstages", "model": "layout"},
 }
+_MODEL_GATED = [
+    ("dbn_load_time_ms", "median"),
+    ("feature_extraction_time_ms", "median"),
+    ("training_step_time_ms", "median"),
+    ("inference_latency_us", "p50"),
+    ("inference_latency_us", "p99"),
+]
 GATED = {
     "suite": [("numeric_time_ms", "median"), ("python_time_ms", "median")],
-    "dqn": [
-        ("dbn_load_time_ms", "median"),
-        ("feature_extraction_time_ms", "median"),
-        ("training_step_time_ms", "median"),
-        ("inference_latency_us", "p50"),
-        ("inference_latency_us", "p99"),
-    ],
+    **{m: _MODEL_GATED for m in MODELS},
     "layout": [("numpy_time_ms", "median"), ("python_time_ms", "median")],
 }
+# the time budget the workflow gives a model's check (the heavy sequence models get 240 s)
+BUDGET = {"mamba2": 240, "tft": 240}
 
 
 def git(repo: Path, *args: str) -> str:
@@ -254,10 +265,10 @@ def env() -> dict[str, str]:
     return {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def calibrate(repo: Path) -> dict[str, dict[str, float]]:
-    (repo / "inject.py").write_text(INJECT.format(extra={}))
+def calibrate(repo: Path, model: str) -> dict[str, dict[str, float]]:
+    (repo / "inject.py").write_text(INJECT.format(model=model, extra={}))
     out = subprocess.run(
-        [sys.executable, "-c", CALIBRATE],
+        [sys.executable, "-c", CALIBRATE, model],
         cwd=repo,
         env={**env(), "PYTHONPATH": str(repo)},
         capture_output=True,
@@ -267,12 +278,13 @@ def calibrate(repo: Path) -> dict[str, dict[str, float]]:
     return json.loads(out.stdout)
 
 
-def dqn_extra(cal: dict[str, dict[str, float]], pct: float) -> dict[str, int]:
+def model_extra(cal: dict[str, dict[str, float]], pct: float, model: str) -> dict[str, int]:
     x = pct / 100
+    train = f"training_step_{model}"
     return {
         "dbn_load": round(x * cal["dbn_load"]["median"] / cal["dbn_load"]["unit"]),
         "features": round(x * cal["features"]["median"] / cal["features"]["unit"]),
-        "training_step_dqn": max(1, round(x * cal["training_step_dqn"]["median"] / cal["training_step_dqn"]["unit"])),
+        train: max(1, round(x * cal[train]["median"] / cal[train]["unit"])),
         "inference": round(x * cal["inference"]["p99"] / cal["inference"]["unit"]),  # X % of the p99
     }
 
@@ -282,10 +294,10 @@ def make_repo(root: Path, case: str, slowdowns: list[float]) -> tuple[Path, str,
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
     cal: dict = {}
-    if case == "dqn":
-        cal = calibrate(repo)
+    if case in MODELS:
+        cal = calibrate(repo, case)
         write = lambda pct: (repo / "inject.py").write_text(  # noqa: E731
-            INJECT.format(extra=dqn_extra(cal, pct) if pct else {})
+            INJECT.format(model=case, extra=model_extra(cal, pct, case) if pct else {})
         )
     elif case == "layout":  # the "slowdowns" index LAYOUT_VARIANTS: 1, 2, … (0 the baseline)
         names = list(LAYOUT_VARIANTS)
@@ -410,7 +422,7 @@ def main() -> None:
             if r < args.checks:
                 order += slowdowns
         extra: tuple[str, ...] = ()
-        if args.case == "dqn":  # one data file for both sides, as perfgate ab gives the built-in suite
+        if args.case in MODELS:  # one data file for both sides, as perfgate ab gives the built-in suite
             from perfgate.pipeline.stages import DEFAULT_BARS
             from perfgate.pipeline.synth import write_synthetic
 
@@ -418,12 +430,19 @@ def main() -> None:
             write_synthetic(data_file, schema="ohlcv-1m", records=DEFAULT_BARS, seed=0, instruments=1)
             data_file.chmod(0o444)
             extra = ("--data", str(data_file))
+            if args.case in BUDGET and "--time-budget" not in args.ab_args:
+                extra += ("--time-budget", str(BUDGET[args.case]))
+        extra += tuple(args.ab_args.split())
         records = []
-        for i, pct in enumerate(order):
+        conditions = {"off": [False], "on": [True], "both": [False, True]}[args.neighbour]
+        plan = [(pct, busy) for pct in order for busy in (conditions if pct == 0.0 else [False])]
+        for i, (pct, busy) in enumerate(plan):
             out = Path(tmp) / f"check{i}.json"
-            data, took = run_check(repo, args.case, base, commits[pct], out, 1000 + i, 3.0, extra)
+            with neighbour(busy):
+                data, took = run_check(repo, args.case, base, commits[pct], out, 1000 + i, 3.0, extra)
             rec = {
                 "engine": "resident",
+                "neighbour": busy,
                 "pct": pct,
                 "seconds": took,
                 "pairs": data["ab"]["pairs"],
@@ -433,7 +452,8 @@ def main() -> None:
             }
             records.append(rec)
             print(
-                f"[{time.monotonic() - started:6.0f} s] check {i + 1}/{len(order)} +{pct:g} %: "
+                f"[{time.monotonic() - started:6.0f} s] check {i + 1}/{len(plan)} +{pct:g} %"
+                f"{' +neighbour' if busy else ''}: "
                 f"{took:.0f} s, {rec['pairs']} pairs, regressed at 3 %: "
                 f"{sorted(m for m, v in rec['v3'].items() if v == 'regressed')}",
                 flush=True,
@@ -445,6 +465,7 @@ def main() -> None:
                 records.append(
                     {
                         "engine": "process-level",
+                        "neighbour": False,
                         "pct": pct,
                         "seconds": took,
                         "pairs": 6,
@@ -580,6 +601,7 @@ def report(records: list[dict], case: str, slowdowns: list[float]) -> None:
         "injected",
         "checks",
         "checks with any alarm",
+        "checks with any improvement",
         *[f"{m} {s}" for m, s in gated],
         "mean est. change",
         "s per check (median, max)",
@@ -588,12 +610,17 @@ def report(records: list[dict], case: str, slowdowns: list[float]) -> None:
     print("|" + "---|" * len(header))
     for engine in ("resident", "process-level"):
         for thr, key in ((3, "v3"), (5, "v5")):
-            for pct in [0.0, *slowdowns]:
-                rows = [r for r in records if r["engine"] == engine and r["pct"] == pct and r[key] is not None]
+            for pct, busy in [(0.0, False), (0.0, True), *((p, False) for p in slowdowns)]:
+                rows = [
+                    r
+                    for r in records
+                    if r["engine"] == engine and r["pct"] == pct and r["neighbour"] == busy and r[key] is not None
+                ]
                 if not rows:
                     continue
                 n = len(rows)
                 anyalarm = sum(any(v == "regressed" for v in r[key].values()) for r in rows)
+                anybetter = sum(any(v == "improved" for v in r[key].values()) for r in rows)
                 cells = [fmt(sum(r[key].get(g) == "regressed" for r in rows), n) for g in gated]
                 est = []
                 for g in gated:
@@ -601,12 +628,16 @@ def report(records: list[dict], case: str, slowdowns: list[float]) -> None:
                     est.append(f"{sum(vals) / len(vals):+.1%}" if vals else "–")
                 secs = sorted(r["seconds"] for r in rows)
                 print(
-                    f"| {engine} | {thr} % | +{pct:g} % | {n} | {fmt(anyalarm, n)} | "
+                    f"| {engine} | {thr} % | +{pct:g} %{' beside the neighbour' if busy else ''} | {n} | "
+                    f"{fmt(anyalarm, n)} | {fmt(anybetter, n)} | "
                     + " | ".join(cells)
                     + f" | {', '.join(est)} | {secs[len(secs) // 2]:.0f}, {secs[-1]:.0f} |"
                 )
     print()
-    print("A/A rows: 'checks with any alarm' is the false-alarm rate; other rows: a metric's column is its power.")
+    print(
+        "A/A rows: 'checks with any alarm' is the false-alarm rate and 'any improvement' the false-improvement "
+        "rate; other rows: a metric's column is its power."
+    )
     by = defaultdict(list)
     for r in records:
         by[r["engine"]].append(r["pairs"])
