@@ -10,13 +10,14 @@ prometheus --push``. Queries only use names :mod:`perfgate.export.prometheus` ex
 The panels follow the original specification's dashboard: DBN load time with its 10 ms target, inference
 latency per model (p50/p95/p99) with the 50 µs target, training step time compared across
 models, peak memory by model, the regression count, the change against the baseline, and
-throughput; ``$model`` and ``$machine`` filter every panel.
+throughput; a row of counts (``--measure counts``: instructions and estimated cycles per call
+of each stage, which are not times) follows. ``$model`` and ``$machine`` filter every panel.
 
 Time series plot the history, one point per run at the run's own time
 (``perfgate_history_*``, backfilled from ``perfgate export prometheus --openmetrics``, see
 :mod:`perfgate.export._history`); a scraped value carries the scrape's time, so plotted over
-time it would only repeat the newest run. The gate panels, the training-step bars and the
-change against the baseline show the newest check (the live ``perfgate_*`` families).
+time it would only repeat the newest run. The gate panels, the training-step bars, the counts
+bars and the change against the baseline show the newest check (the live ``perfgate_*`` families).
 """
 
 from __future__ import annotations
@@ -41,11 +42,31 @@ DBN_LOAD_TARGET_SECONDS = 0.010  # the original specification's "<10ms" DBN load
 INFERENCE_TARGET_SECONDS = 50e-6  # the original specification's "<50μs" inference target (HFT requirement)
 _SEL = 'model=~"$model", machine=~"$machine"'
 _WHO = "{{model}} · {{machine}}"
+# what every panel of counts says of them (as perfgate.core._counts.NOT_TIMES does in reports)
+_COUNTS_ARE_NOT_TIMES = (
+    "Counts, not times (perfgate bench --measure counts), counted under valgrind's callgrind, a simulated CPU. "
+    "They repeat to a fraction of a per cent from one process or day to the next, so a small change in a stage's "
+    "work shows, but they do not see memory bandwidth, contention, threads, system calls, I/O, GPU kernels or "
+    "tails: a stage can get slower with the same counts. A counts run's machine is counts- and a hash of the "
+    "instruction set the code ran on, not a host."
+)
+# (family, what is counted) of the counts panels
+_COUNTS = (
+    ("instructions", "Instructions per call", "Instructions executed per call of each stage (callgrind's Ir)"),
+    (
+        "estimated_cycles",
+        "Estimated cycles per call",
+        "Estimated cycles per call of each stage: L1 hits + 5 × LL hits + 35 × RAM accesses of callgrind's "
+        "simulated caches",
+    ),
+)
 
 
-def _metric(family: str, metric: str, statistic: str | None = "median") -> str:
+def _metric(family: str, metric: str | None, statistic: str | None = "median") -> str:
+    """The selector of ``perfgate_<family>``: one metric, or every metric of the family when None."""
+    name = f', metric="{metric}"' if metric else ""
     stat = f', statistic="{statistic}"' if statistic else ""
-    return f'perfgate_{family}{{{_SEL}, metric="{metric}"{stat}}}'
+    return f"perfgate_{family}{{{_SEL}{name}{stat}}}"
 
 
 def _per_run(selector: str) -> str:
@@ -61,7 +82,7 @@ def _per_run(selector: str) -> str:
     return f"last_over_time({selector}[$__interval] offset 1ms)"
 
 
-def _history(family: str, metric: str, statistic: str | None = "median") -> str:
+def _history(family: str, metric: str | None, statistic: str | None = "median") -> str:
     """The backfilled ``perfgate_history_<family>`` series, one point per run."""
     return _per_run(_metric(f"history_{family}", metric, statistic))
 
@@ -149,6 +170,24 @@ def build_dashboard() -> Any:
 
     def reduce_last() -> Any:
         return common_b.ReduceDataOptions().calcs(["lastNotNull"]).values(False)
+
+    def bars(title: str, description: str, unit: str, target: Any) -> Any:
+        # the newest run's value of each series, as horizontal bars
+        return (
+            bargauge.Panel()
+            .id(next(next_id))
+            .title(title)
+            .description(description)
+            .datasource(ds)
+            .with_target(target)
+            .unit(unit)
+            .orientation(common.VizOrientation.HORIZONTAL)
+            .display_mode(common.BarGaugeDisplayMode.GRADIENT)
+            .reduce_options(reduce_last())
+            .thresholds(thresholds((None, "blue")))
+            .height(8)
+            .span(12)
+        )
 
     def count_stat(title: str, description: str, family: str, legend: str, span: int) -> Any:
         # a sum over the selection, red from 1 on
@@ -300,19 +339,12 @@ def build_dashboard() -> Any:
         .span(12)
     )
     builder = builder.with_panel(
-        bargauge.Panel()
-        .id(next(next_id))
-        .title("Training step time by model")
-        .description("Median time of one optimiser step (forward, backward, update), newest run of each model.")
-        .datasource(ds)
-        .with_target(query(_metric("duration_seconds", "training_step_time_ms"), _WHO, instant=True))
-        .unit("s")
-        .orientation(common.VizOrientation.HORIZONTAL)
-        .display_mode(common.BarGaugeDisplayMode.GRADIENT)
-        .reduce_options(reduce_last())
-        .thresholds(thresholds((None, "blue")))
-        .height(8)
-        .span(12)
+        bars(
+            "Training step time by model",
+            "Median time of one optimiser step (forward, backward, update), newest run of each model.",
+            "s",
+            query(_metric("duration_seconds", "training_step_time_ms"), _WHO, instant=True),
+        )
     )
     builder = builder.with_panel(
         series(
@@ -458,6 +490,30 @@ def build_dashboard() -> Any:
         .height(8)
         .span(24)
     )
+
+    # counts: instructions and estimated cycles per call of each stage, from runs of --measure counts
+    builder = builder.with_row(dash.Row("Counts (callgrind, not times)").id(next(next_id)))
+    per_metric = f"{_WHO} {{{{metric}}}}"
+    for family, title, what in _COUNTS:
+        builder = builder.with_panel(
+            series(
+                title,
+                f"{what}, the median of the counted calls, one point per run. {_COUNTS_ARE_NOT_TIMES}",
+                "short",
+                query(_history(family, None), per_metric),
+            )
+            .height(8)
+            .span(12)
+        )
+    for family, title, what in _COUNTS:
+        builder = builder.with_panel(
+            bars(
+                f"{title}, newest run",
+                f"{what}, the median of the counted calls of the newest counts run. {_COUNTS_ARE_NOT_TIMES}",
+                "short",
+                query(_metric(family, None), per_metric, instant=True),
+            )
+        )
     return builder.build()
 
 

@@ -30,7 +30,7 @@ from perfgate.core.codec import run_from_dict
 from perfgate.core.schema import Run
 from perfgate.store import open_store
 from perfgate.store.base import RunStatus
-from tests.export.sample_store import MACHINE, RUNS, STEP_AT, sample_runs
+from tests.export.sample_store import COUNTS_MACHINE, MACHINE, RUNS, STEP_AT, counts_runs, sample_runs
 
 SAMPLE_CONFIG = """\
 [tool.perfgate.budgets.dqn]
@@ -240,11 +240,12 @@ def _iso(stamp: float) -> str:
 
 @dataclass
 class Backfilled:
-    """The stack, with the three recorded runs' times and the sample store's history loaded."""
+    """The stack, with the three recorded runs' times and the sample store's history (and the counts runs) loaded."""
 
     stack: PromStack
     times: tuple[float, ...]  # the three recorded runs' created_at, Unix time, oldest first
     sample_times: tuple[float, ...]  # the re-dated sample store's run times
+    counts_times: tuple[float, ...]  # the re-dated counts runs' times
 
 
 def _history_runs(now: float) -> tuple[list[Run], tuple[float, ...]]:
@@ -268,8 +269,8 @@ def _history_runs(now: float) -> tuple[list[Run], tuple[float, ...]]:
 
 
 def _redated_sample_runs(now: float) -> list[Run]:
-    """The sample store's runs moved in time, their spacing kept, the newest a few hours old."""
-    runs = sample_runs()
+    """The sample store's runs and the counts runs moved in time, their spacing kept, the newest a few hours old."""
+    runs = [*sample_runs(), *counts_runs()]
     newest = max(datetime.fromisoformat(r.created_at.replace("Z", "+00:00")).timestamp() for r in runs if r.created_at)
     shift = ((now - SAMPLE_NEWEST_AGE_S) // 60) * 60 - newest
     return [
@@ -305,7 +306,18 @@ def backfilled(prom_stack: PromStack, tmp_path_factory: pytest.TempPathFactory) 
         prom_stack.backfill(root / name)
     prom_stack.backfill(root / "three.om")  # a second backfill of the same runs adds no point
     window = int(now - times[0]) + 3600
-    for selector in (f'machine="{HISTORY_MACHINE}"', f'machine="{MACHINE}"'):
+    for selector in (f'machine="{HISTORY_MACHINE}"', f'machine="{MACHINE}"', f'machine="{COUNTS_MACHINE}"'):
         prom_stack.wait_for(f"count_over_time(perfgate_history_flagged{{{selector}}}[{window}s])", timeout=180)
-    stamps = tuple(sorted({datetime.fromisoformat(r.created_at.replace("Z", "+00:00")).timestamp() for r in redated}))
-    return Backfilled(prom_stack, times, stamps)
+
+    def stamps(counts: bool) -> tuple[float, ...]:
+        return tuple(
+            sorted(
+                {
+                    datetime.fromisoformat(r.created_at.replace("Z", "+00:00")).timestamp()
+                    for r in redated
+                    if r.created_at and (r.measure == "counts") == counts
+                }
+            )
+        )
+
+    return Backfilled(prom_stack, times, stamps(counts=False), stamps(counts=True))

@@ -4,6 +4,10 @@ Four models on machine ``ci-runner-a`` with ten runs each on ``main``, one hour 
 training step gets 25 % slower from run 7 on (a regression and a change point), TFT's
 inference p99 is over its 50 µs budget, and DQN has one more run on ``laptop-b`` with no
 baseline there. Samples follow a sine pattern, so every figure is exact and portable.
+
+Apart from the store, :func:`counts_runs`: three runs of ``--measure counts`` each of DQN and
+PPO on their own machine (``counts-`` and a hash, as a counts run's machine is), at the hours
+of the last three runs; DQN's training step does 4 % more work (both counts) in the newest.
 """
 
 from __future__ import annotations
@@ -17,10 +21,20 @@ from perfgate.core.schema import Run
 from perfgate.store.base import RunStatus
 from perfgate.store.memory import MemoryStore
 
-__all__ = ["HOSTILE_METRIC", "HOSTILE_MODEL", "hostile_runs", "sample_policy", "sample_runs", "sample_store"]
+__all__ = [
+    "COUNTS_MACHINE",
+    "HOSTILE_METRIC",
+    "HOSTILE_MODEL",
+    "counts_runs",
+    "hostile_runs",
+    "sample_policy",
+    "sample_runs",
+    "sample_store",
+]
 
 MACHINE = "ci-runner-a"
 LAPTOP = "laptop-b"
+COUNTS_MACHINE = "counts-5f2c1a9e7b30"
 
 # median per model: (dbn load ms, features ms, train step ms, inference us, throughput/s, memory MB)
 MODELS = {
@@ -39,6 +53,14 @@ NAMES = (
 )
 RUNS = 10
 STEP_AT = 7  # DQN's training step is 25 % slower from this run on
+
+# instructions per call of each counted stage, per model; estimated cycles are 1.5 times as many
+COUNTED = {
+    "dqn": {"dbn_load": 4_100_000, "feature_extraction": 2_600_000, "training_step": 61_000_000},
+    "ppo": {"dbn_load": 4_100_000, "feature_extraction": 2_600_000, "training_step": 83_000_000},
+}
+COUNTS_AT = (7, 8, 9)  # the counts runs come at the hours of these runs
+COUNTS_STEP = 1.04  # DQN's training step in the newest counts run
 
 HOSTILE_MODEL = "<script>window.__pwned = 1</script>"
 HOSTILE_METRIC = '"><img src=x onerror="window.__pwned=2">_ms'
@@ -100,6 +122,42 @@ def sample_store() -> MemoryStore:
     for r in range(STEP_AT, RUNS - 1):
         store.set_status(f"dqn-{MACHINE}-{r:02d}", RunStatus.FLAGGED, "training_step_time_ms +25.0%")
     return store
+
+
+def counted_median(model: str, stem: str, unit: str, run: int) -> float:
+    """The median of a counts run's metric: ``unit`` is ``instructions`` or ``cycles``."""
+    count = COUNTED[model][stem] * (COUNTS_STEP if (model, stem, run) == ("dqn", "training_step", RUNS - 1) else 1)
+    return float(round(count * (1.5 if unit == "cycles" else 1.0)))
+
+
+def counts_runs() -> list[Run]:
+    """Runs of ``--measure counts``: two processes of five calls per stage, 100 apart (the median is exact)."""
+    runs = []
+    for model, stages in COUNTED.items():
+        for run in COUNTS_AT:
+            metrics = {}
+            for stem in stages:
+                for suffix, unit in (("instructions", "instructions"), ("est_cycles", "cycles")):
+                    median = counted_median(model, stem, unit, run)
+                    metrics[f"{stem}_{suffix}"] = {
+                        "unit": unit,
+                        "direction": "lower_is_better",
+                        "samples": [median - 100] * 5 + [median + 100] * 5,
+                        "groups": [5, 5],
+                    }
+            doc = {
+                "schema_version": 4,
+                "measure": "counts",
+                "run_id": f"{model}-{COUNTS_MACHINE}-{run:02d}",
+                "suite": "pipeline",
+                "model": model,
+                "created_at": _stamp(run),
+                "git": {"commit": f"c0ffee{run:02d}", "branch": "main", "dirty": False},
+                "machine": {"fingerprint": COUNTS_MACHINE, "arch": "x86_64"},
+                "metrics": metrics,
+            }
+            runs.append(run_from_dict(doc))
+    return runs
 
 
 def hostile_runs() -> list[Run]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,23 @@ from perfgate.export._history import history_openmetrics, read_history
 from perfgate.export._latest import latest_states
 from perfgate.export._outlets import push_states
 from perfgate.export.grafana import DASHBOARD_UID, dashboard_json, panel_queries
-from perfgate.export.prometheus import VERDICTS
+from perfgate.export.prometheus import VERDICTS, PerfgateCollector, exposition, make_registry
 from tests.export.conftest import Backfilled, PromStack
-from tests.export.sample_store import MACHINE, sample_policy, sample_store
+from tests.export.sample_store import (
+    COUNTED,
+    COUNTS_AT,
+    COUNTS_MACHINE,
+    MACHINE,
+    counted_median,
+    counts_runs,
+    sample_policy,
+    sample_store,
+)
 from tests.export.test_prometheus import sample_exposition, samples
 
 COMMITTED = Path(__file__).resolve().parent.parent.parent / "dashboards" / "perfgate.json"
 JOB = "t-dashboard"
+COUNTS_FAMILY = re.compile(r"\bperfgate_(?:history_)?(?:instructions|estimated_cycles)\b")
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +80,41 @@ def test_round_trip_through_the_sdk_model(dashboard):
     assert again == dashboard
 
 
+def _counts_panels(dashboard: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The panels whose queries read counts, by title."""
+    return {
+        p["title"]: p for p in dashboard["panels"] if any(COUNTS_FAMILY.search(t["expr"]) for t in p.get("targets", []))
+    }
+
+
+def test_counts_have_their_own_row_of_panels_that_say_they_are_not_times(dashboard):
+    counts = _counts_panels(dashboard)
+    wanted = {
+        "Instructions per call": "perfgate_history_instructions",
+        "Estimated cycles per call": "perfgate_history_estimated_cycles",
+        "Instructions per call, newest run": "perfgate_instructions",
+        "Estimated cycles per call, newest run": "perfgate_estimated_cycles",
+    }
+    assert set(counts) == set(wanted)
+    rows = [p for p in dashboard["panels"] if p["type"] == "row"]
+    (row,) = [r for r in rows if "counts" in r["title"].lower()]
+    for title, family in wanted.items():
+        panel = counts[title]
+        assert panel["gridPos"]["y"] > row["gridPos"]["y"], title  # under the counts row
+        (target,) = panel["targets"]
+        assert re.search(rf"\b{family}\{{", target["expr"]), (title, target["expr"])
+        # the same template variables as every other panel, the median of the calls, every stage
+        assert 'model=~"$model"' in target["expr"] and 'machine=~"$machine"' in target["expr"]
+        assert 'statistic="median"' in target["expr"] and "metric=" not in target["expr"]
+        assert "{{metric}}" in target["legendFormat"]  # one series per stage
+        assert target["instant"] == ("newest" in title)
+        assert panel["fieldConfig"]["defaults"]["unit"] == "short"  # a count, not seconds
+        text = panel["description"]
+        assert "not times" in text and "callgrind" in text
+        for blind_to in ("memory bandwidth", "contention", "threads", "system calls", "I/O", "GPU", "tails"):
+            assert blind_to in text, (title, blind_to)
+
+
 def test_the_panels_the_original_specification_asks_for(dashboard):
     titles = [p["title"] for p in dashboard["panels"]]
     for wanted in (
@@ -96,8 +142,19 @@ def history_names() -> set[str]:
     return {line.split("{")[0] for line in text.splitlines() if not line.startswith("#")}
 
 
+def counts_names() -> set[str]:
+    """The families a store with counts runs exports, live and history."""
+    store = sample_store()
+    store.add_runs(counts_runs())
+    states = latest_states(store, sample_policy())
+    live = exposition(make_registry(PerfgateCollector(lambda: states)))
+    runs, flagged = read_history(store)
+    lines = [*live.splitlines(), *history_openmetrics(runs, flagged).splitlines()]
+    return {line.split("{")[0] for line in lines if line and not line.startswith("#")}
+
+
 def test_queries_use_only_exported_names_and_never_always_return_data(dashboard):
-    exported = {name for name, _, _ in samples(sample_exposition())} | history_names()
+    exported = {name for name, _, _ in samples(sample_exposition())} | history_names() | counts_names()
     for title, expr, _ in panel_queries(dashboard):
         names = set(re.findall(r"\bperfgate_[a-z0-9_]+", expr))
         assert names and names <= exported, (title, names - exported)
@@ -121,13 +178,26 @@ WINDOW_S, STEP_S = 2 * 86400, 60
 
 @pytest.fixture(scope="module")
 def filled(prom_stack: PromStack, backfilled: Backfilled) -> PromStack:
-    """Prometheus holding the sample store's newest metrics, pushed by perfgate's own exporter,
-    and its history, backfilled from ``perfgate export prometheus --openmetrics``."""
-    states = latest_states(sample_store(), sample_policy())
+    """Prometheus holding the newest metrics of the sample store and the counts runs, pushed by
+    perfgate's own exporter, and their history, backfilled from ``perfgate export prometheus --openmetrics``."""
+    store = sample_store()
+    store.add_runs(counts_runs())
+    states = latest_states(store, sample_policy())
     push_states(prom_stack.pushgateway, states, job=JOB)
-    for name in ("perfgate_run_info", "perfgate_degradation_ratio", "perfgate_budget_memory_bytes"):
+    for name in (
+        "perfgate_run_info",
+        "perfgate_degradation_ratio",
+        "perfgate_budget_memory_bytes",
+        "perfgate_instructions",
+        "perfgate_estimated_cycles",
+    ):
         prom_stack.wait_for(f'{name}{{job="{JOB}"}}')
     return prom_stack
+
+
+def machine_for(expr: str, machine: str) -> str:
+    """The machine a query of one machine selects: a counts run has its own (``counts-`` and a hash)."""
+    return COUNTS_MACHINE if machine == MACHINE and COUNTS_FAMILY.search(expr) else machine
 
 
 def test_template_variables_find_values(filled, dashboard):
@@ -141,7 +211,7 @@ def test_template_variables_find_values(filled, dashboard):
 def test_every_query_returns_data(filled, dashboard, model, machine):
     empty = []
     for title, expr, instant in panel_queries(dashboard):
-        query = substitute(expr, model, machine)
+        query = substitute(expr, model, machine_for(expr, machine))
         result = filled.query(query) if instant else filled.query_range(query, WINDOW_S, STEP_S)
         if not result:
             empty.append((title, query))
@@ -177,6 +247,45 @@ def test_panel_values_are_right(filled, dashboard):
     key = ("training_step_time_ms", "median")
     assert worse[key] == pytest.approx(0.25, abs=0.02) and threshold[key] == pytest.approx(0.10)
     assert share[key] == pytest.approx(worse[key] / 0.10)
+
+
+def _suffix(unit: str) -> str:
+    return "instructions" if unit == "instructions" else "est_cycles"
+
+
+@pytest.mark.parametrize(
+    ("title", "unit"),
+    [("Instructions per call, newest run", "instructions"), ("Estimated cycles per call, newest run", "cycles")],
+)
+def test_the_counts_bars_show_the_pushed_counts(filled, dashboard, title, unit):
+    (expr,) = [e for t, e, _ in panel_queries(dashboard) if t == title]
+    result = filled.query(substitute(expr, "dqn", COUNTS_MACHINE))
+    assert {(r["metric"]["model"], r["metric"]["machine"]) for r in result} == {("dqn", COUNTS_MACHINE)}
+    got = {r["metric"]["metric"]: float(r["value"][1]) for r in result}
+    newest = COUNTS_AT[-1]
+    assert got == {f"{stem}_{_suffix(unit)}": counted_median("dqn", stem, unit, newest) for stem in COUNTED["dqn"]}
+    assert filled.query(substitute(expr, ".*", MACHINE)) == []  # runs of times have no counts
+    machines = filled.api("label/machine/values", **{"match[]": 'perfgate_run_info{model=~"dqn"}'})
+    assert COUNTS_MACHINE in machines  # $machine offers the counts machine
+
+
+@pytest.mark.parametrize(
+    ("title", "unit"), [("Instructions per call", "instructions"), ("Estimated cycles per call", "cycles")]
+)
+def test_the_counts_series_have_one_point_per_counts_run(filled, backfilled, dashboard, title, unit):
+    (expr,) = [e for t, e, _ in panel_queries(dashboard) if t == title]
+    step, stamps = 60, backfilled.counts_times
+    query = substitute(expr, "dqn", COUNTS_MACHINE, f"{step}s")
+    result = filled.api("query_range", query=query, start=stamps[0] - 3600, end=time.time(), step=step)["result"]
+    by_metric = {r["metric"]["metric"]: r["values"] for r in result}
+    assert set(by_metric) == {f"{stem}_{_suffix(unit)}" for stem in COUNTED["dqn"]}
+    for stem in COUNTED["dqn"]:
+        values = by_metric[f"{stem}_{_suffix(unit)}"]
+        assert len(values) == len(COUNTS_AT)
+        assert all(0 < float(t) - run <= step for (t, _), run in zip(values, stamps, strict=True))
+        assert [float(v) for _, v in values] == [counted_median("dqn", stem, unit, r) for r in COUNTS_AT]
+    training = [float(v) for _, v in by_metric[f"training_step_{_suffix(unit)}"]]
+    assert training[-1] == pytest.approx(training[0] * 1.04)  # the newest run's step shows
 
 
 def test_the_verdict_panel_names_every_verdict(dashboard):
