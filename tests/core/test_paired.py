@@ -97,7 +97,8 @@ def test_tail_log_ratio_pools_blocks_too_small_for_their_own_quantile():
     b = [rng.lognormal(0.1, 0.5, 100) for _ in range(8)]
     assert tail_log_ratio(a, b, 0.99) == pooled_log_ratio(a, b, 0.99)
     # a p95 needs 100: these blocks suffice, and the estimate is the median of the blocks'
-    expected = float(np.median([math.log(np.quantile(y, 0.95) / np.quantile(x, 0.95)) for x, y in zip(a, b)]))
+    ratios = [math.log(np.quantile(y, 0.95) / np.quantile(x, 0.95)) for x, y in zip(a, b, strict=True)]
+    expected = float(np.median(ratios))
     assert tail_log_ratio(a, b, 0.95) == pytest.approx(expected)
 
 
