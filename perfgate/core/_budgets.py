@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from perfgate.core._counts import is_counts_run
 from perfgate.core._derived import derived_metrics
 from perfgate.core.metrics import BUILTIN_METRICS, Direction
 from perfgate.core.policy import Budget
@@ -26,7 +27,7 @@ from perfgate.core.result import BudgetCheck
 from perfgate.core.schema import Run
 from perfgate.core.stats import QUANTILES, min_samples_for, quantile
 
-__all__ = ["OVERALL_RATE_STATISTICS", "check_budgets", "overall_rate", "statistic_value"]
+__all__ = ["OVERALL_RATE_STATISTICS", "check_budgets", "counts_budget_note", "overall_rate", "statistic_value"]
 
 # the budget statistics of a derived rate that are evaluated on its overall rate
 OVERALL_RATE_STATISTICS = ("min", "mean")
@@ -51,8 +52,31 @@ def overall_rate(rates: Sequence[float]) -> float:
     return len(rates) / math.fsum(1.0 / r for r in rates)
 
 
+def _not_counted(run: Run, budgets: tuple[Budget, ...]) -> list[Budget]:
+    # a counts run measures no times, rates or memory: a budget on one of those is not its to keep
+    return [b for b in budgets if is_counts_run(run) and b.metric not in run.metrics]
+
+
+def counts_budget_note(run: Run, budgets: tuple[Budget, ...]) -> tuple[str, ...]:
+    """One line naming the budgets a counts run leaves to runs of times (none for other runs)."""
+    left = list(dict.fromkeys(f"{b.metric} ({b.statistic})" for b in _not_counted(run, budgets)))
+    if not left:
+        return ()
+    return (
+        f"budgets not checked: {', '.join(left)}; counts are not times, so these budgets are checked by "
+        "runs of times (perfgate bench without --measure counts)",
+    )
+
+
 def check_budgets(run: Run, budgets: tuple[Budget, ...]) -> tuple[BudgetCheck, ...]:
-    """Evaluate absolute limits on one run; no baseline is needed."""
+    """Evaluate absolute limits on one run; no baseline is needed.
+
+    A counts run is held only to the budgets on metrics it measured (``<stem>_instructions``,
+    say); a budget on a time, a rate or memory is left to runs of times and named by
+    :func:`counts_budget_note`, so a counts gate neither fails on it nor passes it silently.
+    """
+    skip = _not_counted(run, budgets)
+    budgets = tuple(b for b in budgets if b not in skip)
     derived = derived_metrics(run) if budgets else {}
     results = []
     for budget in budgets:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from perfgate.core._budgets import check_budgets
+from perfgate.core._budgets import check_budgets, counts_budget_note
 from perfgate.core._counts import is_counts_run, pooled_residues
 from perfgate.core._decision import _unpaired, prepare
 from perfgate.core._derived import derived_metrics
@@ -158,7 +158,7 @@ def compare_runs(
         baseline_source=baseline_source,
         missing=missing_gated(baseline, current, budgets),
         common_shift=shift,
-        notes=aligned.notes,
+        notes=(*aligned.notes, *counts_budget_note(current, policy.budgets_for(current.model_key))),
     )
 
 
@@ -173,4 +173,5 @@ def budgets_only(current: Run, policy: Policy) -> CheckResult:
         policy=policy,
         baseline_source="none yet: only the budgets were checked",
         missing=missing_gated(None, current, budgets),
+        notes=counts_budget_note(current, policy.budgets_for(current.model_key)),
     )

@@ -139,6 +139,7 @@ def _notes(result: CheckResult) -> list[str]:
         )
     if result.baseline_source:
         notes.append(f"Baseline: {md_prose(result.baseline_source)}.")
+    notes += [f"ℹ️ {md_prose(n[:1].upper() + n[1:])}." for n in result.notes]
     notes += _noise_notes(result)
     p = result.policy
     tests = sum(1 for c in result.comparisons if c.p_adjusted is not None)

@@ -249,3 +249,29 @@ def test_a_quiet_stage_known_quiet_is_not_held_to_the_noisiest():
         caught += c.verdict is Verdict.REGRESSED
         assert "learned from 20 runs of this machine" in c.noise
     assert caught >= 95, caught
+
+
+def test_a_counts_run_leaves_budgets_on_times_to_runs_of_times_and_says_so():
+    """A counts run has no times: a time budget neither fails it (as a missing metric would) nor
+    passes unsaid; a budget on a count holds as any budget does."""
+    from perfgate.core.compare import budgets_only
+    from perfgate.core.policy import Budget
+
+    metric = _metric("loop_instructions", [[1000.0] * 5, [1000.0] * 5])
+    counts = Run(model="m", metrics={metric.name: metric}, measure="counts")
+    on_time = Budget(model="m", metric="inference_latency_us", statistic="p99", limit=50.0)
+    result = compare_runs(counts, counts, Policy(budgets=(on_time,)))
+    assert result.exit_code == 0 and result.missing == () and result.budgets == ()
+    assert len(result.notes) == 1
+    assert "inference_latency_us (p99)" in result.notes[0] and "counts are not times" in result.notes[0]
+    assert budgets_only(counts, Policy(budgets=(on_time,))).notes == result.notes
+    from perfgate.report.markdown import render_markdown
+
+    assert "Budgets not checked: inference_latency_us (p99)" in render_markdown(result)
+    on_count = Budget(model="m", metric="loop_instructions", statistic="median", limit=900.0)
+    broken = compare_runs(counts, counts, Policy(budgets=(on_time, on_count)))
+    assert broken.exit_code == 1 and [b.budget.metric for b in broken.broken_budgets] == ["loop_instructions"]
+    # a run of times still fails on a budgeted metric it did not measure
+    t = Metric(name="loop_time_ms", unit="ms", direction=Direction.LOWER, samples=(1.0, 1.1, 0.9))
+    timed = Run(model="m", metrics={t.name: t})
+    assert compare_runs(timed, timed, Policy(budgets=(on_time,))).missing == ("inference_latency_us",)
