@@ -142,14 +142,13 @@ INJECT = textwrap.dedent(
 
     for st in registry.stages_for("pipeline", MODEL):
         kind = KINDS.get(st.name, _python)
-        extra = EXTRA.get(st.name, 0)
 
-        def setup(ctx, st=st, kind=kind, extra=extra):
+        def setup(ctx, st=st, kind=kind):
             call = st.setup(ctx)
 
             def once():
                 out = call()
-                kind(extra)  # the same wrapper on both sides; zero units do nothing
+                kind(EXTRA.get(st.name, 0))  # the same wrapper on both sides; zero units do nothing
                 return out
 
             return once
@@ -226,10 +225,27 @@ CALIBRATE = textwrap.dedent(
         p = prepare(st, ctx, BenchOptions(model=model, suite="injected"))
         t = np.array(timed_for(p.call, p.sync, 1.0, 200000))
         out[st.name] = {"median": float(np.median(t)), "p99": float(np.quantile(t, 0.99))}
+    calls = {}
+    for st in stages_for("injected", model):
+        calls[st.name] = prepare(st, ctx, BenchOptions(model=model, suite="injected"))
     for name, fn, n in (("dbn_load", inject._copy, 1 << 22), ("features", inject._compute, 1 << 20),
                         ("training_step_" + model, inject._torch, 100), ("inference", inject._python, 1000)):
         t = timed_for(lambda: fn(n), None, 0.5, 100000)
-        out[name]["unit"] = float(np.median(t)) / n
+        guess = float(np.median(t)) / n
+        # in the stage: the cost of a unit of extra work where it runs (caches, allocator), from
+        # the stage's median with and without 20 % more, alternated three times
+        k = max(1, round(0.2 * out[name]["median"] / guess))
+        p = calls[name]
+        without, with_ = [], []
+        for _ in range(3):
+            for units, into in ((0, without), (k, with_)):
+                inject.EXTRA[name] = units
+                into.append(float(np.median(timed_for(p.call, p.sync, 0.5, 200000))))
+        inject.EXTRA[name] = 0
+        in_stage = (float(np.median(with_)) - float(np.median(without))) / k
+        out[name]["unit_alone"] = guess
+        # a disturbed calibration (another process on the machine) is not believed past 5x either way
+        out[name]["unit"] = in_stage if guess / 5 < in_stage < guess * 5 else guess
     json.dump(out, sys.stdout)
     """
 )
@@ -414,6 +430,10 @@ def main() -> None:
         repo, base, commits, cal = make_repo(Path(tmp), args.case, slowdowns)
         if cal:
             print("calibration (s per call):", json.dumps({k: round(v["median"], 7) for k, v in cal.items()}))
+            print(
+                "cost of a unit of extra work in the stage / alone:",
+                json.dumps({k: round(v["unit"] / v["unit_alone"], 2) for k, v in cal.items() if "unit" in v}),
+            )
         order: list[float] = []  # round by round, so a slow phase of the machine hits every row alike
         rounds = max(args.aa, args.checks)
         for r in range(rounds):
