@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from perfgate.core._distributions import norm_ppf, norm_sf
+from perfgate.core._tail import Tail, robust_to_scale
 from perfgate.core.schema import Metric
 
 __all__ = ["ALPHA_SHARE", "MIN_METRICS", "CommonShift", "common_shift"]
@@ -74,6 +75,7 @@ class _Tested(Protocol):
     noise_assumed: bool
     derived_from: str
     threshold_only: bool
+    tail: Tail | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,6 +137,10 @@ class CommonShift:
         )
 
 
+def _scale(tail: Tail) -> float:
+    return robust_to_scale(tail.df)
+
+
 def _worse(log_worse: float) -> float:
     try:
         return math.expm1(log_worse)
@@ -165,18 +171,33 @@ def common_shift(tested: Sequence[_Tested], *, alpha: float, confidence: float) 
     se = math.sqrt(shared_sd**2 + own / k)
     spent = alpha * ALPHA_SHARE
     z_ci = norm_ppf(0.5 + confidence / 2.0)
+    ci_half = z_ci * se
+    p_value = norm_sf(c / se) if se > 0 else (0.0 if c > 0 else 1.0)
+    p_better = norm_sf(-c / se) if se > 0 else (0.0 if c < 0 else 1.0)
     if all(p.kernel for p in usable):
         decided_by = "the reference kernels"
     elif not any(p.noise_assumed for p in usable):
         decided_by = "this machine's measured run-to-run noise"
     else:
         decided_by = ""
+    tails = [p.tail for p in usable if p.tail is not None]
+    if tails and se > 0 and decided_by:
+        # a shift that can be called a regression is tested with the metrics' t tail (the
+        # heaviest of them) on the shared part: the scale of the t part is the mean of the
+        # metrics' scales, the rest of the variance stays normal. A shift nothing can tell from
+        # the machine's claims nothing, only withholds the metrics' claims and exits 2: it keeps
+        # the normal tail, which flags a whole run that moved together sooner.
+        heavy = (math.fsum(math.sqrt(p.tail.heavy) for p in usable if p.tail is not None) / k) ** 2
+        robust = (math.fsum(math.sqrt(p.tail.heavy) / _scale(p.tail) for p in usable if p.tail is not None) / k) ** 2
+        shared = Tail(df=min(t.df for t in tails), heavy=heavy, light=max(se**2 - robust, 0.0))
+        ci_half = shared.isf((1.0 - confidence) / 2.0)
+        p_value, p_better = shared.sf(c), shared.sf(-c)
     return CommonShift(
         metrics=k,
         worse=_worse(c),
-        ci=(_worse(c - z_ci * se), _worse(c + z_ci * se)),
-        p_value=norm_sf(c / se) if se > 0 else (0.0 if c > 0 else 1.0),
-        p_better=norm_sf(-c / se) if se > 0 else (0.0 if c < 0 else 1.0),
+        ci=(_worse(c - ci_half), _worse(c + ci_half)),
+        p_value=p_value,
+        p_better=p_better,
         alpha=spent,
         threshold=statistics.median(p.threshold for p in usable),
         decided_by=decided_by,

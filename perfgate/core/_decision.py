@@ -31,10 +31,11 @@ from dataclasses import dataclass
 
 from perfgate.core._common_shift import CommonShift, common_shift
 from perfgate.core._counts import Residue, counts_test, history_of, is_count
-from perfgate.core._distributions import norm_ppf, t_isf, t_ppf
+from perfgate.core._distributions import norm_ppf, t_isf
 from perfgate.core._estimate import Sides, _estimate, _paired_test, _Test, _unpaired_test, sides_of
 from perfgate.core._samplestats import ReferenceStats, SampleStats
 from perfgate.core._significance import holm, log_ratio_se
+from perfgate.core._tail import Tail
 from perfgate.core.metrics import BUILTIN_METRICS, Direction
 from perfgate.core.noise import index_shift
 from perfgate.core.policy import Policy
@@ -82,6 +83,7 @@ class _Pending:
     normalised_change: float | None = None
     derived_from: str = ""
     index_change: float | None = None  # the reference kernel's relative change between the runs
+    tail: Tail | None = None  # the null distribution of a test whose run-to-run term has a t tail
 
 
 def _prepare(
@@ -157,6 +159,7 @@ def _prepare(
     p.log_worse, p.se, p.p_value, p.df = test.log_worse, test.se, test.p_value, test.df
     p.sigma_run, p.groups, p.noise, p.noise_assumed = test.sigma_run, test.groups, test.noise, test.noise_assumed
     p.fixed_variance, p.process_sigma, p.within_se = test.fixed_variance, test.process_sigma, test.within_se
+    p.tail = test.tail
     if test.values is not None:
         p.base_value, p.cur_value = test.values
     return p
@@ -226,6 +229,14 @@ def _improvement_significant(p: _Pending, ci: tuple[float, float] | None, alpha:
     return ci[1] < 0 and better * max(n_tests, 1) < alpha
 
 
+def _isf(p: _Pending, a: float) -> float:
+    """The point the test statistic (the log ratio over its SE) exceeds with probability ``a``
+    under no change: a t or normal quantile, or the t-tailed mixture's (:mod:`perfgate.core._tail`)."""
+    if p.tail is not None and p.se:
+        return p.tail.isf(a) / p.se
+    return t_isf(a, p.df)
+
+
 def _decide(
     p: _Pending, p_adjusted: float | None, policy: Policy, n_tests: int, stats: SampleStats | None = None
 ) -> Comparison:
@@ -236,7 +247,7 @@ def _decide(
         change = p.normalised_change
     ci = None
     # only a test needs a quantile (a threshold-only check of flat files never loads scipy.special)
-    z_ci = t_ppf(0.5 + policy.confidence / 2.0, p.df) if p.se is not None else math.nan
+    z_ci = _isf(p, (1.0 - policy.confidence) / 2.0) if p.se is not None else math.nan
     if p.log_worse is not None and p.se is not None:
         lo, hi = p.log_worse - z_ci * p.se, p.log_worse + z_ci * p.se
         ci = (_worse_from_log(lo, direction), _worse_from_log(hi, direction))
@@ -271,7 +282,7 @@ def _decide(
         reason = "one sample per side: only the threshold applies, no significance test"
     else:
         assert p_adjusted is not None
-        z_alpha = t_isf(policy.alpha / max(n_tests, 1), p.df)
+        z_alpha = _isf(p, policy.alpha / max(n_tests, 1))
         z_power = norm_ppf(policy.power)
         if p.log_worse > bound:
             if p_adjusted < policy.alpha:

@@ -9,11 +9,13 @@ paired log ratios of interleaved repetitions. :mod:`perfgate.core._decision` ass
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 from perfgate.core._distributions import t_sf
 from perfgate.core._samplestats import SampleStats
+from perfgate.core._tail import Tail, robust_to_scale
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import (
     TAIL_FACTOR,
@@ -115,6 +117,7 @@ class _Test:
     process_sigma: float = 0.0
     within_se: float = 0.0
     values: tuple[float, float] | None = None  # the two sides' values the test compared, when not the pooled ones
+    tail: Tail | None = None  # the log ratio's null distribution when its run-to-run term has a t tail
 
 
 def _one_sided(log_worse: float, se: float, df: int | None) -> float:
@@ -126,7 +129,7 @@ def _assumed(policy: Policy, unit: str, kernel: str, statistic: str) -> NoiseMod
         return policy.assumed_memory
     model = policy.assumed_normalised if kernel else policy.assumed_raw
     factor = TAIL_FACTOR.get(statistic, 1.0)
-    return NoiseModel(phase=model.phase * factor, process=model.process * factor)
+    return NoiseModel(phase=model.phase * factor, process=model.process * factor, tail_df=model.tail_df)
 
 
 def _unpaired_test(
@@ -169,8 +172,12 @@ def _unpaired_test(
     df: int | None = None
     process_sigma = 0.0
     assumed = False
+    kind = policy.assumed_normalised if sides.kernel else policy.assumed_raw
+    tail_df = None if cur_metric.unit in _MEMORY_UNITS else kind.tail_df
+    heavy = 0.0  # the run-to-run variance that has the t tail (a pooled baseline's t test has its own df)
     if calibrated is not None:
         fixed_variance = calibrated**2 * (1.0 / r_base + 1.0 / r_cur)
+        heavy = fixed_variance
         source = (
             f"learned from {policy.noise_runs} runs of this machine"
             if policy.noise_runs
@@ -191,8 +198,9 @@ def _unpaired_test(
         proc_cur = cur if r_cur == 1 and g_cur > 1 else None
         processes = between_groups(proc_base, proc_cur, q) if proc_base or proc_cur else None
         if processes is not None and processes.df >= _MIN_NOISE_DF:
-            model = NoiseModel(phase=model.phase, process=max(model.process, processes.sigma))
+            model = dataclasses.replace(model, process=max(model.process, processes.sigma))
         fixed_variance = model.phase**2 * (1.0 / r_base + 1.0 / r_cur)
+        heavy = fixed_variance
         process_sigma = model.process
         assumed = True
         one_run = model.sigma(1, min(g_base, g_cur))
@@ -214,10 +222,15 @@ def _unpaired_test(
         # (the slack keeps a whole number computed a rounding error below itself, 18.999999999999996
         # where the run-to-run part is 0, from losing a degree of freedom)
         df = math.floor(effective + 1e-9) if effective < 1000 else None
+    tail = None
+    if tail_df is not None and heavy > 0:
+        # the run-to-run term's middle is the robust SD it was measured with; a t adds its tail
+        within4_df = within_se**4 / max(min(len(base.samples), len(cur.samples)) - 1, 1) if df is not None else 0.0
+        tail = Tail(df=tail_df, heavy=heavy * robust_to_scale(tail_df) ** 2, light=total - heavy, within4_df=within4_df)
     return _Test(
         log_worse=log_worse,
         se=se,
-        p_value=_one_sided(log_worse, se, df),
+        p_value=tail.sf(log_worse) if tail is not None else _one_sided(log_worse, se, df),
         df=df,
         groups=(g_base, g_cur),
         noise=noise,
@@ -225,6 +238,7 @@ def _unpaired_test(
         fixed_variance=fixed_variance,
         process_sigma=process_sigma,
         within_se=within_se,
+        tail=tail,
     )
 
 

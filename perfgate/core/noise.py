@@ -76,10 +76,15 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NoiseModel:
-    """Run-to-run standard deviations of a log location: the phase and the process terms."""
+    """Run-to-run standard deviations of a log location: the phase and the process terms.
+
+    ``tail_df``: the degrees of freedom of the Student t that the run-to-run term of a
+    comparison (the difference of two runs' phases, or a calibrated run-to-run noise) follows,
+    its middle matching the robust SD (:mod:`perfgate.core._tail`); None: a normal."""
 
     phase: float
     process: float
+    tail_df: float | None = None
 
     def variance(self, runs: int, processes: int) -> float:
         """Variance of one side's log location measured over ``runs`` runs and ``processes`` processes."""
@@ -93,8 +98,8 @@ class NoiseModel:
 # (docs/noise.md): raw times of identical code in runs minutes apart, and the same times
 # divided by their reference kernel. A user on quieter hardware lowers them under
 # [tool.perfgate.assumed_noise], or replaces them with `perfgate calibrate`.
-ASSUMED_RAW = NoiseModel(phase=0.12, process=0.08)
-ASSUMED_NORMALISED = NoiseModel(phase=0.03, process=0.06)
+ASSUMED_RAW = NoiseModel(phase=0.12, process=0.08, tail_df=2.0)
+ASSUMED_NORMALISED = NoiseModel(phase=0.03, process=0.06, tail_df=8.0)
 # memory does not follow the machine's speed; what varies is the process (pages, allocator)
 ASSUMED_MEMORY = NoiseModel(phase=0.0, process=0.03)
 # a tail quantile moves more from run to run than the median
