@@ -128,12 +128,20 @@ KERNEL = textwrap.dedent(
     import numpy as np
     ITERS = int(os.environ.get("PERFGATE_ACCURACY_ITERS", "100"))
     _a = np.random.default_rng(0).standard_normal((96, 96)) * 0.05
+    _l = list(range(300, 0, -1))
 
-    def kernel():
+    def numeric():
         x = _a
         for _ in range(ITERS):
             x = np.tanh(x @ _a)
         return x
+
+    def sort():  # interpreter work: what tests/importers/test_real_tools.py times
+        for _ in range(ITERS):
+            y = sorted(_l)
+        return y
+
+    kernel = sort if os.environ.get("PERFGATE_ACCURACY_WORK") == "sort" else numeric
     """
 )
 
@@ -144,8 +152,18 @@ PYTEST_SCRIPT = "from accuracy_kernel import kernel\n\ndef test_kernel(benchmark
 # ---------------------------------------------------------------- record
 
 
+WORK = {"work": "numeric"}  # record's --work: the imported tools' kernel
+
+
 def _env(extra: dict[str, str], path: str) -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": path, **extra}
+    return {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "PYTHONPATH": path,
+        "PERFGATE_ACCURACY_WORK": WORK["work"],
+        **extra,
+    }
 
 
 def _bench(out: Path, factor: float, processes: int, module_dir: Path) -> None:
@@ -216,6 +234,7 @@ def _pytest_benchmark(out: Path, factor: float, work: Path) -> None:
 
 
 def record(args: argparse.Namespace) -> None:
+    WORK["work"] = args.work
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     factors = [float(v) / 100 for v in args.slowdowns.split(",")]
@@ -235,29 +254,44 @@ def record(args: argparse.Namespace) -> None:
             if i < args.ab:
                 plan.extend(("B", f) for f in factors)
         started = time.perf_counter()
+        draw = np.random.default_rng(args.seed)
         for k, (kind, factor) in enumerate(plan):
             tag = f"{k:03d}_{kind}{round(factor * 100)}"
-            for tool, fn in (
-                ("bench", lambda p, f: _bench(p, f, args.processes, work)),
-                ("pyperf", lambda p, f: _pyperf(p, f, work)),
-                ("pytest_benchmark", lambda p, f: _pytest_benchmark(p, f, work)),
-            ):
-                if tool not in args.tools.split(","):
-                    continue
-                path = out / f"{tool}_{tag}.json"
-                t0 = time.perf_counter()
-                fn(path, factor)
-                manifest.append(
-                    {
-                        "tool": tool,
-                        "index": k,
-                        "kind": kind,
-                        "factor": factor,
-                        "file": path.name,
-                        "seconds": round(time.perf_counter() - t0, 2),
-                        "at": round(time.time(), 1),
-                    }
-                )
+            loaded = bool(draw.random() < args.load)
+            burners = (
+                [  # a neighbour on every CPU, as when other jobs share the machine
+                    subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)
+                ]
+                if loaded
+                else []
+            )
+            try:
+                for tool, fn in (
+                    ("bench", lambda p, f: _bench(p, f, args.processes, work)),
+                    ("pyperf", lambda p, f: _pyperf(p, f, work)),
+                    ("pytest_benchmark", lambda p, f: _pytest_benchmark(p, f, work)),
+                ):
+                    if tool not in args.tools.split(","):
+                        continue
+                    path = out / f"{tool}_{tag}.json"
+                    t0 = time.perf_counter()
+                    fn(path, factor)
+                    manifest.append(
+                        {
+                            "tool": tool,
+                            "index": k,
+                            "kind": kind,
+                            "factor": factor,
+                            "file": path.name,
+                            "seconds": round(time.perf_counter() - t0, 2),
+                            "loaded": loaded,
+                            "at": round(time.time(), 1),
+                        }
+                    )
+            finally:
+                for b in burners:
+                    b.kill()
+                    b.wait()
             (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
             print(f"  {k + 1}/{len(plan)} {kind} {factor:g} ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
 
@@ -298,7 +332,7 @@ def original_rule(base: Run, cur: Run, threshold: float) -> set[str]:
     return hits
 
 
-POLICY: dict[str, float] = {}  # evaluate's options for the product's policy
+POLICY: dict[str, object] = {}  # evaluate's options for the product's policy
 
 
 def perfgate_rule(base: Run, cur: Run, threshold: float) -> set[str]:
@@ -319,6 +353,9 @@ def evaluate(args: argparse.Namespace) -> None:
     threshold = args.threshold
     if args.index_shift is not None:
         POLICY["index_shift"] = args.index_shift / 100.0
+    if args.normal_tail:  # the rule before the t tail: a normal run-to-run term
+        POLICY["assumed_raw"] = replace(Policy().assumed_raw, tail_df=None)
+        POLICY["assumed_normalised"] = replace(Policy().assumed_normalised, tail_df=None)
     views = {
         "4 processes, index": lambda r: r,
         "4 processes, no index": without_index,
@@ -422,7 +459,10 @@ def history(args: argparse.Namespace) -> None:
         before = [a for a in checked if a["index"] <= e["index"]]
         if before:
             ab.setdefault(float(e["factor"]), []).append((runs[before[-1]["file"]], runs[e["file"]]))
+    raw_df, norm_df = Policy().assumed_raw.tail_df, Policy().assumed_normalised.tail_df
+    tail = "normal" if args.normal_tail else f"t tail, {raw_df} df raw, {norm_df} df normalised"
     print(
+        f"run-to-run term: {tail}; "
         f"history: {len(lead)} unchanged DQN runs; checked after it: {len(aa)} A/A pairs, "
         + ", ".join(f"{len(v)} at +{k:.0%}" for k, v in sorted(ab.items()))
         + "; default threshold (10 %) and α (0.01); power = the slowed metric flagged regressed\n"
@@ -432,12 +472,18 @@ def history(args: argparse.Namespace) -> None:
         for metric in sorted(SLOWED):
             header += f" {f'+{factor:.0%} {SLOWED[metric]}':>28}"
     print(header)
-    for h in (int(x) for x in args.lengths.split(",") if x):
+    for h in (int(x) for x in args.lengths.split(",") if x and aa):
         if h > len(lead):
             print(f"{h:>8} (the corpus has a history of {len(lead)} runs)")
             continue
         learned = [runs[e["file"]] for e in lead[len(lead) - h :]] if h else []
         policy = Policy(noise=estimate_noise(learned), noise_runs=h) if h >= 3 else Policy()
+        if args.normal_tail:  # the rule before the t tail: a normal run-to-run term
+            policy = replace(
+                policy,
+                assumed_raw=replace(policy.assumed_raw, tail_df=None),
+                assumed_normalised=replace(policy.assumed_normalised, tail_df=None),
+            )
         claims = 0
         for b, c in aa:
             result = compare_runs(b, c, policy, allow_machine_mismatch=True)
@@ -453,22 +499,78 @@ def history(args: argparse.Namespace) -> None:
                 lo, hi = wilson(sum(hits), len(hits))
                 line += f" {f'{sum(hits)}/{len(hits)} [{lo:.0%}, {hi:.0%}]':>28}"
         print(line)
-    phase_fit([runs[e["file"]] for e in a_seq])
+    if a_seq:
+        phase_fit([runs[e["file"]] for e in a_seq], " of perfgate bench")
+        raw_tails([without_index(runs[e["file"]]) for e in a_seq], len(lead))
+    for tool in ("pyperf", "pytest_benchmark"):  # imported runs of a corpus recorded with them
+        unchanged = [_load(corpus, e) for e in manifest if e["tool"] == tool and e["kind"] == "A"]
+        if unchanged:
+            phase_fit(unchanged, f" of {tool.replace('_', '-')}")
 
 
-def phase_fit(unchanged: list[Run]) -> None:
-    """The shape of the run-to-run phase on these unchanged runs: a t distribution fitted to the
-    successive differences of each metric's log median over √2 (raw, and normalised by the
-    reference kernel where the run has one), beside the normal model the product assumes."""
+def _t_fit(d: np.ndarray) -> tuple[float, float, tuple[float, float]]:
+    """Student t fitted by maximum likelihood to ``d`` (location 0): df, scale, and the df's 95 %
+    profile-likelihood interval (a df of 999 stands for a normal)."""
+    from scipy import optimize
     from scipy import stats as sps
 
+    df, _, scale = sps.t.fit(d, floc=0.0)
+    df = min(df, 999.0)
+
+    def profile(nu: float) -> float:
+        res = optimize.minimize_scalar(
+            lambda ls: -float(np.sum(sps.t.logpdf(d, nu, scale=math.exp(ls)))),
+            bounds=(math.log(scale) - 3, math.log(scale) + 3),
+            method="bounded",
+        )
+        return -float(res.fun)
+
+    best = max(profile(df), float(np.sum(sps.t.logpdf(d, df, scale=scale))))
+    cut = best - 1.92  # half the 95 % chi-square(1) quantile
+    grid = np.exp(np.linspace(math.log(0.5), math.log(999.0), 120))
+    inside = [nu for nu in grid if profile(float(nu)) >= cut]
+    return df, scale, (float(min(inside)), float(max(inside))) if inside else (math.nan, math.nan)
+
+
+def raw_tails(unchanged: list[Run], lead: int) -> None:
+    """A/A of raw times (the kernels removed) with the noise learned from the first ``lead`` runs,
+    under a normal tail and t tails of a few degrees of freedom: every 7th pair of unchanged runs."""
+    from perfgate.calibration import estimate_noise
+
+    pairs = list(itertools.combinations(unchanged, 2))[::7]
+    learned = Policy(noise=estimate_noise(unchanged[:lead]), noise_runs=lead)
+    print(f"\nraw times, noise learned from {lead} runs: A/A claims over {len(pairs)} pairs of unchanged runs")
+    for df in (None, 1.0, 2.0, 3.0, 5.0):
+        for label, base in (("assumed", Policy()), ("learned", learned)):
+            policy = replace(base, assumed_raw=replace(base.assumed_raw, tail_df=df))
+            claims = 0
+            for b, c in pairs:
+                result = compare_runs(b, c, policy, allow_machine_mismatch=True)
+                claims += bool(result.regressions or result.with_verdict(Verdict.IMPROVED) or result.shift_regressed)
+            lo, hi = wilson(claims, len(pairs))
+            tail = "normal" if df is None else f"t, {df:g} df"
+            print(f"  {tail:<10} {label:<8} {claims}/{len(pairs)} [{lo:.0%}, {hi:.0%}]")
+
+
+def phase_fit(unchanged: list[Run], label: str = "") -> None:
+    """The shape of the run-to-run phase on these unchanged runs: a t distribution fitted to the
+    successive differences of each metric's log median over √2 (raw, and normalised by the
+    reference kernel where the run has one), beside the normal model the product assumes; then
+    one fit per kind to every metric's differences, each over its own robust SD (MAD / 0.6745)."""
     print(
-        f"\nphase shape on {len(unchanged)} unchanged runs (successive differences of log medians / √2; "
-        "t fitted by maximum likelihood; a large df is a normal phase)"
+        f"\nphase shape on {len(unchanged)} unchanged runs{label} (successive differences of log medians / √2; "
+        "t fitted by maximum likelihood; a large df is a normal phase; 95 % profile-likelihood interval of df)"
     )
-    print(f"{'metric':<32} {'kind':<11} {'n':>3} {'SD':>7} {'t df':>7} {'t scale':>8} {'largest |d|':>12}")
+    print(
+        f"{'metric':<32} {'kind':<11} {'n':>3} {'SD':>7} {'robust SD':>10} {'t df':>7} {'df 95 %':>13} "
+        f"{'t scale':>8} {'largest |d|':>12}"
+    )
     names = sorted({n for r in unchanged for n, m in r.metrics.items() if m.direction is not Direction.INFO})
+    pooled: dict[str, list[float]] = {"raw": [], "normalised": []}
     for name in names:
+        first = next(r.metrics[name] for r in unchanged if name in r.metrics)
+        if name.startswith("throughput") or first.unit in ("MB", "B", "KB", "GB"):
+            continue  # the training step's time as a rate (the same numbers); memory, which has no phase
         for kind in ("raw", "normalised"):
             logs = []
             for run in unchanged:
@@ -479,11 +581,21 @@ def phase_fit(unchanged: list[Run]) -> None:
             if len(logs) < 8:
                 continue
             d = np.diff(logs) / math.sqrt(2)
-            df, _, scale = sps.t.fit(d, floc=0.0)
-            df = min(df, 999.0)  # beyond that, a normal
+            robust = float(np.median(np.abs(d)) / 0.6744897501960817)
+            df, scale, (lo, hi) = _t_fit(d)
+            if robust > 0:
+                pooled[kind].extend(float(x) for x in d / robust)
             print(
-                f"{name:<32} {kind:<11} {len(d):>3} {float(np.std(d, ddof=1)):>7.2%} {df:>7.1f} {scale:>8.2%} "
-                f"{float(np.max(np.abs(d))):>12.2%}"
+                f"{name:<32} {kind:<11} {len(d):>3} {float(np.std(d, ddof=1)):>7.2%} {robust:>10.2%} {df:>7.1f} "
+                f"{f'{lo:.1f}-{hi:.0f}':>13} {scale:>8.2%} {float(np.max(np.abs(d))):>12.2%}"
+            )
+    for kind, values in pooled.items():
+        if len(values) >= 8:
+            d = np.asarray(values)
+            df, scale, (lo, hi) = _t_fit(d)
+            print(
+                f"{'all metrics, each / robust SD':<32} {kind:<11} {len(d):>3} {float(np.std(d, ddof=1)):>7.2f} "
+                f"{1.0:>10.2f} {df:>7.1f} {f'{lo:.1f}-{hi:.0f}':>13} {scale:>8.2f} {float(np.max(np.abs(d))):>12.2f}"
             )
 
 
@@ -583,6 +695,13 @@ def main() -> None:
     rec.add_argument("--processes", type=int, default=4, help="worker processes per perfgate bench run")
     rec.add_argument("--tools", default="bench,pyperf,pytest_benchmark")
     rec.add_argument("--lead", type=int, default=0, help="unchanged runs recorded first, as a history (see history)")
+    rec.add_argument(
+        "--load", type=float, default=0.0, help="the share of runs recorded beside a CPU-bound process on every CPU"
+    )
+    rec.add_argument("--seed", type=int, default=0, help="random seed of which runs are loaded")
+    rec.add_argument(
+        "--work", choices=("numeric", "sort"), default="numeric", help="the pyperf and pytest-benchmark kernel"
+    )
     ev = sub.add_parser("evaluate", help="check the recorded corpus")
     ev.add_argument("corpus")
     ev.add_argument("--threshold", type=float, default=10.0)
@@ -596,10 +715,12 @@ def main() -> None:
     ev.add_argument(
         "--all-pairs", action="store_true", help="A/A over every pair of unchanged runs, not consecutive ones"
     )
+    ev.add_argument("--normal-tail", action="store_true", help="the rule with a normal run-to-run term (no t tail)")
     hi = sub.add_parser("history", help="power and A/A against the length of the history the noise is learned from")
     hi.add_argument("corpus")
     hi.add_argument("--lengths", default="0,5,10,20", help="history lengths, comma-separated")
     hi.add_argument("--lead", type=int, default=20, help="the first LEAD unchanged runs are the history")
+    hi.add_argument("--normal-tail", action="store_true", help="the rule with a normal run-to-run term (no t tail)")
     sh = sub.add_parser("shared", help="simulated checks of many metrics sharing the run's phase")
     sh.add_argument("--trials", type=int, default=200)
     sh.add_argument("--metrics", type=int, default=600)
