@@ -459,8 +459,15 @@ def history(args: argparse.Namespace) -> None:
         before = [a for a in checked if a["index"] <= e["index"]]
         if before:
             ab.setdefault(float(e["factor"]), []).append((runs[before[-1]["file"]], runs[e["file"]]))
+    from perfgate.core.noise import CALIBRATED_TAIL_DF
+
     raw_df, norm_df = Policy().assumed_raw.tail_df, Policy().assumed_normalised.tail_df
-    tail = "normal" if args.normal_tail else f"t tail, {raw_df} df raw, {norm_df} df normalised"
+    tail = (
+        "normal"
+        if args.normal_tail
+        else f"t tail, df raw {raw_df:g} assumed / {CALIBRATED_TAIL_DF['raw']:g} learned, "
+        f"normalised {norm_df:g} / {CALIBRATED_TAIL_DF['normalised']:g}"
+    )
     print(
         f"run-to-run term: {tail}; "
         f"history: {len(lead)} unchanged DQN runs; checked after it: {len(aa)} A/A pairs, "
@@ -540,7 +547,11 @@ def raw_tails(unchanged: list[Run], lead: int) -> None:
     pairs = list(itertools.combinations(unchanged, 2))[::7]
     learned = Policy(noise=estimate_noise(unchanged[:lead]), noise_runs=lead)
     print(f"\nraw times, noise learned from {lead} runs: A/A claims over {len(pairs)} pairs of unchanged runs")
+    from perfgate.core.noise import CALIBRATED_TAIL_DF
+
+    product = dict(CALIBRATED_TAIL_DF)
     for df in (None, 1.0, 2.0, 3.0, 5.0):
+        CALIBRATED_TAIL_DF["raw"] = df if df is not None else product["raw"]  # a learned noise's tail too
         for label, base in (("assumed", Policy()), ("learned", learned)):
             policy = replace(base, assumed_raw=replace(base.assumed_raw, tail_df=df))
             claims = 0
@@ -550,6 +561,7 @@ def raw_tails(unchanged: list[Run], lead: int) -> None:
             lo, hi = wilson(claims, len(pairs))
             tail = "normal" if df is None else f"t, {df:g} df"
             print(f"  {tail:<10} {label:<8} {claims}/{len(pairs)} [{lo:.0%}, {hi:.0%}]")
+    CALIBRATED_TAIL_DF.update(product)
 
 
 def phase_fit(unchanged: list[Run], label: str = "") -> None:

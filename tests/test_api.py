@@ -39,10 +39,11 @@ def test_tracker_detects_a_regression(tmp_path):
         slow.record("training_step_time_ms", 130.0 + (i % 5))
     (c,) = slow.check().comparisons
     assert c.verdict.value == "inconclusive" and c.noise_assumed
-    # twice as slow is beyond any run-to-run noise: a regression
+    # three times as slow is beyond the run-to-run noise: a regression (twice is not, with the
+    # assumed noise: a neighbour's job does that to a whole run now and then; docs/noise.md §4)
     slower = PerformanceTracker("ppo", directory=tmp_path)
     for i in range(30):
-        slower.record("training_step_time_ms", 200.0 + (i % 5))
+        slower.record("training_step_time_ms", 300.0 + (i % 5))
     result = slower.check()
     assert [c.metric for c in result.regressions] == ["training_step_time_ms"]
     assert result.exit_code == 1

@@ -18,6 +18,7 @@ from perfgate.core._samplestats import SampleStats
 from perfgate.core._tail import Tail, robust_to_scale
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import (
+    CALIBRATED_TAIL_DF,
     TAIL_FACTOR,
     NoiseModel,
     between_groups,
@@ -178,6 +179,8 @@ def _unpaired_test(
     if calibrated is not None:
         fixed_variance = calibrated**2 * (1.0 / r_base + 1.0 / r_cur)
         heavy = fixed_variance
+        if tail_df is not None:
+            tail_df = CALIBRATED_TAIL_DF["normalised" if sides.kernel else "raw"]
         source = (
             f"learned from {policy.noise_runs} runs of this machine"
             if policy.noise_runs

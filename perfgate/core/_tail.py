@@ -101,7 +101,7 @@ class Tail:
             return 0.0 if 0.0 < p < 1.0 else (math.inf if p <= 0.0 else -math.inf)
         share = round(self.heavy / total, 4)
         effective = total * total / self.within4_df if self.within4_df > 0 else math.inf
-        df0 = math.floor(effective + 1e-9) if effective < 1000 else None
+        df0 = round(effective, 2) if effective < 1000 else None
         return math.sqrt(total) * _unit_isf(self.df, share, df0, p)
 
 
@@ -119,7 +119,7 @@ def _sf_pdf(df: float, heavy: float, light: float, within4_df: float, x: float, 
             if pdf:
                 density += weight * math.exp(-0.5 * z * z) / (_SQRT_2PI * sd)
         else:
-            given = math.floor(effective + 1e-9)
+            given = max(math.floor(effective + 1e-9), 1)
             tail += weight * t_sf(z, given)
             if pdf:
                 density += weight * math.exp(_t_log_pdf(z, given)) / sd
@@ -127,7 +127,7 @@ def _sf_pdf(df: float, heavy: float, light: float, within4_df: float, x: float, 
 
 
 @lru_cache(maxsize=8192)
-def _unit_isf(df: float, share: float, df0: int | None, p: float) -> float:
+def _unit_isf(df: float, share: float, df0: float | None, p: float) -> float:
     """The quantile of a mixture of total variance 1, ``share`` of it the t part's, the within
     part on ``df0`` degrees of freedom carried over to the total variance (None: many samples)."""
     if p <= 0.0:

@@ -57,6 +57,7 @@ __all__ = [
     "ASSUMED_MEMORY",
     "ASSUMED_NORMALISED",
     "ASSUMED_RAW",
+    "CALIBRATED_TAIL_DF",
     "INDEX_SHIFT",
     "TAIL_FACTOR",
     "BetweenGroups",
@@ -98,8 +99,12 @@ class NoiseModel:
 # (docs/noise.md): raw times of identical code in runs minutes apart, and the same times
 # divided by their reference kernel. A user on quieter hardware lowers them under
 # [tool.perfgate.assumed_noise], or replaces them with `perfgate calibrate`.
-ASSUMED_RAW = NoiseModel(phase=0.12, process=0.08, tail_df=2.0)
+ASSUMED_RAW = NoiseModel(phase=0.12, process=0.08, tail_df=3.0)
 ASSUMED_NORMALISED = NoiseModel(phase=0.03, process=0.06, tail_df=8.0)
+# the t tail of a run-to-run SD learned by `perfgate calibrate` (a robust SD of quiet runs, so
+# relative to it the tail is heavier than relative to the assumed SDs above): raw times,
+# normalised times (docs/noise.md §4)
+CALIBRATED_TAIL_DF = {"raw": 2.0, "normalised": 8.0}
 # memory does not follow the machine's speed; what varies is the process (pages, allocator)
 ASSUMED_MEMORY = NoiseModel(phase=0.0, process=0.03)
 # a tail quantile moves more from run to run than the median

@@ -14,7 +14,7 @@ from perfgate.core._distributions import norm_ppf, norm_sf, t_ppf, t_sf
 from perfgate.core._tail import Tail, robust_to_scale
 from perfgate.core.compare import compare_runs
 from perfgate.core.metrics import Direction
-from perfgate.core.noise import ASSUMED_NORMALISED, ASSUMED_RAW
+from perfgate.core.noise import ASSUMED_NORMALISED, ASSUMED_RAW, CALIBRATED_TAIL_DF
 from perfgate.core.policy import Policy
 from perfgate.core.result import Verdict
 from perfgate.core.schema import Metric, Reference, Run
@@ -136,7 +136,7 @@ def test_a_heavy_tailed_raw_phase_raises_no_claim_beyond_alpha(case, calibrated)
     run), their phase with the raw tail measured on this machine: unchanged code is called
     regressed or improved in at most α of the checks. The normal tail, the same SDs, claims far
     more: a phase of 1.6× is 3.4 SDs to it, and one check in a few hundred on a real machine."""
-    df = ASSUMED_RAW.tail_df
+    df = CALIBRATED_TAIL_DF["raw"] if calibrated else ASSUMED_RAW.tail_df
     assert df is not None
     if calibrated:  # the run-to-run SD learned from history: one SD per metric for both terms
         sigma = math.hypot(ASSUMED_RAW.phase, ASSUMED_RAW.process)
