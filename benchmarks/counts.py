@@ -16,7 +16,7 @@ Cases:
 * ``mamba2``, ``tft`` — one stored counts run each: its wall time, the time of each counted
   process, and (TFT) the stages the run left out by default (``counts.left_out``).
 * ``dqn-inject`` — DQN re-registered with +5 % of each stage's own kind of work (the mechanism
-  of ``benchmarks/ab.py``: ``INJECT``, ``dqn_extra``, ``make_repo``): one counts run per side
+  of ``benchmarks/ab.py``: ``INJECT``, ``model_extra``, ``make_repo``): one counts run per side
   and one timed ``perfgate ab --time-budget 90``, to see whether the count change of the feature
   extraction and the training step follows their wall-time change.
 
@@ -352,7 +352,7 @@ class Bench:
         """DQN with +5 % of each stage's own kind: a counts run per side and one timed ab."""
         t0 = time.monotonic()
         repo, base, commits, cal = abbench.make_repo(self.folder / "dqn-inject", "dqn", [5.0])
-        out: dict = {"extra": abbench.dqn_extra(cal, 5.0), "runs": {}}
+        out: dict = {"extra": abbench.model_extra(cal, 5.0, "dqn"), "runs": {}}
         inject = ["--suite", "injected", "--stages-module", "inject", "--model", "dqn"]
         for side, commit in (("base", base), ("+5%", commits[5.0])):
             abbench.git(repo, "checkout", "-q", "--detach", commit)
