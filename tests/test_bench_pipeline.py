@@ -211,3 +211,48 @@ def test_run_file_names_the_memory_definition(tmp_path):
         clear(suite)
     assert "set-up" in run.config["stage_memory_definition"]
     assert all(v >= 20 for v in run.metrics["training_memory_mb"].samples)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_every_stage_is_set_up_from_the_set_ups_before_it_alone(model, bars_file):
+    """Regression: `bench --measure counts --warmup 0` failed with KeyError 'bars': the features'
+    set-up read what only the DBN load's calls stored. No set-up may need another stage's calls
+    (the native pass of --measure counts runs set-ups only)."""
+    import perfgate.pipeline.stages  # noqa: F401  (registers the reference pipeline)
+    from perfgate.bench.registry import stages_and_context
+
+    stages, ctx = stages_and_context(
+        suite="pipeline", model=model, data_path=bars_file, seed=0, device="cpu", params={"quick": True}
+    )
+    for st in stages:
+        assert callable(st.setup(ctx)), st.name
+
+
+def test_warmup_0_with_fixed_repeats_times_every_stage(bars_file, tmp_path):
+    """The same regression measured by times: no call runs between two set-ups."""
+    out = tmp_path / "dqn.json"
+    assert _bench(out, "dqn", bars_file, "--warmup", "0", "--repeat", "2", "--rounds", "1") == 0
+    assert validate_run_file(out)["metrics"]["feature_extraction_time_ms"]["samples"]
+
+
+def test_counts_with_warmup_0_sets_every_stage_up(bars_file):
+    """--measure counts --warmup 0, without valgrind: the counted worker's steps with a switch that counts nothing."""
+    import perfgate.pipeline.stages  # noqa: F401
+    from perfgate.bench._counting import CountOptions, count_stages
+
+    class NoSwitch:
+        def label(self, name: str) -> None: ...
+        def instrument(self, on: bool) -> None: ...
+        def toggle(self) -> None: ...
+        def dump(self, label: str) -> None: ...
+
+    steps: list[str] = []
+    options = CountOptions(model="ppo", data_path=bars_file, warmup=0, calls=1, params={"quick": True})
+    result = count_stages(options, NoSwitch(), steps.append)  # type: ignore[arg-type]
+    assert [st["name"] for st in result["stages"]] == [
+        "dbn_load",
+        "features",
+        "training_step_ppo",
+        "inference",
+        "inference_torch",
+    ]

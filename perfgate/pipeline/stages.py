@@ -145,6 +145,7 @@ def _dbn_load(ctx: StageContext) -> Callable[[], object]:
         ctx.state["bars"] = ohlcv_arrays(replace(dbn, records=one_instrument(dbn)))
         return ctx.state["bars"]
 
+    once()  # the features' set-up reads the bars: a set-up must not need another stage's calls (--warmup 0)
     return once
 
 
@@ -158,6 +159,7 @@ def _features(ctx: StageContext) -> Callable[[], object]:
         ctx.state["features"] = compute_features(bars)
         return ctx.state["features"]
 
+    once()  # the training set-up reads the features
     return once
 
 
