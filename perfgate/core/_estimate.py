@@ -26,7 +26,7 @@ from perfgate.core.noise import (
     group_locations,
     normalised,
 )
-from perfgate.core.policy import Policy
+from perfgate.core.policy import MIN_LEARNED_RUNS, Policy
 from perfgate.core.schema import Metric
 from perfgate.core.stats import QUANTILES
 
@@ -208,6 +208,8 @@ def _unpaired_test(
         assumed = True
         one_run = model.sigma(1, min(g_base, g_cur))
         noise = f"run-to-run σ {one_run:.1%} {scale} assumed".replace("  ", " ")
+        if policy.noise_too_young:
+            noise += f" (this machine's noise is learned from {policy.noise_runs} runs; {MIN_LEARNED_RUNS} are needed)"
     if sides.kernel and shift:
         off = policy.index_shift * abs(shift)
         if off > 0:

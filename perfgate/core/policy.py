@@ -15,12 +15,16 @@ from perfgate.core.metrics import MetricInfo
 from perfgate.core.noise import ASSUMED_MEMORY, ASSUMED_NORMALISED, ASSUMED_RAW, INDEX_SHIFT, NoiseModel
 from perfgate.core.schema import normalize_model
 
-__all__ = ["BUDGET_STATISTICS", "MISSING_METRIC_RULES", "Budget", "Policy", "noise_key"]
+__all__ = ["BUDGET_STATISTICS", "MIN_LEARNED_RUNS", "MISSING_METRIC_RULES", "Budget", "Policy", "noise_key"]
 
 BUDGET_STATISTICS = ("median", "mean", "p50", "p95", "p99", "max", "min")
 # what a gated metric missing from the current run does: fail the check (exit 1), or make it
 # refuse to decide (exit 2)
 MISSING_METRIC_RULES = ("fail", "refuse")
+# a run-to-run SD learned from fewer recorded runs than this is not used by a check: with five
+# runs (four differences) a p99's SD came out at 0.6 % and A/A checks claimed a change in 5 of 7
+# (benchmarks/accuracy.py history); with ten or more they did not
+MIN_LEARNED_RUNS = 10
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,7 +70,9 @@ class Policy:
             ``perfgate calibrate``; keyed ``metric`` (median) or ``metric:p95``, with
             ``@normalised`` appended for the values in units of their reference kernel.
         noise_runs: how many recorded runs of this machine ``noise`` was learned from, which
-            the reports name (0: not known).
+            the reports name (0: not known). Noise learned from fewer than
+            :data:`MIN_LEARNED_RUNS` runs is not used: an SD from a handful of differences is
+            itself too uncertain to be taken as known.
         assumed_raw, assumed_normalised, assumed_memory: the run-to-run noise assumed when
             nothing was measured (:mod:`perfgate.core.noise`), for raw times, for times in
             units of their reference kernel, and for memory.
@@ -141,8 +147,16 @@ class Policy:
         """The threshold of ``metric`` as a fraction (10 % -> 0.10)."""
         return self.thresholds_pct.get(metric, self.threshold_pct) / 100.0
 
+    @property
+    def noise_too_young(self) -> bool:
+        """The calibration was learned from fewer recorded runs than :data:`MIN_LEARNED_RUNS`."""
+        return 0 < self.noise_runs < MIN_LEARNED_RUNS
+
     def noise_for(self, metric: str, statistic: str, *, normalised: bool = False) -> float | None:
-        """The calibrated run-to-run SD for a metric's statistic (raw or normalised), if there is one."""
+        """The calibrated run-to-run SD for a metric's statistic (raw or normalised), if there is
+        one learned from enough runs (a count of 0, not said, is taken as enough)."""
+        if self.noise_too_young:
+            return None
         return self.noise.get(noise_key(metric, statistic, normalised=normalised))
 
     @classmethod

@@ -541,26 +541,33 @@ def test_pushes_to_the_default_branch_record_check_and_update_baselines(tmp_path
 
 @pytest.mark.slow
 def test_the_record_step_learns_the_noise_and_the_next_check_uses_it(tmp_path, team_repo):
-    """Record mode on the default branch, four pushes: from the fourth on, the machine's noise is
-    learned from the three runs recorded before it, and that run's check uses it."""
+    """Record mode on the default branch, one push after another: from the fourth on, the
+    machine's noise is learned from the runs recorded before it; a check uses it once it was
+    learned from MIN_LEARNED_RUNS runs, and says so (before that, that it is not yet)."""
+    from perfgate.core.policy import MIN_LEARNED_RUNS
+
     repo, first, _ = team_repo
     store = f"sqlite:///{tmp_path / 'team-store.db'}"
     _git(repo, "checkout", "-q", first)
-    logs = []
-    for _ in range(4):
+    logs, checks = [], []
+    for _ in range(MIN_LEARNED_RUNS + 1):
         env = _env(tmp_path, MODE="record", PERFGATE_STORE=store, BENCH_ARGS="--rounds 2 --repeat 5 --warmup 1")
         Path(env["GITHUB_OUTPUT"]).unlink(missing_ok=True)
         shutil.rmtree(repo / "perfgate-reports", ignore_errors=True)
         gate = _script("gate.sh", repo, env)
         assert gate.returncode == 0, gate.stdout + gate.stderr
         logs.append(gate.stdout)
+        report = repo / "perfgate-reports" / "tokenizer.json"  # none on the first push: nothing to check against
+        checks.append(json.loads(report.read_text()) if report.exists() else {"comparisons": []})
     assert "perfgate calibrate tokenizer: noise not learned yet" in logs[0]
     assert "perfgate calibrate tokenizer: written" in logs[3], logs[3]
+    # three runs learned from: not yet trusted; the baseline pooled from them gives its own spread
+    young = [c for c in checks[3]["comparisons"] if c["p_value"] is not None]
+    assert young and all("learned from" not in c["noise"] for c in young), [c["noise"] for c in young]
     noise = json.loads((repo / ".perfgate" / "noise.json").read_text())
     (entry,) = [models["tokenizer"] for models in noise["machines"].values()]
-    assert entry["runs"] >= 3 and len(entry["run_ids"]) == entry["runs"]
-    checked = json.loads((repo / "perfgate-reports" / "tokenizer.json").read_text())
-    tested = [c for c in checked["comparisons"] if c["p_value"] is not None]
+    assert entry["runs"] >= MIN_LEARNED_RUNS and len(entry["run_ids"]) == entry["runs"]
+    tested = [c for c in checks[-1]["comparisons"] if c["p_value"] is not None]
     assert tested and all(f"learned from {entry['runs']} runs of this machine" in c["noise"] for c in tested)
 
 

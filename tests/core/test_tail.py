@@ -180,3 +180,21 @@ def test_one_slow_single_process_run_of_identical_work_is_no_regression():
     normal = dataclasses.replace(Policy(), assumed_raw=dataclasses.replace(ASSUMED_RAW, tail_df=None))
     (before,) = compare_runs(base, run(262.0), normal).comparisons
     assert before.verdict is Verdict.REGRESSED  # the rule this replaces
+
+
+def test_noise_learned_from_too_few_runs_is_not_taken_as_known():
+    """Five recorded runs give four differences: the SD they give of a p99 (0.6 % in a real
+    history) is itself uncertain, and A/A checks trusting it claimed changes in 5 of 7. Below
+    MIN_LEARNED_RUNS the check uses the assumed noise and says why; from there on, the learned."""
+    from perfgate.core.policy import MIN_LEARNED_RUNS
+
+    rng = np.random.default_rng(5)
+    base = Run(model="dqn", metrics=_side(rng, 0.0, 1, 40, 0.0, None))
+    cur = Run(model="dqn", metrics=_side(rng, math.log(1.15), 1, 40, 0.0, None))  # one run 15 % slower
+    learned = dict.fromkeys(NAMES, 0.006)
+    young = compare_runs(base, cur, Policy(noise=learned, noise_runs=MIN_LEARNED_RUNS - 1))
+    assert not _claims(young)
+    notes = {c.noise for c in young.comparisons if c.noise}
+    assert notes and all(f"learned from {MIN_LEARNED_RUNS - 1} runs; {MIN_LEARNED_RUNS} are needed" in n for n in notes)
+    grown = compare_runs(base, cur, Policy(noise=learned, noise_runs=MIN_LEARNED_RUNS))
+    assert _claims(grown)  # the same SD, learned from enough runs, is believed
