@@ -351,6 +351,7 @@ class Bench:
     def dqn_inject(self) -> dict:
         """DQN with +5 % of each stage's own kind: a counts run per side and one timed ab."""
         t0 = time.monotonic()
+        (self.folder / "dqn-inject").mkdir(parents=True, exist_ok=True)
         repo, base, commits, cal = abbench.make_repo(self.folder / "dqn-inject", "dqn", [5.0])
         out: dict = {"extra": abbench.model_extra(cal, 5.0, "dqn"), "runs": {}}
         inject = ["--suite", "injected", "--stages-module", "inject", "--model", "dqn"]
