@@ -20,7 +20,7 @@ Two steps, so that one recorded corpus can be checked under every rule:
 ``evaluate`` checks, at the default threshold (10 %) and alpha (0.01):
 
 * A/A: each unchanged run against the unchanged run recorded before it; a check with any
-  regression is a false alarm;
+  regression is a false alarm, and one with any improvement a false improvement;
 * power: each slowed run against the unchanged run recorded just before it; a hit is the
   slowed metric flagged as regressed;
 
@@ -340,6 +340,16 @@ def perfgate_rule(base: Run, cur: Run, threshold: float) -> set[str]:
     return {c.metric for c in result.regressions}
 
 
+def perfgate_better(base: Run, cur: Run, threshold: float) -> set[str]:
+    """The metrics a check calls improved: on unchanged code, as false a claim as a regression."""
+    result = compare_runs(base, cur, Policy(threshold_pct=threshold, **POLICY), allow_machine_mismatch=True)
+    return {c.metric for c in result.comparisons if c.verdict.value == "improved"}
+
+
+def original_better(base: Run, cur: Run, threshold: float) -> set[str]:
+    return original_rule(cur, base, threshold)  # better by more than the threshold: the other way round
+
+
 def _load(corpus: Path, entry: dict[str, object]) -> Run:
     path = corpus / str(entry["file"])
     if entry["tool"] == "bench":
@@ -367,7 +377,10 @@ def evaluate(args: argparse.Namespace) -> None:
         f"threshold {threshold:g} %, alpha 0.01, index shift {shift:.0%}; A/A: each unchanged run against the one "
         "before it; power: each slowed run against the unchanged run just before it\n"
     )
-    print(f"{'case':<34} {'rule':<10} {'A/A alarms':>12} {'power +10 %':>16} {'power +20 %':>16} {'s/run':>6}")
+    print(
+        f"{'case':<34} {'rule':<10} {'A/A alarms':>12} {'A/A improved':>13} {'power +10 %':>16} {'power +20 %':>16} "
+        f"{'s/run':>6}"
+    )
     for tool in ("bench", "pyperf", "pytest_benchmark"):
         entries = [e for e in manifest if e["tool"] == tool]
         if not entries:
@@ -389,12 +402,13 @@ def evaluate(args: argparse.Namespace) -> None:
         targets = set(SLOWED) if tool == "bench" else {"kernel_time_ms", "kernel_ms", "kernel"}
         cases = views.items() if tool == "bench" else [(f"imported {tool.replace('_', '-')}", lambda r: r)]
         for label, view in cases:
-            rules = [("perfgate", perfgate_rule)]
+            rules = [("perfgate", perfgate_rule, perfgate_better)]
             if label.startswith("1 process, no"):
-                rules.append(("original", original_rule))
-            for rule_name, rule in rules:
+                rules.append(("original", original_rule, original_better))
+            for rule_name, rule, better in rules:
                 alarms = [sorted(rule(view(b), view(c), threshold)) for b, c in aa]
                 n_alarm = sum(bool(a) for a in alarms)
+                n_better = sum(bool(better(view(b), view(c), threshold)) for b, c in aa)
                 cells = []
                 for factor in (0.10, 0.20):
                     pairs = ab.get(factor, [])
@@ -405,7 +419,8 @@ def evaluate(args: argparse.Namespace) -> None:
                             per_metric.append(f"{sum(hits)}/{len(hits)}")
                     cells.append(" ".join(per_metric) if per_metric else "—")
                 print(
-                    f"{label:<34} {rule_name:<10} {f'{n_alarm}/{len(aa)}':>12} {cells[0]:>16} {cells[1]:>16} "
+                    f"{label:<34} {rule_name:<10} {f'{n_alarm}/{len(aa)}':>12} {f'{n_better}/{len(aa)}':>13} "
+                    f"{cells[0]:>16} {cells[1]:>16} "
                     f"{seconds:>6.0f}"
                 )
                 if args.verbose and n_alarm:
