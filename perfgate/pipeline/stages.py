@@ -145,27 +145,39 @@ def _dbn_load(ctx: StageContext) -> Callable[[], object]:
         ctx.state["bars"] = ohlcv_arrays(replace(dbn, records=one_instrument(dbn)))
         return ctx.state["bars"]
 
-    once()  # the features' set-up reads the bars: a set-up must not need another stage's calls (--warmup 0)
+    ctx.state["load_bars"] = once  # for a later set-up that runs before any call (_bars)
     return once
+
+
+def _bars(ctx: StageContext) -> dict[str, np.ndarray]:
+    """The bars the DBN load's calls stored, or, when none has run (``--warmup 0``, the native
+    pass of ``--measure counts``: set-ups only), the bars loaded now. A set-up never needs another
+    stage's calls; one extra load only then, so a warmed-up process is left as it always was."""
+    if "bars" not in ctx.state:
+        ctx.state["load_bars"]()
+    bars: dict[str, np.ndarray] = ctx.state["bars"]
+    return bars
 
 
 @stage("features", metric="feature_extraction_time_ms", unit="ms", kind="compute")
 def _features(ctx: StageContext) -> Callable[[], object]:
     from perfgate.pipeline.features import compute_features
 
-    bars = ctx.state["bars"]
+    bars = _bars(ctx)
 
     def once() -> object:
         ctx.state["features"] = compute_features(bars)
         return ctx.state["features"]
 
-    once()  # the training set-up reads the features
+    ctx.state["make_features"] = once  # as for the bars (_market_data)
     return once
 
 
 def _market_data(ctx: StageContext) -> MarketData:
     if "market" not in ctx.state:
-        ctx.state["market"] = MarketData.from_features(ctx.state["features"], ctx.state["bars"]["close"])
+        if "features" not in ctx.state:  # no features call has run: see _bars
+            ctx.state["make_features"]()
+        ctx.state["market"] = MarketData.from_features(ctx.state["features"], _bars(ctx)["close"])
     data: MarketData = ctx.state["market"]
     return data
 
