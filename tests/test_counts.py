@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from perfgate.cli import main
+from perfgate.errors import PerfgateError
 from perfgate.orchestrate import _counts
 from perfgate.orchestrate._counts import counts_machine
 from tests.conftest import validate_run_file
@@ -55,6 +56,42 @@ def after(ctx):
     a = ctx.state["made"]
     return lambda: sum(a[:4000].tolist())
 
+def _log(what):
+    if os.environ.get("PREPARE_LOG"):
+        with open(os.environ["PREPARE_LOG"], "a") as fh:
+            fh.write(what + "\\n")
+
+@stage("source", metric="source_time_ms", unit="ms", suite="prepared")
+def source(ctx):
+    ctx.state["n"] = round(20000 * (1 + EXTRA))  # made by the set-up: the native pass runs no call
+    return lambda: None
+
+@stage("table", metric="table_time_ms", unit="ms", suite="prepared", prepares=True)
+def table(ctx):
+    made = {}
+    def make():
+        made["t"] = np.arange(ctx.state["n"], dtype=np.int64) ** 2
+    def save(path):
+        with open(path, "wb") as fh:
+            np.save(fh, made["t"])
+    def load(path):
+        made["t"] = np.load(path)
+    how = ctx.prepare("table", make=make, save=save, load=load)
+    if how == "none":
+        make()
+    _log(f"{how} {int(made['t'].sum())}")
+    t = made["t"]
+    return lambda: int(t[:1000].sum())
+
+@stage("after_table", metric="after_table_time_ms", unit="ms", suite="prepared")
+def after_table(ctx):
+    _log("after_table set up")
+    return lambda: None
+
+@stage("table_fails", metric="table_fails_time_ms", unit="ms", suite="preparing_fails", prepares=True)
+def table_fails(ctx):
+    raise RuntimeError("no table today")
+
 @stage("hangs", metric="hangs_time_ms", unit="ms", suite="hanging")
 def hangs(ctx):
     import time
@@ -77,9 +114,21 @@ def crashes(ctx):
 needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 
 
-def _bench(folder: Path, out: str, extra: float = 0.0, *args: str) -> subprocess.CompletedProcess[str]:
+def _bench(
+    folder: Path,
+    out: str,
+    extra: float = 0.0,
+    *args: str,
+    suite: str = "tiny",
+    log: Path | None = None,
+    tmp: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "COUNTS_EXTRA": str(extra)}
-    argv = [sys.executable, "-m", "perfgate", "bench", "--suite", "tiny", "--stages-module", "tinystages"]
+    if log is not None:
+        env["PREPARE_LOG"] = str(log)
+    if tmp is not None:
+        env["TMPDIR"] = str(tmp)
+    argv = [sys.executable, "-m", "perfgate", "bench", "--suite", suite, "--stages-module", "tinystages"]
     argv += ["--model", "x", "--measure", "counts", "--output", out, *args]
     return subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False)
 
@@ -121,6 +170,66 @@ def test_a_counts_run_records_counts_and_no_times(counted):
     assert doc["config"]["measure"] == "counts" and doc["config"]["processes"] == 2
     assert doc["software"]["valgrind"] and doc["software"]["callgrind_cache"].startswith("I1=32768,8,64")
     assert len({layout["hash_seed"] for layout in doc["config"]["counts"]["layouts"]}) == 2
+
+
+@needs_valgrind
+def test_a_suite_whose_stages_prepare_nothing_gets_no_native_pass(counted):
+    doc = json.loads((counted / "base.json").read_text())
+    assert "prepared_natively" not in doc["config"]["counts"]
+
+
+@needs_valgrind
+def test_a_set_up_product_is_made_once_natively_and_loaded_by_every_counted_process(counted):
+    log, tmp = counted / "prepared.log", counted / "tmp"
+    tmp.mkdir()
+    done = _bench(counted, "prepared.json", 0.0, suite="prepared", log=log, tmp=tmp)
+    assert done.returncode == 0, done.stderr
+    made = sum(i * i for i in range(20000))
+    # the native pass: set-ups up to the last stage that prepares, so after_table's is not run there
+    assert sorted(log.read_text().splitlines()) == sorted(
+        [f"saved {made}", f"loaded {made}", f"loaded {made}", "after_table set up", "after_table set up"]
+    )
+    doc = validate_run_file(counted / "prepared.json")
+    prepared = doc["config"]["counts"]["prepared_natively"]
+    assert prepared["stages"] == ["table"] and len(prepared["sha256"]) == 64
+    assert {"table_instructions", "source_instructions", "after_table_instructions"} <= set(doc["metrics"])
+    assert not list(tmp.iterdir())  # the products' folder is removed with the run
+
+
+@needs_valgrind
+def test_a_set_up_that_fails_natively_names_itself_and_writes_nothing(counted):
+    done = _bench(counted, "fails.json", 0.0, suite="preparing_fails")
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "stage 'table_fails' failed during its native set-up" in line and "RuntimeError: no table today" in line
+    assert not (counted / "fails.json").exists()
+
+
+def test_the_products_are_read_only_checked_and_removed(tmp_path, monkeypatch):
+    """The native pass needs no valgrind: its folder is read-only, a change to it is an error, and it is removed."""
+    (tmp_path / "tinystages.py").write_text(STAGES)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    job = _counts.counts_job(
+        suite="prepared", stages_modules=["tinystages"], data=None, seed=0, params={}, warmup=None, calls=1
+    )
+    side = _counts.CountSide(label="current `HEAD` (abc1234)", cwd=tmp_path)
+    with _counts._prepared(job, "x", [side], True, None) as (products,):
+        assert products.stages == ["table"] and products.folder is not None
+        assert products.folder.name.startswith("current-HEAD-abc1234-")
+        product = products.folder / "table"
+        assert not product.stat().st_mode & 0o222 and not products.folder.stat().st_mode & 0o222
+        assert products.job(job)["prepared"] == str(products.folder)
+    assert not products.folder.exists()
+    with pytest.raises(PerfgateError, match="changed while the counted processes"):
+        with _counts._prepared(job, "x", [side], True, None) as (products,):
+            assert products.folder is not None
+            product = products.folder / "table"
+            product.chmod(0o644)
+            product.write_bytes(b"changed")
+    assert not products.folder.exists()
+    with _counts._prepared({**job, "suite": "tiny"}, "x", [side], True, None) as (products,):
+        assert products.stages == [] and products.folder is None  # no stage prepares: nothing set up
+        assert products.job(job) == job
 
 
 @needs_valgrind
@@ -268,9 +377,11 @@ def two_commits(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return repo
 
 
-def _ab(repo: Path, baseline: str, current: str, tmp_path: Path, *extra: str) -> tuple[int, str, dict]:
+def _ab(
+    repo: Path, baseline: str, current: str, tmp_path: Path, *extra: str, suite: str = "tiny"
+) -> tuple[int, str, dict]:
     report, js = tmp_path / "ab.md", tmp_path / "ab.json"
-    argv = ["ab", "--repo", str(repo), "--baseline-ref", baseline, "--current-ref", current, "--suite", "tiny"]
+    argv = ["ab", "--repo", str(repo), "--baseline-ref", baseline, "--current-ref", current, "--suite", suite]
     argv += ["--stages-module", "tinystages", "--model", "x", "--measure", "counts", "--threshold", "1"]
     argv += ["--output", str(report), "--json", str(js), "--quiet", *extra]
     code = main(argv)
@@ -301,3 +412,16 @@ def test_a_paired_counts_check_on_a_gpu_exits_2(two_commits, tmp_path, monkeypat
     code, _, data = _ab(two_commits, "HEAD~1", "HEAD", tmp_path, "--device", "cuda")
     assert code == 2 and not data
     assert "CPU only" in capsys.readouterr().err
+
+
+@needs_valgrind
+def test_each_revision_prepares_its_own_products(two_commits, tmp_path, monkeypatch):
+    """The second commit makes a bigger table: each side's counted processes load their own."""
+    monkeypatch.chdir(tmp_path)
+    log = tmp_path / "prepared.log"
+    monkeypatch.setenv("PREPARE_LOG", str(log))
+    code, _, data = _ab(two_commits, "HEAD~1", "HEAD", tmp_path, suite="prepared")
+    assert code in (0, 1), data
+    base, more = sum(i * i for i in range(20000)), sum(i * i for i in range(21000))
+    lines = sorted(line for line in log.read_text().splitlines() if not line.startswith("after_table"))
+    assert lines == sorted([f"saved {base}", f"saved {more}"] + [f"loaded {base}"] * 2 + [f"loaded {more}"] * 2)

@@ -15,6 +15,12 @@ set-up and warm-up run at valgrind's cheapest speed. Then, in order:
 
 Every step is announced on ``progress`` first, so a process that dies names the stage and
 the step it died in.
+
+When a stage keeps an expensive set-up product (``Stage.prepares``,
+:meth:`~perfgate.bench.registry.StageContext.prepare`), :func:`prepare_stages` runs first, once
+per revision, in a native process (no valgrind): the stages' set-ups in order, up to the last
+stage that prepares, each product saved in a folder that the counted processes are given
+(``CountOptions.prepared``) and load from, read-only.
 """
 
 from __future__ import annotations
@@ -26,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.bench._callgrind import Callgrind
-from perfgate.bench.registry import stages_and_context
+from perfgate.bench.registry import Stage, StageContext, stages_and_context
 from perfgate.errors import InputError
 
-__all__ = ["NULL_LABEL", "CountOptions", "count_stages"]
+__all__ = ["NULL_LABEL", "CountOptions", "count_stages", "prepare_stages"]
 
 # the dump label of the empty calls that measure the switch's own cost
 NULL_LABEL = "perfgate:switch"
@@ -47,6 +53,7 @@ class CountOptions:
     warmup: int | None = None
     calls: int = 5
     count_all: bool = False  # count the stages that say counts cannot see their time too
+    prepared: Path | None = None  # the native pass's folder of set-up products (read-only here)
 
     def __post_init__(self) -> None:
         if self.calls < 1:
@@ -64,14 +71,8 @@ def _counted(switch: Callgrind, call: Callable[[], object], label: str, calls: i
         switch.dump(label)
 
 
-def count_stages(options: CountOptions, switch: Callgrind, progress: Callable[[str], None]) -> dict[str, Any]:
-    """Set up, warm up and count every stage of ``options.suite`` for ``options.model``.
-
-    Returns what the coordinator needs to read the dumps: the labels in the order they were
-    dumped (``[[label, calls], ...]``, the empty function's first), each counted stage's metric,
-    and the stages left out (a stage's ``uncounted`` reason, unless ``options.count_all``).
-    """
-    stages, ctx = stages_and_context(
+def _stages(options: CountOptions) -> tuple[list[Stage], StageContext]:
+    return stages_and_context(
         suite=options.suite,
         model=options.model,
         data_path=options.data_path,
@@ -79,6 +80,37 @@ def count_stages(options: CountOptions, switch: Callgrind, progress: Callable[[s
         device="cpu",
         params=dict(options.params),
     )
+
+
+def prepare_stages(options: CountOptions, folder: Path, progress: Callable[[str], None]) -> list[str]:
+    """The native pass: set the stages up in order, up to the last one that prepares, with
+    ``folder`` given to :meth:`~perfgate.bench.registry.StageContext.prepare` for saving.
+
+    Returns the names of the stages that prepare (none: nothing was set up, and the counted
+    processes are given no folder). No stage is called: a set-up makes what it needs.
+    """
+    stages, ctx = _stages(options)
+    preparing = [st.name for st in stages if st.prepares]
+    if not preparing:
+        return []
+    ctx.prepared, ctx.preparing = folder, True
+    last = max(i for i, st in enumerate(stages) if st.prepares)
+    for st in stages[: last + 1]:
+        progress(f"native set-up\t{st.name}")
+        st.setup(ctx)
+    progress("done\t")
+    return preparing
+
+
+def count_stages(options: CountOptions, switch: Callgrind, progress: Callable[[str], None]) -> dict[str, Any]:
+    """Set up, warm up and count every stage of ``options.suite`` for ``options.model``.
+
+    Returns what the coordinator needs to read the dumps: the labels in the order they were
+    dumped (``[[label, calls], ...]``, the empty function's first), each counted stage's metric,
+    and the stages left out (a stage's ``uncounted`` reason, unless ``options.count_all``).
+    """
+    stages, ctx = _stages(options)
+    ctx.prepared = options.prepared
     left_out = [st for st in stages if st.uncounted and not options.count_all]
     prepared = []
     for st in stages:

@@ -20,14 +20,22 @@ stage's time is bound by (``compute``, ``interpreter`` or ``memory``): the runne
 the reference kernel of that kind with its calls (:mod:`perfgate.bench.reference`), and a
 check compares the stage's time in units of that reference, which takes out most of a
 shared machine's slow phases. A stage without a kind is compared on raw times.
+
+A set-up whose product is expensive to make and deterministic (a rollout collected with the
+model's initial weights, a table built from the data) may keep it with
+:meth:`StageContext.prepare` and declare ``prepares=True``: ``--measure counts`` then runs the
+suite's set-ups once natively per revision, where the product is made and saved, and every
+counted process (under valgrind, where torch runs hundreds of times slower) loads it instead of making it
+again. Measured by times, nothing changes: the product is made where it always was.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from perfgate.bench.memory import unmeasured  # for set-ups: work that is not the pipeline's memory
 from perfgate.core.schema import REFERENCE_KINDS
@@ -56,6 +64,49 @@ class StageContext:
     device: str = "cpu"
     params: dict[str, Any] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)
+    # the folder of set-up products (--measure counts): None when measured by times
+    prepared: Path | None = None
+    preparing: bool = False  # this process makes the products (the native pass) rather than loading them
+
+    def prepare(
+        self,
+        name: str,
+        *,
+        make: Callable[[], object],
+        save: Callable[[Path], object],
+        load: Callable[[Path], object],
+    ) -> Literal["made", "saved", "loaded", "none"]:
+        """Make a set-up's expensive, deterministic product once per revision, natively.
+
+        ``make()`` makes it (in the set-up's own objects); ``save(path)`` writes it to
+        ``path`` (a file or a folder of the stage's choosing); ``load(path)`` puts it where
+        ``make()`` would have. The stage declares ``prepares=True`` so that ``--measure
+        counts`` runs the native pass at all. What happens:
+
+        * no folder (measured by times, or counted without a native pass): nothing; returns
+          ``"none"``, and the stage makes the product wherever it always did;
+        * the native pass (:attr:`preparing`): ``make()``, then ``save()``; returns ``"saved"``;
+        * a counted process: ``load()`` when the native pass saved it (``"loaded"``), else
+          ``make()`` (``"made"``). The folder is read-only: a counted process never writes it.
+
+        The product must be what the counted process would have made: the same code, the
+        same random seed, data and parameters (the folder is made for one revision and one
+        run's options, never shared), and made from the set-ups alone, never from a call.
+        """
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+            raise ValueError(f"a prepared product's name is a plain file name, got {name!r}")
+        if self.prepared is None:
+            return "none"
+        path = self.prepared / name
+        if self.preparing:
+            make()
+            save(path)
+            return "saved"
+        if path.exists():
+            load(path)
+            return "loaded"
+        make()
+        return "made"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +137,8 @@ class Stage:
         uncounted: why ``--measure counts`` leaves the stage out unless asked
             (``--count-all-stages``): what its time is made of that counts cannot see.
             ``None``: counted.
+        prepares: its set-up keeps a product with :meth:`StageContext.prepare`, so
+            ``--measure counts`` runs the set-ups once natively first (module docstring).
     """
 
     name: str
@@ -103,6 +156,7 @@ class Stage:
     samples: int | None = None
     kind: str | None = None
     uncounted: str | None = None
+    prepares: bool = False
 
     def __post_init__(self) -> None:
         if self.unit not in _TIME_UNITS:
@@ -157,6 +211,7 @@ def stage(
     samples: int | None = None,
     kind: str | None = None,
     uncounted: str | None = None,
+    prepares: bool = False,
 ) -> Callable[[Callable[[StageContext], Callable[[], object]]], Callable[[StageContext], Callable[[], object]]]:
     """Decorator form of :func:`register`; returns the set-up function unchanged."""
 
@@ -180,6 +235,7 @@ def stage(
                 samples=samples,
                 kind=kind,
                 uncounted=uncounted,
+                prepares=prepares,
             )
         )
         return setup

@@ -325,6 +325,7 @@ def _check_counts(args: argparse.Namespace) -> None:
 
 def _counted(args: argparse.Namespace, model: str, machine: dict, git) -> Run:  # type: ignore[no-untyped-def]
     from perfgate.bench.machine import collect_software
+    from perfgate.bench.registry import stages_for
     from perfgate.orchestrate._counts import counts_job, measure_counts
 
     data = args.data
@@ -354,6 +355,8 @@ def _counted(args: argparse.Namespace, model: str, machine: dict, git) -> Run:  
         software=collect_software(),
         config=_config(args, model),
         progress=lambda line: console.print(plain(line), markup=False),
+        # the stages are registered here too: the native pass only when one of them prepares
+        prepare=any(st.prepares for st in stages_for(args.suite, model)),
     )
 
 

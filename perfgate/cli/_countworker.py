@@ -3,7 +3,8 @@
 Started by :mod:`perfgate.orchestrate._counts` as
 ``valgrind --tool=callgrind ... python -m perfgate.cli._countworker``. It reads its options as
 one JSON object on standard input (model, suite, stage modules, data, the random seed, params, warmup,
-calls, and the paths of its result and progress files), counts the stages
+calls, the native pass's folder of set-up products if there is one, and the paths of its result
+and progress files), counts the stages
 (:func:`perfgate.bench._counting.count_stages`) and writes what the coordinator needs to
 read callgrind's dumps. It records nothing and pushes nothing.
 
@@ -16,37 +17,51 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from perfgate.cli import guarded
 from perfgate.errors import PerfgateError
 
-__all__ = ["main"]
+if TYPE_CHECKING:
+    from perfgate.bench._counting import CountOptions
+
+__all__ = ["main", "read_job"]
+
+
+def read_job() -> tuple[dict[str, Any], CountOptions]:
+    """The job on standard input and its options, with the stage modules imported (shared with
+    the native pass, :mod:`perfgate.cli._prepareworker`)."""
+    from perfgate.bench._counting import CountOptions
+    from perfgate.cli._bench import _import_stage_modules
+
+    try:
+        job = json.loads(sys.stdin.read())
+    except json.JSONDecodeError as exc:
+        raise PerfgateError(f"worker options on standard input are not JSON: {exc}") from None
+    _import_stage_modules(list(job["stages_module"]))
+    if job["suite"] == "pipeline":
+        import perfgate.pipeline.stages  # noqa: F401  (importing registers the reference pipeline)
+    options = CountOptions(
+        model=job["model"],
+        suite=job["suite"],
+        data_path=Path(job["data"]) if job["data"] else None,
+        seed=int(job["seed"]),
+        params=dict(job["params"]),
+        warmup=job["warmup"],
+        calls=int(job["calls"]),
+        count_all=bool(job.get("count_all", False)),
+        prepared=Path(job["prepared"]) if job.get("prepared") else None,
+    )
+    return job, options
 
 
 def main() -> int:
     def work() -> int:
         from perfgate.bench._callgrind import Callgrind, presented_isa
-        from perfgate.bench._counting import CountOptions, count_stages
-        from perfgate.cli._bench import _import_stage_modules
+        from perfgate.bench._counting import count_stages
         from perfgate.runfile import write_text_atomic
 
-        try:
-            job = json.loads(sys.stdin.read())
-        except json.JSONDecodeError as exc:
-            raise PerfgateError(f"worker options on standard input are not JSON: {exc}") from None
-        _import_stage_modules(list(job["stages_module"]))
-        if job["suite"] == "pipeline":
-            import perfgate.pipeline.stages  # noqa: F401  (importing registers the reference pipeline)
-        options = CountOptions(
-            model=job["model"],
-            suite=job["suite"],
-            data_path=Path(job["data"]) if job["data"] else None,
-            seed=int(job["seed"]),
-            params=dict(job["params"]),
-            warmup=job["warmup"],
-            calls=int(job["calls"]),
-            count_all=bool(job.get("count_all", False)),
-        )
+        job, options = read_job()
         switch = Callgrind()
         if not switch.running():
             raise PerfgateError("the counted worker must run under valgrind --tool=callgrind")

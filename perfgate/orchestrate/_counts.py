@@ -26,25 +26,38 @@ training step, bound by memory bandwidth) is left out unless asked, and the run 
 Nothing is written unless every process finished: a process that fails raises
 :class:`~perfgate.errors.PerfgateError` naming the stage and step it died in and the last
 line valgrind wrote.
+
+**Set-up products made natively.** When a stage keeps an expensive set-up product
+(``Stage.prepares``: PPO's first rollout), one native process per revision
+(:mod:`perfgate.cli._prepareworker`, no valgrind, the same job and thread pins) runs the
+set-ups first and saves the products in a folder of its own, named by the revision and a
+hash of the job. That revision's counted processes load them from it; the folder is made
+read-only, its digest is checked after the counted processes and it is removed with the run.
+Products are never shared between revisions: each side of ``ab`` prepares with its own code.
+``bench`` asks for the native pass only when one of the model's stages prepares; ``ab``
+asks each revision, whose native process ends at once, having set nothing up, when none does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import platform
+import re
 import secrets
 import shutil
+import stat
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +72,7 @@ __all__ = [
     "COUNTS_DEFINITION",
     "CYCLES_DEFINITION",
     "MIN_PROCESSES",
+    "PREPARE_MODULE",
     "PROCESS_DEADLINE",
     "WORKER_MODULE",
     "CountSide",
@@ -73,6 +87,7 @@ __all__ = [
 ]
 
 WORKER_MODULE = "perfgate.cli._countworker"
+PREPARE_MODULE = "perfgate.cli._prepareworker"  # the native pass (set-up products), no valgrind
 MIN_PROCESSES = 2
 # seconds one counted process may take, set-up included: a DQN process takes 70-95 s under
 # callgrind here, Mamba-2's a few minutes; a stage that hangs ends the run at this deadline
@@ -224,6 +239,140 @@ class CountSide:
 _HERE = CountSide(label="")
 
 
+@dataclass(slots=True, kw_only=True)
+class _Products:
+    """What one revision's native pass made: the folder its counted processes read, if any."""
+
+    side: CountSide
+    folder: Path | None = None
+    stages: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    digest: str = ""
+
+    def job(self, job: Mapping[str, Any]) -> dict[str, Any]:
+        """The counted processes' job: ``job`` and, when there are products, their folder."""
+        return {**job, "prepared": str(self.folder)} if self.folder is not None else dict(job)
+
+    def record(self) -> dict[str, Any]:
+        """What the run says about it (``config.counts.prepared_natively``)."""
+        return {"stages": list(self.stages), "seconds": round(self.seconds, 1), "sha256": self.digest}
+
+
+def _digest(folder: Path) -> str:
+    """One hash of every file under ``folder``: relative paths and contents."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        h.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        with path.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def _read_only(folder: Path, on: bool = True) -> None:
+    """Files and folders under ``folder`` (and ``folder``) made read-only, or writable again."""
+    write = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+    for path in [*folder.rglob("*"), folder]:
+        mode = path.stat().st_mode
+        path.chmod(mode & ~write if on else mode | stat.S_IWUSR)
+
+
+def _product_key(job: Mapping[str, Any], model: str, side: CountSide) -> str:
+    """A name for a revision's products: the side and a hash of everything they are made from."""
+    what = {**job, "model": model, "side": side.label, "cwd": str(side.cwd or Path.cwd())}
+    digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    label = re.sub(r"[^A-Za-z0-9]+", "-", side.label).strip("-")[:40]
+    return f"{label}-{digest}" if label else digest
+
+
+def _prepare(job: Mapping[str, Any], model: str, side: CountSide, root: Path) -> _Products:
+    """Run one revision's native pass into a new folder under ``root``; no folder when no stage prepares."""
+    t0 = time.perf_counter()
+    folder = root / _product_key(job, model, side)
+    folder.mkdir()
+    products = _Products(side=side)
+    with tempfile.TemporaryDirectory(prefix="perfgate-prepare-") as tmp:
+        out, progress = Path(tmp) / "result.json", Path(tmp) / "progress.txt"
+        env = {**(side.env if side.env is not None else os.environ), **_THREADS_ENV}
+        payload = {**job, "model": model, "prepared": str(folder), "output": str(out), "progress": str(progress)}
+        argv = [sys.executable, "-m", PREPARE_MODULE]
+        try:
+            done = subprocess.run(
+                argv,
+                input=json.dumps(payload, sort_keys=True),
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=side.cwd,
+                timeout=PROCESS_DEADLINE,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            said = f"hung for {PROCESS_DEADLINE:g} s (docs/limits.md)"
+            done = subprocess.CompletedProcess(argv, -9, _text(exc.stdout), f"{_text(exc.stderr)}\n{said}")
+        if done.returncode != 0 or not out.exists():
+            if f"No module named {PREPARE_MODULE}" in done.stderr:
+                # a revision that predates set-up products: nothing to prepare, its counted
+                # processes set everything up themselves
+                shutil.rmtree(folder)
+                return products
+            steps = progress.read_text(encoding="utf-8", errors="replace").splitlines() if progress.exists() else []
+            _, _, stage = (steps[-1] if steps else "").partition("\t")
+            where = f"stage {stage!r}" if stage else "the process"
+            own = _last_line(done.stderr).removeprefix("perfgate bench: error: ")
+            raise PerfgateError(
+                f"{where} failed during its native set-up (the set-ups that prepare products for the counted "
+                f"processes of {model}{f', {side.label}' if side.label else ''} run once without valgrind first, "
+                f"exit {done.returncode}): {own}"
+            )
+        products.stages = list(json.loads(out.read_text())["prepared"])
+    products.seconds = time.perf_counter() - t0
+    if not products.stages:
+        shutil.rmtree(folder)
+        return products
+    products.folder = folder
+    products.digest = _digest(folder)
+    _read_only(folder)
+    return products
+
+
+@contextlib.contextmanager
+def _prepared(
+    job: Mapping[str, Any],
+    model: str,
+    sides: Sequence[CountSide],
+    wanted: bool,
+    progress: Callable[[str], None] | None,
+) -> Iterator[list[_Products]]:
+    """Each side's native pass (side by side), its products kept while the counted processes run.
+
+    On leaving, every folder's digest is checked (a counted process must not have changed
+    what it read) and the folders are removed. ``wanted`` False: no native pass at all.
+    """
+    if not wanted:
+        yield [_Products(side=side) for side in sides]
+        return
+    root = Path(tempfile.mkdtemp(prefix="perfgate-prepared-"))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, len(sides))) as pool:
+            made = list(pool.map(lambda side: _prepare(job, model, side, root), sides))
+        for p in made:
+            if p.stages and progress:
+                where = f" for the {p.side.label}" if p.side.label else ""
+                progress(f"{model}: set up {', '.join(p.stages)} natively{where} in {p.seconds:.1f} s")
+        yield made
+        for p in made:
+            if p.folder is not None and _digest(p.folder) != p.digest:
+                raise PerfgateError(
+                    f"the set-up products of {', '.join(p.stages)} changed while the counted processes of {model} "
+                    "read them: they are read-only; a set-up must only load them"
+                )
+    finally:
+        with contextlib.suppress(OSError):
+            _read_only(root, on=False)  # a read-only folder's files cannot be removed
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def _one_process(
     i: int,
     job: Mapping[str, Any],
@@ -358,13 +507,15 @@ def measure_counts(
     config: Mapping[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
     jobs: int | None = None,
+    prepare: bool = True,
 ) -> Run:
     """Count ``model``'s stages in ``processes`` valgrind processes, ``jobs`` at a time, into one run.
 
     ``job`` holds the worker's options as JSON values: ``suite``, ``stages_module`` (a list),
     ``data`` (a path or None), ``seed``, ``params``, ``warmup`` (None: each stage's own, else 2),
     ``calls`` (counted calls per stage and process) and ``count_all`` (count the stages that
-    say counts cannot see their time too).
+    say counts cannot see their time too). ``prepare``: run the native pass first (it sets
+    nothing up when no stage prepares); False where the caller knows that none does.
     """
     valgrind = find_valgrind()
     version = valgrind_version(valgrind)
@@ -372,20 +523,24 @@ def measure_counts(
     layout_seed = secrets.randbelow(2**63)
     done = [0]
     lock = threading.Lock()
+    with _prepared(job, model, [_HERE], prepare, progress) as (products,):
+        counted_job = products.job(job)
 
-    def one(i: int) -> Callable[[], _Counted]:
-        def task() -> _Counted:
-            # each process its own draw of heap offset, stack padding and hash seed (perfgate.bench._layout)
-            counted = _one_process(i, job, valgrind, model, draw(layout_seed, i, "A"))
-            with lock:
-                done[0] += 1
-                if progress:
-                    progress(f"{model}: counted process {done[0]} of {processes} in {counted.seconds:.1f} s")
-            return counted
+        def one(i: int) -> Callable[[], _Counted]:
+            def task() -> _Counted:
+                # each process its own draw of heap offset, stack padding and hash seed (perfgate.bench._layout)
+                counted = _one_process(i, counted_job, valgrind, model, draw(layout_seed, i, "A"))
+                with lock:
+                    done[0] += 1
+                    if progress:
+                        progress(f"{model}: counted process {done[0]} of {processes} in {counted.seconds:.1f} s")
+                return counted
 
-        return task
+            return task
 
-    counted = _in_parallel([one(i) for i in range(processes)], jobs if jobs is not None else default_jobs(processes))
+        counted = _in_parallel(
+            [one(i) for i in range(processes)], jobs if jobs is not None else default_jobs(processes)
+        )
     return counts_run(
         counted,
         job,
@@ -396,6 +551,7 @@ def measure_counts(
         machine=machine,
         software={**software, "valgrind": version},
         config=config,
+        prepared=products,
     )
 
 
@@ -429,29 +585,33 @@ def measure_counts_paired(
     roles: list[int] = []
     lock = threading.Lock()
     done = [0]
+    with _prepared(job, model, sides, True, progress) as products:
+        # each revision's counted processes read its own products, never the other's
+        side_jobs = [p.job(job) for p in products]
 
-    def one(pair: int, which: int) -> Callable[[], _Counted]:
-        side = sides[which]
+        def one(pair: int, which: int) -> Callable[[], _Counted]:
+            side = sides[which]
 
-        def task() -> _Counted:
-            layout = draw(seed, pair, "AB"[which])
-            counted = _one_process(pair, job, valgrind, model, layout, side)
-            with lock:
-                done[0] += 1
-                if progress:
-                    progress(
-                        f"{model}: counted the {side.label} in pair {pair + 1} of {pairs} in {counted.seconds:.1f} s"
-                    )
-            return counted
+            def task() -> _Counted:
+                layout = draw(seed, pair, "AB"[which])
+                counted = _one_process(pair, side_jobs[which], valgrind, model, layout, side)
+                with lock:
+                    done[0] += 1
+                    if progress:
+                        progress(
+                            f"{model}: counted the {side.label} in pair {pair + 1} of {pairs} "
+                            f"in {counted.seconds:.1f} s"
+                        )
+                return counted
 
-        return task
+            return task
 
-    for pair in range(pairs):
-        for name in start_order(seed, pair):
-            which = 0 if name == "A" else 1
-            tasks.append(one(pair, which))
-            roles.append(which)
-    counted = _in_parallel(tasks, jobs if jobs is not None else default_jobs(2 * pairs))
+        for pair in range(pairs):
+            for name in start_order(seed, pair):
+                which = 0 if name == "A" else 1
+                tasks.append(one(pair, which))
+                roles.append(which)
+        counted = _in_parallel(tasks, jobs if jobs is not None else default_jobs(2 * pairs))
     runs = []
     for which in (0, 1):
         mine = [c for c, r in zip(counted, roles, strict=True) if r == which]
@@ -466,6 +626,7 @@ def measure_counts_paired(
                 machine=machine,
                 software={**software, "valgrind": version},
                 config={**(config or {}), "pair_seed": seed},
+                prepared=products[which],
             )
         )
     return runs[0], runs[1]
@@ -498,6 +659,7 @@ def counts_run(
     machine: Mapping[str, Any],
     software: Mapping[str, str],
     config: Mapping[str, Any] | None = None,
+    prepared: _Products | None = None,
 ) -> Run:
     """One run of counts from its processes (each process's calls one group of every metric)."""
     processes = len(counted)
@@ -557,6 +719,7 @@ def counts_run(
             "switch_cost_subtracted": overhead,
             "left_out": [dict(st) for st in left_out],
             "process_seconds": [round(c.seconds, 1) for c in counted],
+            **({"prepared_natively": prepared.record()} if prepared is not None and prepared.stages else {}),
         },
         "stages": {
             st["name"]: {

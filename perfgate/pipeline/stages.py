@@ -198,6 +198,14 @@ def _training_setup(ctx: StageContext) -> Callable[[], object]:
     torch.set_num_threads(threads)
     cfg = training_config(ctx.model, quick=bool(ctx.params.get("quick")))
     task = build_task(ctx.model, _market_data(ctx), config=cfg, device=ctx.device, seed=ctx.seed)
+    if models.spec(ctx.model).prepares:
+        # counted: made once natively and loaded here; timed: made by the first call, as ever
+        ctx.prepare(
+            f"{ctx.model}_task",
+            make=task.prepare,  # type: ignore[attr-defined]
+            save=task.save_prepared,  # type: ignore[attr-defined]
+            load=task.load_prepared,  # type: ignore[attr-defined]
+        )
     trainer = Trainer(task)
     torch.set_num_threads(1)
     ctx.state["task"] = task
@@ -228,6 +236,7 @@ def _training_stage(name: str) -> None:
         memory_metric="training_memory_mb",
         kind=spec.kind,
         uncounted=spec.uncounted,
+        prepares=spec.prepares,
     )
     stages = [s for s in registered("pipeline") if s.name != new.name]
     first_inference = next((i for i, s in enumerate(stages) if s.name.startswith("inference")), len(stages))

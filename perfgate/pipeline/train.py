@@ -11,7 +11,9 @@ owns the model, draws its own data and defines the loss:
   ``target_every`` updates;
 * :class:`PPOTask`: a rollout of ``n_envs × n_steps`` transitions, GAE, then ``epochs``
   passes of shuffled minibatches; one :meth:`Trainer.step` is one minibatch, and the next
-  rollout is collected when the last minibatch of the current one is used up.
+  rollout is collected when the last minibatch of the current one is used up. The first
+  rollout can be saved and loaded (:meth:`PPOTask.save_rollout`, :meth:`PPOTask.load_rollout`):
+  a counted benchmark collects it once natively instead of in every process under valgrind.
 
 :func:`build_task` makes the task of a model by name, with its default (or a given)
 config, from the model registry (:mod:`perfgate.pipeline.models`); the benchmark and the
@@ -21,8 +23,10 @@ tests both start there.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -307,14 +311,7 @@ class PPOTask:
             self.obs, self.reward_buf[t], self.done_buf[t] = self.env.step(self.action_buf[t])
         last_value = self.model(torch.from_numpy(self.obs).to(self.device))[1].cpu().numpy()
         adv, ret = gae(self.reward_buf, self.value_buf, self.done_buf, last_value, gamma=cfg.gamma, lam=cfg.lam)
-        parts = {
-            "obs": self.obs_buf.reshape(-1, cfg.obs_dim),
-            "action": self.action_buf.reshape(-1),
-            "logp": self.logp_buf.reshape(-1),
-            "adv": adv.reshape(-1),
-            "ret": ret.reshape(-1),
-        }
-        self._flat = {k: torch.from_numpy(v).to(self.device) for k, v in parts.items()}
+        self._flatten(adv, ret)
         n = cfg.n_steps * cfg.n_envs
         per_epoch = n // cfg.minibatch
         self._queue = [
@@ -324,6 +321,93 @@ class PPOTask:
         ]
         self._queue.reverse()  # pop() from the end takes them in order
         self.rollouts += 1
+
+    def _flatten(self, adv: np.ndarray, ret: np.ndarray) -> None:
+        cfg = self.config
+        parts = {
+            "obs": self.obs_buf.reshape(-1, cfg.obs_dim),
+            "action": self.action_buf.reshape(-1),
+            "logp": self.logp_buf.reshape(-1),
+            "adv": adv.reshape(-1),
+            "ret": ret.reshape(-1),
+        }
+        self._flat = {k: torch.from_numpy(v).to(self.device) for k, v in parts.items()}
+
+    def prepare(self) -> None:
+        """Collect the first rollout now, unless one is queued (the first :meth:`loss` would)."""
+        if not self._queue:
+            self.collect()
+
+    _SAVED = ("obs_buf", "action_buf", "logp_buf", "value_buf", "reward_buf", "done_buf", "obs")
+
+    def save_rollout(self, path: Path) -> None:
+        """Write the current rollout to the new folder ``path``: everything :meth:`collect` made or
+        moved (buffers, advantages, the minibatch queue, the environments' and the random
+        generators' states), and the config and the weights it was collected with."""
+        if not self._flat:
+            raise ValueError("no rollout to save: collect() first")
+        path.mkdir(parents=True)
+        env = self.env
+        queue = np.stack(self._queue) if self._queue else np.zeros((0, self.config.minibatch), dtype=np.int64)
+        arrays = {name: getattr(self, name) for name in self._SAVED}
+        arrays.update(
+            adv=self._flat["adv"].cpu().numpy(),
+            ret=self._flat["ret"].cpu().numpy(),
+            queue=queue,
+            env_t=env.t,
+            env_steps=env.steps,
+            env_position=env.position,
+            env_obs=env.obs,
+            generator=self.generator.get_state().numpy(),
+        )
+        np.savez(path / "rollout.npz", **arrays)
+        weights = {k: v.detach().cpu().numpy() for k, v in self.model.state_dict().items()}
+        np.savez(path / "weights.npz", **weights)
+        state = {
+            "config": asdict(self.config),
+            "rollouts": self.rollouts,
+            "rng": self.rng.bit_generator.state,
+            "env_rng": env.rng.bit_generator.state,
+        }
+        (path / "state.json").write_text(json.dumps(state, sort_keys=True), encoding="utf-8")
+
+    def load_rollout(self, path: Path) -> None:
+        """Restore what :meth:`save_rollout` wrote, as if :meth:`collect` had just run here.
+
+        The model takes the weights the rollout was collected with. They are this task's own
+        initial weights, up to the last bits of floating-point rounding: the orthogonal
+        initialisation's QR runs another code path of the BLAS natively than under valgrind
+        (docs/design.md §12). Raises ValueError when they are not (another random seed), or the
+        config differs: it would not be the rollout this task collects.
+        """
+        state = json.loads((path / "state.json").read_text(encoding="utf-8"))
+        if state["config"] != json.loads(json.dumps(asdict(self.config))):
+            raise ValueError(f"the rollout in {path} was collected with another config")
+        own = self.model.state_dict()
+        with np.load(path / "weights.npz") as saved:
+            weights = {k: torch.from_numpy(saved[k]) for k in saved.files}
+        if weights.keys() != own.keys() or not all(
+            torch.allclose(weights[k], own[k].detach().cpu(), rtol=1e-4, atol=1e-6) for k in own
+        ):
+            raise ValueError(f"the rollout in {path} was collected with other weights (another random seed?)")
+        self.model.load_state_dict(weights)
+        env = self.env
+        with np.load(path / "rollout.npz") as saved:
+            for name in self._SAVED:
+                setattr(self, name, saved[name])  # a new array each time it is read
+            adv, ret = saved["adv"], saved["ret"]
+            self._queue = list(saved["queue"])
+            env.t[:], env.steps[:] = saved["env_t"], saved["env_steps"]
+            env.position = saved["env_position"]
+            env.obs[:] = saved["env_obs"]
+            self.generator.set_state(torch.from_numpy(saved["generator"]))
+        self._flatten(adv, ret)
+        self.rng.bit_generator.state = state["rng"]
+        env.rng.bit_generator.state = state["env_rng"]
+        self.rollouts = int(state["rollouts"])
+
+    save_prepared = save_rollout  # ModelSpec.prepares: what the benchmark's native pass saves
+    load_prepared = load_rollout
 
     def loss(self) -> torch.Tensor:
         if not self._queue:

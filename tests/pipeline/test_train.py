@@ -167,3 +167,70 @@ def test_build_task_rejects_unknown_models():
         build_task("gpt", _data())
     with pytest.raises(ValueError, match="unknown model"):
         default_config("gpt")
+
+
+def _rollout_bytes(task: PPOTask) -> dict[str, tuple[str, tuple[int, ...], bytes]]:
+    """Everything collect() makes or moves, as dtype, shape and bytes."""
+    env = task.env
+    arrays = {name: getattr(task, name) for name in PPOTask._SAVED}
+    arrays.update({f"flat_{k}": v.numpy() for k, v in task._flat.items()})
+    arrays.update(queue=np.stack(task._queue), env_t=env.t, env_steps=env.steps, env_position=env.position)
+    arrays.update(env_obs=env.obs, generator=task.generator.get_state().numpy())
+    arrays.update(rng=task.rng.integers(0, 2**62, 8), env_rng=env.rng.integers(0, 2**62, 8))  # draws: same state
+    return {k: (str(a.dtype), a.shape, np.ascontiguousarray(a).tobytes()) for k, a in arrays.items()}
+
+
+def test_a_loaded_ppo_rollout_is_byte_for_byte_the_one_the_task_collects(tmp_path):
+    """--measure counts collects PPO's first rollout natively and every counted process loads it:
+    it must be the rollout that process would have collected (same random seed, same weights)."""
+    cfg = PPOConfig(window=2, hidden=8, n_envs=4, n_steps=16, minibatch=16, epochs=2, episode_len=8)
+    collected = build_task("ppo", _data(), config=cfg, seed=3)
+    collected.prepare()
+    collected.save_prepared(tmp_path / "rollout")
+    loaded = build_task("ppo", _data(), config=cfg, seed=3)
+    loaded.load_prepared(tmp_path / "rollout")
+    assert loaded.rollouts == collected.rollouts == 1
+    assert all(getattr(loaded, name).flags.writeable for name in PPOTask._SAVED)
+    collected_state, loaded_state = _rollout_bytes(collected), _rollout_bytes(loaded)
+    assert collected_state.keys() == loaded_state.keys()
+    for name in collected_state:
+        assert loaded_state[name] == collected_state[name], name
+    # every minibatch of the rollout, then the next rollout: the same losses to the bit, the same buffers
+    fresh = build_task("ppo", _data(), config=cfg, seed=3)
+    per_rollout = cfg.epochs * cfg.n_envs * cfg.n_steps // cfg.minibatch
+    steps = per_rollout + 3
+    loaded = build_task("ppo", _data(), config=cfg, seed=3)
+    loaded.load_prepared(tmp_path / "rollout")
+    assert Trainer(loaded).fit(steps) == Trainer(fresh).fit(steps)
+    assert loaded.rollouts == fresh.rollouts == 2
+    assert loaded.obs_buf.tobytes() == fresh.obs_buf.tobytes()
+    assert loaded.logp_buf.tobytes() == fresh.logp_buf.tobytes()
+
+
+def test_a_ppo_rollout_of_other_weights_or_another_config_is_refused(tmp_path):
+    cfg = PPOConfig(window=2, hidden=8, n_envs=4, n_steps=16, minibatch=16, epochs=2, episode_len=8)
+    task = build_task("ppo", _data(), config=cfg, seed=3)
+    task.prepare()
+    task.save_prepared(tmp_path / "rollout")
+    with pytest.raises(ValueError, match="other weights"):
+        build_task("ppo", _data(), config=cfg, seed=4).load_prepared(tmp_path / "rollout")
+    with pytest.raises(ValueError, match="another config"):
+        other = PPOConfig(window=2, hidden=8, n_envs=4, n_steps=16, minibatch=16, epochs=3, episode_len=8)
+        build_task("ppo", _data(), config=other, seed=3).load_prepared(tmp_path / "rollout")
+
+
+def test_a_loaded_ppo_rollout_brings_the_weights_it_was_collected_with(tmp_path):
+    """Under valgrind the orthogonal initialisation rounds differently in the last bits than natively
+    (another BLAS code path): the weights are accepted, and replaced by the rollout's own."""
+    cfg = PPOConfig(window=2, hidden=8, n_envs=4, n_steps=16, minibatch=16, epochs=2, episode_len=8)
+    collected = build_task("ppo", _data(), config=cfg, seed=3)
+    collected.prepare()
+    collected.save_prepared(tmp_path / "rollout")
+    loaded = build_task("ppo", _data(), config=cfg, seed=3)
+    with torch.no_grad():
+        weight = loaded.model.pi.weight
+        weight.copy_(torch.nextafter(weight, torch.full_like(weight, 1.0)))  # one unit in the last place off
+    assert not torch.equal(loaded.model.pi.weight, collected.model.pi.weight)
+    loaded.load_prepared(tmp_path / "rollout")
+    for name, tensor in collected.model.state_dict().items():
+        assert torch.equal(loaded.model.state_dict()[name], tensor), name

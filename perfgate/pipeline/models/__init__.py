@@ -49,6 +49,11 @@ class ModelSpec:
             throughput's unit); the config's ``batch_size`` unless given.
         uncounted: why ``--measure counts`` leaves the training step out by default
             (:attr:`perfgate.bench.registry.Stage.uncounted`); ``None``: counted.
+        prepares: the task makes something expensive and deterministic before its first
+            update (PPO: the first rollout) that ``--measure counts`` makes once natively and
+            every counted process loads (:meth:`perfgate.bench.registry.StageContext.prepare`);
+            the task then has ``prepare()`` (make it now), ``save_prepared(path)`` and
+            ``load_prepared(path)``.
     """
 
     name: str
@@ -59,6 +64,7 @@ class ModelSpec:
     kind: str | None = None
     items_per_call: Callable[[Any], int] = _batch_size
     uncounted: str | None = None
+    prepares: bool = False
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9]+", self.name):

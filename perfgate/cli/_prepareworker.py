@@ -1,0 +1,54 @@
+"""The native pass of ``--measure counts``: the stages' set-ups, run once per revision without valgrind.
+
+Started by :mod:`perfgate.orchestrate._counts` as ``python -m perfgate.cli._prepareworker``
+(no valgrind) before the counted processes of one revision. It reads the same JSON job as
+:mod:`perfgate.cli._countworker` plus ``prepared`` (the folder to save into), sets the stages
+up in order up to the last one that declares ``prepares`` (:func:`perfgate.bench._counting.prepare_stages`),
+and writes ``{"prepared": [stage names]}`` to its result file: an empty list when no stage
+prepares, in which case it set nothing up and the counted processes get no folder.
+
+A stage that raises ends the process with exit 2 and, as the last line on standard error,
+``ExceptionType: message``; the progress file says which stage's set-up it was in.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from perfgate.cli import guarded
+from perfgate.errors import PerfgateError
+
+__all__ = ["main"]
+
+
+def main() -> int:
+    def work() -> int:
+        from perfgate.bench._counting import prepare_stages
+        from perfgate.cli._countworker import read_job
+        from perfgate.runfile import write_text_atomic
+
+        job, options = read_job()
+        folder = Path(job["prepared"])
+        with open(job["progress"], "a", encoding="utf-8") as log:
+
+            def progress(line: str) -> None:
+                log.write(line + "\n")
+                log.flush()
+
+            try:
+                prepared = prepare_stages(options, folder, progress)
+            except PerfgateError:
+                raise
+            except Exception as exc:  # the user's stage, not perfgate: say which and what
+                text = " ".join(str(exc).split()) or "(no message)"
+                raise PerfgateError(f"{type(exc).__name__}: {text}") from None
+        write_text_atomic(Path(job["output"]), json.dumps({"prepared": prepared}, sort_keys=True))
+        return 0
+
+    return guarded("bench", work)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
