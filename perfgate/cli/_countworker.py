@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from perfgate.cli import guarded
 from perfgate.errors import PerfgateError
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from perfgate.bench._counting import CountOptions
@@ -55,6 +58,24 @@ def read_job() -> tuple[dict[str, Any], CountOptions]:
     return job, options
 
 
+def logged(job: dict[str, Any], step: Callable[[Callable[[str], None]], T]) -> T:
+    """Run ``step`` with a progress callback that appends to the job's progress file (so a
+    process that dies names where it was); an error of the user's stage becomes one line."""
+    with open(job["progress"], "a", encoding="utf-8") as log:
+
+        def progress(line: str) -> None:
+            log.write(line + "\n")
+            log.flush()
+
+        try:
+            return step(progress)
+        except PerfgateError:
+            raise
+        except Exception as exc:  # the user's stage, not perfgate: say which and what
+            text = " ".join(str(exc).split()) or "(no message)"
+            raise PerfgateError(f"{type(exc).__name__}: {text}") from None
+
+
 def main() -> int:
     def work() -> int:
         from perfgate.bench._callgrind import Callgrind, presented_isa
@@ -65,19 +86,7 @@ def main() -> int:
         switch = Callgrind()
         if not switch.running():
             raise PerfgateError("the counted worker must run under valgrind --tool=callgrind")
-        with open(job["progress"], "a", encoding="utf-8") as log:
-
-            def progress(line: str) -> None:
-                log.write(line + "\n")
-                log.flush()
-
-            try:
-                result = count_stages(options, switch, progress)
-            except PerfgateError:
-                raise
-            except Exception as exc:  # the user's stage, not perfgate: say which and what
-                text = " ".join(str(exc).split()) or "(no message)"
-                raise PerfgateError(f"{type(exc).__name__}: {text}") from None
+        result = logged(job, lambda progress: count_stages(options, switch, progress))
         result["isa"] = presented_isa()
         write_text_atomic(Path(job["output"]), json.dumps(result, sort_keys=True))
         return 0

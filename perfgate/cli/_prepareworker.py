@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 from perfgate.cli import guarded
-from perfgate.errors import PerfgateError
 
 __all__ = ["main"]
 
@@ -26,24 +25,12 @@ __all__ = ["main"]
 def main() -> int:
     def work() -> int:
         from perfgate.bench._counting import prepare_stages
-        from perfgate.cli._countworker import read_job
+        from perfgate.cli._countworker import logged, read_job
         from perfgate.runfile import write_text_atomic
 
         job, options = read_job()
         folder = Path(job["prepared"])
-        with open(job["progress"], "a", encoding="utf-8") as log:
-
-            def progress(line: str) -> None:
-                log.write(line + "\n")
-                log.flush()
-
-            try:
-                prepared = prepare_stages(options, folder, progress)
-            except PerfgateError:
-                raise
-            except Exception as exc:  # the user's stage, not perfgate: say which and what
-                text = " ".join(str(exc).split()) or "(no message)"
-                raise PerfgateError(f"{type(exc).__name__}: {text}") from None
+        prepared = logged(job, lambda progress: prepare_stages(options, folder, progress))
         write_text_atomic(Path(job["output"]), json.dumps({"prepared": prepared}, sort_keys=True))
         return 0
 

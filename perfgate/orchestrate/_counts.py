@@ -111,6 +111,23 @@ _THREADS_ENV = {
 _SUFFIXES = ("_ms", "_us", "_ns", "_s")
 
 
+def _run_worker(
+    argv: list[str], payload: Mapping[str, Any], env: Mapping[str, str], cwd: Path | None
+) -> subprocess.CompletedProcess[str]:
+    """One worker process (preparing or counted): the job as JSON on its stdin, its output
+    captured, ended at :data:`PROCESS_DEADLINE` (``subprocess.TimeoutExpired``)."""
+    return subprocess.run(
+        argv,
+        input=json.dumps(payload, sort_keys=True),
+        capture_output=True,
+        text=True,
+        env=dict(env),
+        cwd=cwd,
+        timeout=PROCESS_DEADLINE,
+        check=False,
+    )
+
+
 def count_stem(metric: str) -> str:
     """The stem a stage's counts are named by: its time metric without the unit and ``_time``
     (``feature_extraction_time_ms`` -> ``feature_extraction``)."""
@@ -297,16 +314,7 @@ def _prepare(job: Mapping[str, Any], model: str, side: CountSide, root: Path) ->
         payload = {**job, "model": model, "prepared": str(folder), "output": str(out), "progress": str(progress)}
         argv = [sys.executable, "-m", PREPARE_MODULE]
         try:
-            done = subprocess.run(
-                argv,
-                input=json.dumps(payload, sort_keys=True),
-                capture_output=True,
-                text=True,
-                env=env,
-                cwd=side.cwd,
-                timeout=PROCESS_DEADLINE,
-                check=False,
-            )
+            done = _run_worker(argv, payload, env, side.cwd)
         except subprocess.TimeoutExpired as exc:
             said = f"hung for {PROCESS_DEADLINE:g} s (docs/limits.md)"
             done = subprocess.CompletedProcess(argv, -9, _text(exc.stdout), f"{_text(exc.stderr)}\n{said}")
@@ -393,16 +401,7 @@ def _one_process(
         ]
         payload = {**job, "model": model, "output": str(out), "progress": str(progress)}
         try:
-            done = subprocess.run(
-                argv,
-                input=json.dumps(payload, sort_keys=True),
-                capture_output=True,
-                text=True,
-                env=env,
-                cwd=side.cwd,
-                timeout=PROCESS_DEADLINE,
-                check=False,
-            )
+            done = _run_worker(argv, payload, env, side.cwd)
         except subprocess.TimeoutExpired as exc:
             hung = subprocess.CompletedProcess(argv, -9, _text(exc.stdout), _text(exc.stderr))
             raise _failure(i, model, hung, progress, log, side.label, hung_after=PROCESS_DEADLINE) from None
