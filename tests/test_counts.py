@@ -403,8 +403,12 @@ def test_a_paired_counts_check_catches_five_percent_naming_the_stage(two_commits
 def test_a_paired_counts_check_of_one_commit_passes(two_commits, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, _, data = _ab(two_commits, "HEAD", "HEAD", tmp_path)
-    assert code == 0
-    assert {c["verdict"] for c in data["comparisons"]} == {"unchanged"}
+    verdicts = {c["metric"]: c["verdict"] for c in data["comparisons"]}
+    assert code == 0, data["comparisons"]
+    # identical code claims nothing; a simulated cache's estimated cycles may move with each
+    # process's layout and come out undecided on two processes a side, the instructions may not
+    assert not {"regressed", "improved"} & set(verdicts.values()), data["comparisons"]
+    assert {verdicts[f"{stage}_instructions"] for stage in ("loop", "after")} == {"unchanged"}, data["comparisons"]
 
 
 def test_a_paired_counts_check_on_a_gpu_exits_2(two_commits, tmp_path, monkeypatch, capsys):
