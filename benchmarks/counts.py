@@ -630,7 +630,8 @@ def dqn_tracking(d: dict) -> None:
     counted = verdicts_of(d["runs"]["base"]["path"], d["runs"]["+5%"]["path"])[1.0]
     rows = []
     for c in d["timed"]["data"]["comparisons"]:
-        if c["statistic"] != "median":
+        # a latency's middle is its p50, every other stage's its median
+        if c["statistic"] != ("p50" if c["metric"].startswith("inference_latency") else "median"):
             continue
         stem = count_stem(c["metric"])
         instr = counted.get(f"{stem}_instructions", {}).get("worse")
@@ -644,6 +645,7 @@ def dqn_tracking(d: dict) -> None:
                 f"{w:+.2%}" if w is not None else "–",
                 f"{instr / w:.2f}" if instr is not None and w else "–",
                 f"{cycles / w:.2f}" if cycles is not None and w else "–",
+                _judged(instr, w),
             ]
         )
     table(
@@ -654,9 +656,20 @@ def dqn_tracking(d: dict) -> None:
             "wall time (timed ab)",
             "ratio instr/time",
             "ratio cycles/time",
+            "instructions track time?",
         ],
         rows,
     )
+
+
+def _judged(instr: float | None, wall: float | None) -> str:
+    """The issue's rule on one injected change: the count change within x0.7-1.3 of the time's."""
+    if instr is None or wall is None:
+        return "–"
+    if abs(wall) < 0.02:
+        return "not judged (under 2 % in time: nothing was injected that it sees)"
+    low, high = TRACKS
+    return "yes" if low <= instr / wall <= high else "no"
 
 
 def main() -> int:

@@ -143,6 +143,13 @@ def count_stages(options: CountOptions, switch: Callgrind, progress: Callable[[s
     progress("done\t")
     return {
         "dumps": [[label, options.calls] for label in labels],
-        "stages": [{"name": st.name, "metric": st.metric} for st, _ in prepared],
+        "stages": [
+            {
+                "name": st.name,
+                "metric": st.metric,
+                **({"informational": st.counts_informational} if st.counts_informational else {}),
+            }
+            for st, _ in prepared
+        ],
         "left_out": [{"name": st.name, "metric": st.metric, "why": st.uncounted} for st in left_out],
     }

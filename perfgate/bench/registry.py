@@ -137,6 +137,10 @@ class Stage:
         uncounted: why ``--measure counts`` leaves the stage out unless asked
             (``--count-all-stages``): what its time is made of that counts cannot see.
             ``None``: counted.
+        counts_informational: why ``--measure counts`` reports the stage's counts but never
+            gates on them: measured, they do not track its wall time (a copy or a vectorised
+            kernel bound by memory bandwidth counts 2.5-3x its time's change). ``None``: its
+            counts gate as any metric.
         prepares: its set-up keeps a product with :meth:`StageContext.prepare`, so
             ``--measure counts`` runs the set-ups once natively first (module docstring).
     """
@@ -156,6 +160,7 @@ class Stage:
     samples: int | None = None
     kind: str | None = None
     uncounted: str | None = None
+    counts_informational: str | None = None
     prepares: bool = False
 
     def __post_init__(self) -> None:
@@ -211,6 +216,7 @@ def stage(
     samples: int | None = None,
     kind: str | None = None,
     uncounted: str | None = None,
+    counts_informational: str | None = None,
     prepares: bool = False,
 ) -> Callable[[Callable[[StageContext], Callable[[], object]]], Callable[[StageContext], Callable[[], object]]]:
     """Decorator form of :func:`register`; returns the set-up function unchanged."""
@@ -235,6 +241,7 @@ def stage(
                 samples=samples,
                 kind=kind,
                 uncounted=uncounted,
+                counts_informational=counts_informational,
                 prepares=prepares,
             )
         )

@@ -54,6 +54,7 @@ __all__ = [
     "Residue",
     "counts_test",
     "history_of",
+    "informational_line",
     "is_count",
     "is_counts_run",
     "learned_residue",
@@ -261,4 +262,22 @@ def left_out_line(run: Run) -> str | None:
     return (
         "Not counted: " + "; ".join(parts) + ". Measure it with times (`perfgate ab`), or count it anyway with "
         "--count-all-stages."
+    )
+
+
+def informational_line(run: Run) -> str | None:
+    """One sentence naming the stages whose counts a counts run reports but never gates on, and
+    why (``Stage.counts_informational``), or ``None`` when there are none."""
+    counts = run.config.get("counts")
+    info = counts.get("informational") if isinstance(counts, dict) else None
+    if not isinstance(info, list):
+        return None
+    parts = [
+        f"{st.get('name')} ({st.get('why')})" for st in info if isinstance(st, dict) and isinstance(st.get("name"), str)
+    ]
+    if not parts:
+        return None
+    return (
+        "Counted but not gated, since their counts do not track their time: " + "; ".join(parts) + ". Gate them "
+        "with times (`perfgate ab`)."
     )

@@ -689,11 +689,16 @@ def counts_run(
             samples.setdefault(f"{stem}_est_cycles", []).extend(cycles)
             units[f"{stem}_instructions"], units[f"{stem}_est_cycles"] = "instructions", "cycles"
     calls_per_stage = int(job["calls"])
+    # a stage whose counts do not track its time (Stage.counts_informational): reported, never gates
+    informational = [st for st in stages if st.get("informational")]
+    info_names = {
+        f"{count_stem(st['metric'])}_{kind}" for st in informational for kind in ("instructions", "est_cycles")
+    }
     metrics = {
         name: Metric(
             name=name,
             unit=units[name],
-            direction=Direction.LOWER,
+            direction=Direction.INFO if name in info_names else Direction.LOWER,
             samples=tuple(values),
             groups=tuple(len(values) // processes for _ in range(processes)),
         )
@@ -717,6 +722,9 @@ def counts_run(
             "switch": "valgrind client requests from inside the process (perfgate.bench._callgrind)",
             "switch_cost_subtracted": overhead,
             "left_out": [dict(st) for st in left_out],
+            "informational": [
+                {"name": st["name"], "metric": st["metric"], "why": st["informational"]} for st in informational
+            ],
             "process_seconds": [round(c.seconds, 1) for c in counted],
             **({"prepared_natively": prepared.record()} if prepared is not None and prepared.stages else {}),
         },

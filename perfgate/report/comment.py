@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from perfgate.core._advice import measured_seconds
-from perfgate.core._counts import COUNT_UNITS, NOT_TIMES, left_out_line
+from perfgate.core._counts import COUNT_UNITS, NOT_TIMES, informational_line, left_out_line
 from perfgate.core.compare import BudgetCheck, CheckResult, Comparison, Verdict
 from perfgate.core.metrics import Direction
 from perfgate.report._escape import Markdown, md_cell, md_code, md_prose, md_text
@@ -200,8 +200,9 @@ def _section(label: str, result: CheckResult, cap: int | None, level: str) -> li
         lines += ["", f"Baseline: {md_prose(result.baseline_source)}."]
     if any(c.unit in COUNT_UNITS for c in result.comparisons):
         lines += ["", f"ℹ️ {NOT_TIMES}"]
-        if (left := left_out_line(result.current)) is not None:
-            lines += ["", f"ℹ️ {md_prose(left)}"]
+        for line in (left_out_line(result.current), informational_line(result.current)):
+            if line is not None:
+                lines += ["", f"ℹ️ {md_prose(line)}"]
     if result.machine_mismatch and result.baseline is not None:
         lines += [
             "",

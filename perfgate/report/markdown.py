@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from perfgate.core._advice import measured_seconds
-from perfgate.core._counts import COUNT_UNITS, NOT_TIMES, left_out_line
+from perfgate.core._counts import COUNT_UNITS, NOT_TIMES, informational_line, left_out_line
 from perfgate.core.compare import BudgetCheck, CheckResult, Comparison, Verdict
 from perfgate.core.metrics import Direction
 from perfgate.report._conditions import conditions
@@ -157,8 +157,9 @@ def _noise_notes(result: CheckResult) -> list[str]:
     ab = "ab" in result.current.config
     if any(c.unit in COUNT_UNITS for c in result.comparisons):
         notes.append(f"ℹ️ {NOT_TIMES}")
-        if (left := left_out_line(result.current)) is not None:
-            notes.append(f"ℹ️ {md_prose(left)}")
+        for line in (left_out_line(result.current), informational_line(result.current)):
+            if line is not None:
+                notes.append(f"ℹ️ {md_prose(line)}")
     if any(c.noise_assumed for c in result.comparisons):
         processes = result.current.config.get("processes")
         g = processes if isinstance(processes, int) and processes > 0 else 1

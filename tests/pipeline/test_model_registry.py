@@ -194,3 +194,16 @@ def test_no_model_is_named_outside_its_own_module_and_the_registry():
             if literal in names or re.fullmatch(r"perfgate\.pipeline\.models\.\w+", literal):
                 found.append(f"{path.relative_to(PACKAGE)}: {literal!r}")
     assert found == []
+
+
+@pytest.mark.parametrize("model", ["dqn", "ppo", "mamba2", "tft"])
+def test_counts_gate_only_the_stages_whose_counts_were_measured_to_track_time(model):
+    """benchmarks/counts_results.txt: the load's and the features' instructions moved 2.5-3x their
+    wall time; the training step's and the fast inference path's within x0.7-1.3."""
+    import perfgate.pipeline.stages  # noqa: F401  (registers the suite)
+    from perfgate.bench.registry import stages_for
+
+    stages = {s.name: s for s in stages_for("pipeline", model)}
+    informational = {name for name, s in stages.items() if s.counts_informational}
+    assert informational == {"dbn_load", "features"}
+    assert "counts_results.txt" in stages["dbn_load"].counts_informational
