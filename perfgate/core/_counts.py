@@ -248,15 +248,22 @@ def counts_test(
     )
 
 
+def _stage_reasons(run: Run, key: str) -> list[str]:
+    """``name (why)`` of every stage a counts run lists under ``config.counts[key]``."""
+    counts = run.config.get("counts")
+    listed = counts.get(key) if isinstance(counts, dict) else None
+    if not isinstance(listed, list):
+        return []
+    return [
+        f"{st.get('name')} ({st.get('why')})"
+        for st in listed
+        if isinstance(st, dict) and isinstance(st.get("name"), str)
+    ]
+
+
 def left_out_line(run: Run) -> str | None:
     """One sentence naming the stages a counts run left out and why, or ``None`` when none was."""
-    counts = run.config.get("counts")
-    left = counts.get("left_out") if isinstance(counts, dict) else None
-    if not isinstance(left, list) or not left:
-        return None
-    parts = [
-        f"{st.get('name')} ({st.get('why')})" for st in left if isinstance(st, dict) and isinstance(st.get("name"), str)
-    ]
+    parts = _stage_reasons(run, "left_out")
     if not parts:
         return None
     return (
@@ -268,13 +275,7 @@ def left_out_line(run: Run) -> str | None:
 def informational_line(run: Run) -> str | None:
     """One sentence naming the stages whose counts a counts run reports but never gates on, and
     why (``Stage.counts_informational``), or ``None`` when there are none."""
-    counts = run.config.get("counts")
-    info = counts.get("informational") if isinstance(counts, dict) else None
-    if not isinstance(info, list):
-        return None
-    parts = [
-        f"{st.get('name')} ({st.get('why')})" for st in info if isinstance(st, dict) and isinstance(st.get("name"), str)
-    ]
+    parts = _stage_reasons(run, "informational")
     if not parts:
         return None
     return (
