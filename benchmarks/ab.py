@@ -106,7 +106,7 @@ INJECT = textwrap.dedent(
     import numpy as np
     import torch
 
-    import perfgate.pipeline.stages  # noqa: F401 - registers the reference pipeline
+    import perfgate_pipeline.stages  # noqa: F401 - registers the reference pipeline
     from perfgate.bench import registry
 
     MODEL = {model!r}
@@ -447,8 +447,8 @@ def main() -> None:
                 order += slowdowns
         extra: tuple[str, ...] = ()
         if args.case in MODELS:  # one data file for both sides, as perfgate ab gives the built-in suite
-            from perfgate.pipeline.stages import DEFAULT_BARS
-            from perfgate.pipeline.synth import write_synthetic
+            from perfgate_pipeline.stages import DEFAULT_BARS
+            from perfgate_pipeline.synth import write_synthetic
 
             data_file = Path(tmp) / "shared-data.dbn"
             write_synthetic(data_file, schema="ohlcv-1m", records=DEFAULT_BARS, seed=0, instruments=1)

@@ -73,7 +73,7 @@ INJECT = textwrap.dedent(
     # Written by benchmarks/accuracy.py: extra work of each stage's own kind after every call.
     import dataclasses, os, time
     import numpy as np
-    import perfgate.pipeline.stages  # noqa: F401  (registers the pipeline)
+    import perfgate_pipeline.stages  # noqa: F401  (registers the pipeline)
     from perfgate.bench import registry
 
     FACTOR = float(os.environ["PERFGATE_ACCURACY_SLOWDOWN"])

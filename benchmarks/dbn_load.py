@@ -31,8 +31,8 @@ import databento_dbn as dbn
 import numpy as np
 import zstandard
 
-from perfgate.pipeline._dbn_schemas import record_dtype
-from perfgate.pipeline.dbn import load_dbn, ohlcv_arrays
+from perfgate_pipeline._dbn_schemas import record_dtype
+from perfgate_pipeline.dbn import load_dbn, ohlcv_arrays
 
 __all__ = ["build_ohlcv_file", "main"]
 

@@ -31,9 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from perfgate.pipeline.features import compute_features
-from perfgate.pipeline.features_stream import StreamingFeatures
-from perfgate.pipeline.synth import synthesize_bars
+from perfgate_pipeline.features import compute_features
+from perfgate_pipeline.features_stream import StreamingFeatures
+from perfgate_pipeline.synth import synthesize_bars
 
 __all__ = ["main"]
 

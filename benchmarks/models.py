@@ -53,7 +53,7 @@ def _q(samples: tuple[float, ...] | list[float], q: float) -> float:
 def _ort_latency(ctx: StageContext, calls: int = 10_000, warmup: int = 2_000) -> list[float] | None:
     """Per-call latency (µs) of the ONNX Runtime server of the run's trained DQN/PPO, or None."""
     try:
-        from perfgate.pipeline.serve import OrtServer
+        from perfgate_pipeline.serve import OrtServer
     except ImportError:
         return None
     try:
@@ -78,7 +78,7 @@ def _ort_latency(ctx: StageContext, calls: int = 10_000, warmup: int = 2_000) ->
 
 
 def _measure(model: str, quick: bool, threads: int) -> tuple[Any, list[float] | None]:
-    import perfgate.pipeline.stages as stages
+    import perfgate_pipeline.stages as stages
 
     extra: dict[str, Any] = {}
     if quick:

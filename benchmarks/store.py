@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from perfgate.core.metrics import BUILTIN_METRICS  # noqa: E402
+from perfgate.core.metrics import known_metrics  # noqa: E402
 from perfgate.core.schema import GitInfo, Machine, Metric, Run  # noqa: E402
 from perfgate.store import open_store  # noqa: E402
 from perfgate.store.base import Store  # noqa: E402
@@ -56,7 +56,7 @@ def _stamp(i: int) -> str:
 def synthetic_runs(count: int, metrics: int, samples: int, *, batch: int, seed: int = 0) -> Iterator[list[Run]]:
     """Batches of runs: model and machine round-robin, 90 % on main, log-normal samples."""
     rng = np.random.default_rng(seed)
-    names = list(BUILTIN_METRICS)[:metrics]
+    names = list(known_metrics())[:metrics]
     for start in range(0, count, batch):
         out = []
         for i in range(start, min(start + batch, count)):
@@ -73,8 +73,8 @@ def synthetic_runs(count: int, metrics: int, samples: int, *, batch: int, seed: 
                     metrics={
                         name: Metric(
                             name=name,
-                            unit=BUILTIN_METRICS[name].unit,
-                            direction=BUILTIN_METRICS[name].direction,
+                            unit=known_metrics()[name].unit,
+                            direction=known_metrics()[name].direction,
                             samples=tuple(values[j].tolist()),
                         )
                         for j, name in enumerate(names)
@@ -142,7 +142,7 @@ def bench_backend(url: str, args: argparse.Namespace) -> dict[str, object]:
 
 
 def _one_metric() -> dict[str, Metric]:
-    info = BUILTIN_METRICS["training_step_time_ms"]
+    info = known_metrics()["training_step_time_ms"]
     return {
         "training_step_time_ms": Metric(
             name="training_step_time_ms", unit=info.unit, direction=info.direction, samples=(100.0,)

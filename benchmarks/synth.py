@@ -22,7 +22,7 @@ from pathlib import Path
 
 import databento_dbn as dbn
 
-from perfgate.pipeline.synth import SCHEMAS, synthesize_mbp1, synthesize_ohlcv, synthesize_trades, write_synthetic
+from perfgate_pipeline.synth import SCHEMAS, synthesize_mbp1, synthesize_ohlcv, synthesize_trades, write_synthetic
 
 __all__ = ["main"]
 

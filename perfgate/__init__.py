@@ -139,3 +139,13 @@ if not TYPE_CHECKING:  # hidden from type checkers, so that a misspelt name stay
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
+
+
+def _declare_installed_suites() -> None:
+    from perfgate.suites import declare_installed
+
+    declare_installed()
+
+
+# the suites installed packages declare (perfgate.suites), read on the first lookup of a metric or suite
+importlib.import_module("perfgate.core.metrics").install_loader(_declare_installed_suites)

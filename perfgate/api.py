@@ -29,7 +29,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from perfgate.core.codec import format_timestamp
 from perfgate.core.compare import CheckResult, compare_runs
-from perfgate.core.metrics import BUILTIN_METRICS, Direction
+from perfgate.core.metrics import Direction, default_suite, known_metrics, metric_info
 from perfgate.core.policy import Policy
 from perfgate.core.schema import GitInfo, Machine, Metric, Run, normalize_model
 from perfgate.core.units import TIME_UNITS
@@ -58,7 +58,7 @@ class PerformanceMetrics:
 
     def to_run(self) -> Run:
         metrics = {}
-        for name, info in BUILTIN_METRICS.items():
+        for name, info in known_metrics().items():
             if hasattr(self, name):
                 metrics[name] = Metric(
                     name=name, unit=info.unit, direction=info.direction, samples=(float(getattr(self, name)),)
@@ -81,7 +81,7 @@ class PerformanceTracker:
     directory: Path | str = "benchmark_results"
     policy: Policy = field(default_factory=Policy)
     git_commit: str | None = None
-    suite: str = "pipeline"
+    suite: str = field(default_factory=default_suite)
     units: dict[str, tuple[str, Direction]] = field(default_factory=dict)
     # what was recorded so far: state, not a setting (not an argument, not in the repr)
     _samples: dict[str, list[float]] = field(default_factory=dict, init=False, repr=False)
@@ -94,7 +94,7 @@ class PerformanceTracker:
             if unit is None or direction is None:
                 raise InputError("give unit and direction together", field=metric)
             self.units[metric] = (unit, Direction(direction))
-        elif metric not in BUILTIN_METRICS and metric not in self.units:
+        elif metric not in known_metrics() and metric not in self.units:
             raise InputError("unknown metric: pass unit= and direction= the first time", field=metric)
         self._samples.setdefault(metric, []).append(float(value))
 
@@ -106,7 +106,7 @@ class PerformanceTracker:
     @contextmanager
     def timer(self, metric: str, *, unit: str | None = None) -> Iterator[None]:
         """Time the ``with`` block into ``metric`` (unit from the metric table or ``unit``)."""
-        info = BUILTIN_METRICS.get(metric)
+        info = metric_info(metric)
         chosen = unit or (info.unit if info else None) or (self.units.get(metric, ("ms",))[0])
         if chosen not in TIME_UNITS:
             raise InputError(f"cannot time into unit {chosen!r}; use one of {sorted(TIME_UNITS)}", field=metric)
@@ -115,7 +115,7 @@ class PerformanceTracker:
             yield
         finally:
             elapsed = (time.perf_counter_ns() - start) / 1e9 * TIME_UNITS[chosen]
-            if metric in BUILTIN_METRICS or metric in self.units:
+            if metric in known_metrics() or metric in self.units:
                 self.record(metric, elapsed)
             else:
                 self.record(metric, elapsed, unit=chosen, direction=Direction.LOWER)
@@ -138,7 +138,7 @@ class PerformanceTracker:
             raise InputError("nothing recorded yet", field=self.model)
         metrics = {}
         for name, samples in self._samples.items():
-            info = BUILTIN_METRICS.get(name)
+            info = metric_info(name)
             unit, direction = self.units.get(name) or (info.unit, info.direction)  # type: ignore[union-attr]
             metrics[name] = Metric(name=name, unit=unit, direction=direction, samples=tuple(samples))
         from perfgate.bench._gitinfo import collect_git
@@ -191,7 +191,7 @@ class PerformanceTracker:
 def count_stages(
     model: str,
     *,
-    suite: str = "pipeline",
+    suite: str | None = None,
     stages_module: tuple[str, ...] | list[str] = (),
     processes: int = 2,
     calls: int = 5,
@@ -215,7 +215,13 @@ def count_stages(
     from perfgate.orchestrate._counts import counts_job, measure_counts
 
     job = counts_job(
-        suite=suite, stages_modules=stages_module, data=data, seed=seed, params={}, warmup=warmup, calls=calls
+        suite=suite or default_suite(),
+        stages_modules=stages_module,
+        data=data,
+        seed=seed,
+        params={},
+        warmup=warmup,
+        calls=calls,
     )
     return measure_counts(
         job,

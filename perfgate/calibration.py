@@ -23,7 +23,7 @@ import numpy as np
 
 from perfgate.core._counts import PROCESS_DF_KEY, is_count, learned_residue
 from perfgate.core.changepoints import detect
-from perfgate.core.metrics import BUILTIN_METRICS, Direction
+from perfgate.core.metrics import Direction, metric_info
 from perfgate.core.noise import calibrate_sigma, normalised
 from perfgate.core.policy import noise_key
 from perfgate.core.schema import Run
@@ -79,7 +79,7 @@ def estimate_noise(runs: Sequence[Run]) -> dict[str, float]:
         metrics = [r.metrics[name] for r in runs if name in r.metrics]
         if not metrics or metrics[0].direction is Direction.INFO or is_count(metrics[0]):
             continue
-        info = BUILTIN_METRICS.get(name)
+        info = metric_info(name)
         scaled = [n for n in (normalised(m) for m in metrics) if n is not None]
         for statistic in info.statistics if info else ("median",):
             for values_of, is_normalised in ((metrics, False), (scaled, True)):

@@ -24,7 +24,7 @@ BARS = 12_000
 @pytest.fixture(scope="module")
 def bars_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small synthetic OHLCV file with two instruments (the stages must pick one)."""
-    from perfgate.pipeline.synth import write_synthetic
+    from perfgate_pipeline.synth import write_synthetic
 
     path = tmp_path_factory.mktemp("data") / "bars.dbn"
     write_synthetic(path, schema="ohlcv-1m", records=BARS, seed=5, instruments=2)
@@ -79,8 +79,8 @@ def test_quick_bench_writes_a_valid_run_and_a_checkpoint(model, bars_file, tmp_p
     assert doc["config"]["quick"] is True
     assert "stage_memory_definition" in doc["config"]
 
-    from perfgate.pipeline.serve import fast_server
-    from perfgate.pipeline.stages import load_checkpoint
+    from perfgate_pipeline.serve import fast_server
+    from perfgate_pipeline.stages import load_checkpoint
 
     model_obj = load_checkpoint(tmp_path / f"{model}.model.pt")
     server = fast_server(model_obj)
@@ -99,7 +99,7 @@ def test_check_of_two_quick_runs_decides(bars_file, tmp_path):
 
 
 def test_device_selection():
-    from perfgate.pipeline.stages import resolve_device
+    from perfgate_pipeline.stages import resolve_device
 
     assert resolve_device("cpu") == "cpu"
     with pytest.raises(InputError, match="unknown device"):
@@ -181,8 +181,8 @@ def test_runner_gpu_path_reports_gpu_metrics_and_cpu_path_none(monkeypatch):
 
 
 def test_stages_pick_the_instrument_with_most_bars(bars_file):
-    from perfgate.pipeline.dbn import load_dbn
-    from perfgate.pipeline.stages import one_instrument
+    from perfgate_pipeline.dbn import load_dbn
+    from perfgate_pipeline.stages import one_instrument
 
     dbn = load_dbn(bars_file)
     rec = one_instrument(dbn)
@@ -218,7 +218,7 @@ def test_every_stage_is_set_up_from_the_set_ups_before_it_alone(model, bars_file
     """Regression: `bench --measure counts --warmup 0` failed with KeyError 'bars': the features'
     set-up read what only the DBN load's calls stored. No set-up may need another stage's calls
     (the native pass of --measure counts runs set-ups only)."""
-    import perfgate.pipeline.stages  # noqa: F401  (registers the reference pipeline)
+    import perfgate_pipeline.stages  # noqa: F401  (registers the reference pipeline)
     from perfgate.bench.registry import stages_and_context
 
     stages, ctx = stages_and_context(
@@ -237,7 +237,7 @@ def test_warmup_0_with_fixed_repeats_times_every_stage(bars_file, tmp_path):
 
 def test_counts_with_warmup_0_sets_every_stage_up(bars_file):
     """--measure counts --warmup 0, without valgrind: the counted worker's steps with a switch that counts nothing."""
-    import perfgate.pipeline.stages  # noqa: F401
+    import perfgate_pipeline.stages  # noqa: F401
     from perfgate.bench._counting import CountOptions, count_stages
 
     class NoSwitch:

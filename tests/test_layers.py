@@ -8,12 +8,17 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "perfgate"
+# the reference pipeline: a suite like any user's, in its own package beside perfgate's
+PIPELINE = PACKAGE.parent / "perfgate_pipeline"
+# what the pipeline may import from perfgate: what any suite imports (the registry, its declaration's types, errors)
+PIPELINE_USES = {"bench.registry", "core.metrics", "errors"}
+# the only perfgate layer that may name the pipeline's package: the interface (``perfgate data`` reads DBN files)
+NAMES_THE_PIPELINE = {"cli"}
 
 # what each layer may import from perfgate (perfgate.errors is the shared leaf)
 ALLOWED = {
     "core": {"core", "errors"},
     "bench": {"bench", "core", "errors"},
-    "pipeline": {"pipeline", "errors", "bench.registry"},
     "store": {"store", "core", "errors"},
     "report": {"report", "core", "errors"},
     "export": {"export", "core", "errors", "store", "report"},
@@ -29,9 +34,11 @@ ALLOWED = {
     "runfile": {"core", "errors", "inputs", "output"},
     "calibration": {"core", "errors", "runfile"},
     "config": {"core", "errors", "notify._settings"},
+    # the suites installed packages declare (entry points), declared to the core
+    "suites": {"core", "errors"},
     "api": {"api", "bench", "core", "errors", "runfile", "orchestrate"},  # count_stages starts valgrind workers
     # the root re-exports the public names (README, "Python API"), imported on first use only
-    "__init__": {"api", "bench", "core", "errors", "report", "runfile", "store"},
+    "__init__": {"api", "bench", "core", "errors", "report", "runfile", "store", "suites"},
     "__main__": {"cli"},
 }
 # the interface: every command may import everything below it
@@ -69,6 +76,28 @@ def test_imports_point_down():
             if layer == "core" and name.split(".")[0] in FORBIDDEN_IN_CORE:
                 violations.append(f"{rel} (core) imports {name}")
     assert violations == []
+
+
+def test_the_pipeline_is_a_suite_like_any_other():
+    """perfgate_pipeline uses what a user's suite uses; perfgate's layers below the interface never import it."""
+    violations = []
+    for path in PIPELINE.rglob("*.py"):
+        for name in _imports(path):
+            if name.startswith("perfgate.") and not any(
+                name[len("perfgate.") :] == a or name[len("perfgate.") :].startswith(a + ".") for a in PIPELINE_USES
+            ):
+                violations.append(f"{path.relative_to(PIPELINE.parent)} imports {name}")
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE)
+        layer = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        if layer in NAMES_THE_PIPELINE:
+            continue
+        if any(n == "perfgate_pipeline" or n.startswith("perfgate_pipeline.") for n in _imports(path)):
+            violations.append(f"{rel} imports perfgate_pipeline")
+        if "perfgate_pipeline" in path.read_text():
+            violations.append(f"{rel} names perfgate_pipeline")
+    assert violations == []
+    assert PIPELINE.is_dir() and any(PIPELINE.rglob("*.py"))
 
 
 def test_every_module_is_in_a_layer():

@@ -33,6 +33,7 @@ from typing import Any
 
 from perfgate.bench._callgrind import Callgrind
 from perfgate.bench.registry import Stage, StageContext, stages_and_context
+from perfgate.core.metrics import default_suite
 from perfgate.errors import InputError
 
 __all__ = ["NULL_LABEL", "CountOptions", "count_stages", "prepare_stages"]
@@ -46,7 +47,7 @@ class CountOptions:
     """What one counted process measures."""
 
     model: str
-    suite: str = "pipeline"
+    suite: str = field(default_factory=default_suite)
     data_path: Path | None = None
     seed: int = 0
     params: dict[str, Any] = field(default_factory=dict)

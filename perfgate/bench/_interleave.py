@@ -58,7 +58,7 @@ from perfgate.bench._layout import Layout, draw, start_order, worker_args
 from perfgate.bench._workerproc import Channel, WorkerHung, Workers, allow, pin
 from perfgate.core.codec import format_timestamp
 from perfgate.core.compare import CheckResult
-from perfgate.core.metrics import BUILTIN_METRICS, Direction, MetricInfo
+from perfgate.core.metrics import Direction, MetricInfo, default_suite, metric_info
 from perfgate.core.paired import (
     MIN_PAIRS,
     SequentialLooks,
@@ -136,7 +136,7 @@ class ResidentOptions:
     """
 
     model: str
-    suite: str = "pipeline"
+    suite: str = field(default_factory=default_suite)
     stages_modules: tuple[str, ...] = ()
     seed: int = 0
     setup_seed: int = 0
@@ -382,7 +382,7 @@ def _thin(values: list[float]) -> list[float]:
 
 
 def _statistics(metric: str, options: ResidentOptions) -> tuple[str, ...]:
-    info = options.metric_info.get(metric) or BUILTIN_METRICS.get(metric)
+    info = options.metric_info.get(metric) or metric_info(metric)
     return info.statistics if info else ("median",)
 
 
@@ -475,7 +475,7 @@ def _runs(data: _Data, sides: tuple[Side, Side], options: ResidentOptions, confi
         for name, per_pair in data.kept.items():
             unit, direction = data.units[name]
             parts = [pp[k] for pp in per_pair if pp[k]]
-            info = BUILTIN_METRICS.get(name)
+            info = metric_info(name)
             metrics[name] = Metric(
                 name=name,
                 unit=info.unit if info else unit,

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from perfgate.bench.memory import unmeasured  # for set-ups: work that is not the pipeline's memory
+from perfgate.core.metrics import default_suite
 from perfgate.core.schema import REFERENCE_KINDS
 from perfgate.core.units import TIME_UNITS as _TIME_UNITS
 
@@ -58,7 +59,7 @@ class StageContext:
     """What a stage's set-up may read, and where stages share what they made."""
 
     model: str
-    suite: str = "pipeline"
+    suite: str = field(default_factory=default_suite)
     data_path: Path | None = None
     seed: int = 0
     device: str = "cpu"
@@ -149,7 +150,7 @@ class Stage:
     metric: str
     unit: str
     setup: Callable[[StageContext], Callable[[], object]]
-    suite: str = "pipeline"
+    suite: str = field(default_factory=default_suite)
     models: tuple[str, ...] | None = None
     warmup: int | None = None
     repeat: int | None = None
@@ -205,7 +206,7 @@ def stage(
     *,
     metric: str,
     unit: str = "ms",
-    suite: str = "pipeline",
+    suite: str | None = None,
     models: Iterable[str] | None = None,
     warmup: int | None = None,
     repeat: int | None = None,
@@ -230,7 +231,7 @@ def stage(
                 metric=metric,
                 unit=unit,
                 setup=setup,
-                suite=suite,
+                suite=suite if suite is not None else default_suite(),
                 models=tuple(models) if models is not None else None,
                 warmup=warmup,
                 repeat=repeat,

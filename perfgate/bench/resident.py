@@ -46,6 +46,8 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
+from perfgate.core.metrics import declared_suites
+
 __all__ = ["PROTOCOL", "PROTOCOL_VERSION", "Worker", "main"]
 
 PROTOCOL = "perfgate-resident"
@@ -70,8 +72,9 @@ class Worker:
                 importlib.import_module(name)
             except ImportError as exc:
                 return _error(f"cannot import {name!r}: {exc}; is it in this revision's tree?")
-        if req.get("suite") == "pipeline":
-            importlib.import_module("perfgate.pipeline.stages")  # registers the reference pipeline
+        suite = declared_suites().get(str(req.get("suite")))
+        if suite is not None:  # a declared suite (perfgate.suites) registers its stages on import
+            importlib.import_module(suite.stages_module)
         return {"ok": True}
 
     def setup(self, req: dict[str, Any]) -> dict[str, Any]:

@@ -51,7 +51,7 @@ from perfgate.bench.gpu import GpuRound, cuda_torch
 from perfgate.bench.memory import PeakMemory, PipelineMemory, current_rss_bytes, release_free_memory
 from perfgate.bench.reference import KINDS, ReferenceKernels
 from perfgate.bench.registry import Stage, StageContext, stages_and_context
-from perfgate.core.metrics import BUILTIN_METRICS, Direction
+from perfgate.core.metrics import Direction, default_suite, metric_info
 from perfgate.core.schema import GitInfo, Machine, Metric, Reference, Run
 from perfgate.errors import InputError
 
@@ -81,7 +81,7 @@ class BenchOptions:
     """What ``perfgate bench`` was asked to do."""
 
     model: str
-    suite: str = "pipeline"
+    suite: str = field(default_factory=default_suite)
     data_path: Path | None = None
     seed: int = 0
     device: str = "cpu"
@@ -238,7 +238,7 @@ def memory_round(prepared: list[_Prepared], memory: PipelineMemory) -> dict[str,
 def _metric(
     name: str, unit: str, direction: Direction, samples: list[float], reference: Reference | None = None
 ) -> Metric:
-    info = BUILTIN_METRICS.get(name)
+    info = metric_info(name)
     return Metric(
         name=name,
         unit=info.unit if info else unit,

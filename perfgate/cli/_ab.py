@@ -333,8 +333,8 @@ def shared_pipeline_data(seed: int = 0) -> Iterator[Path]:
     in one process, and an A/A check read the difference as a −10.7 % change of DBN load). Both
     sides read this one file; it is removed when the check ends.
     """
-    from perfgate.pipeline.stages import DEFAULT_BARS
-    from perfgate.pipeline.synth import write_synthetic
+    from perfgate_pipeline.stages import DEFAULT_BARS
+    from perfgate_pipeline.synth import write_synthetic
 
     with tempfile.TemporaryDirectory(prefix="perfgate-ab-data-") as folder:
         path = Path(folder) / f"synth-ohlcv-1m-1inst-{DEFAULT_BARS}-seed{seed}.dbn"

@@ -1,7 +1,9 @@
 """``perfgate bench``: run the stages of a model and write a run file (the original specification's quick benchmark).
 
-For the reference pipeline it also writes the trained model next to the run file
-(``run.json`` -> ``run.model.pt``); ``--quick`` is a smoke run: two rounds, fewer calls.
+A suite whose stages module defines ``save_checkpoint`` (the reference pipeline does) also gets
+the trained model next to the run file (``run.json`` -> ``run.model.pt``); ``--quick`` is a smoke
+run: two rounds, fewer calls. A suite is found the same way whoever wrote it: declared by an
+installed package (:mod:`perfgate.suites`), or registered by ``--stages-module``.
 """
 
 from __future__ import annotations
@@ -24,24 +26,24 @@ from perfgate.cli._common import (
     chosen_store,
     config_from,
     model_key,
-    needs_extra,
     stderr_console,
     store_file,
     term,
 )
 from perfgate.core._text import plain
 from perfgate.core.codec import format_timestamp
+from perfgate.core.metrics import SuiteDeclaration, default_suite
 from perfgate.core.schema import Run
 from perfgate.errors import InputError
 from perfgate.output import check_distinct, is_replaceable, open_output, output_file
-from perfgate.pipeline.models import MODELS  # the registry's names: imports no torch
 from perfgate.runfile import save_run
+from perfgate.suites import find, hook, import_stages
 
 if TYPE_CHECKING:
     from perfgate.bench.registry import StageContext
     from perfgate.bench.runner import BenchOptions
 
-__all__ = ["MODELS", "WORKER_FIELDS", "add_arguments", "output_path", "run", "run_worker", "worker_options"]
+__all__ = ["WORKER_FIELDS", "add_arguments", "output_path", "run", "run_worker", "worker_options"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,14 +59,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--data", type=Path, default=None, default_text="synthetic OHLCV-1m bars")
     add_store_argument(parser)
     add_flag(parser, "--push-metrics", metavar="URL")
-    add_flag(parser, "--rounds", type=int, default=None, default_text="3; 5 for the built-in pipeline, 2 with --quick")
+    add_flag(parser, "--rounds", type=int, default=None, default_text="the suite's own, else 3; 2 with --quick")
     add_flag(parser, "--repeat", type=int, default=None, default_text="from each stage's speed")
     parser.add_argument(
         "--warmup", type=int, default=None, help="untimed calls per stage first (default: from each stage's speed)"
     )
     add_flag(parser, "--seed", type=int, default=0, default_text="0")
     add_flag(parser, "--device", default="cpu", default_text="cpu")
-    add_flag(parser, "--suite", default="pipeline", default_text="pipeline")
+    add_flag(
+        parser, "--suite", default=None, default_text="the installed default suite: pipeline, with the pipeline extra"
+    )
     add_flag(parser, "--quick", action="store_true")
     parser.add_argument(
         "--threads", type=int, default=None, help="torch threads for training steps (default 1; inference uses 1)"
@@ -118,12 +122,10 @@ def _options(args: argparse.Namespace, model: str) -> BenchOptions:
         extra = {"warmup_time": 0.02, "round_time": 0.05, "min_repeat": 1, "samples_cap": 500, "max_repeat": 1000}
         params["quick"] = True
         rounds = 2
-    elif args.suite == "pipeline":
-        # More, shorter rounds: on a shared machine a burst of another tenant's work can slow
-        # one round several-fold; spread over 5 rounds it reaches a fifth of the samples, not a
-        # third, and a single-sample p99 follows it less (one such round moved a p99 +366 %).
-        extra = {"min_repeat": 2}
-        rounds = 5
+    elif (suite := find(args.suite)) is not None:  # the suite's own rounds and calls per round
+        if suite.min_repeat is not None:
+            extra = {"min_repeat": suite.min_repeat}
+        rounds = suite.rounds if suite.rounds is not None else rounds
     return BenchOptions(
         model=model,
         suite=args.suite,
@@ -143,8 +145,8 @@ def _measure(args: argparse.Namespace, model: str, machine: dict, git, out: Path
 
     options = _options(args, model)
     on_finish: Callable[[StageContext], None] | None = None
-    if args.suite == "pipeline":
-        from perfgate.pipeline.stages import save_checkpoint
+    save_checkpoint = hook(find(args.suite), "save_checkpoint")
+    if save_checkpoint is not None:
 
         def on_finish(ctx: StageContext) -> None:
             if is_replaceable(out):  # never /dev/null.model.pt beside --output /dev/null
@@ -181,15 +183,11 @@ def _measure(args: argparse.Namespace, model: str, machine: dict, git, out: Path
 
 
 def _config(args: argparse.Namespace, model: str) -> dict[str, object]:
-    """What the run file records beyond the runner's own: smoke run or not, threads, model sizes."""
+    """What the run file records beyond the runner's own: smoke run or not, and the suite's ``run_config``."""
     config: dict[str, object] = {"quick": True} if args.quick else {}
-    if args.suite == "pipeline":
-        from dataclasses import asdict
-
-        from perfgate.pipeline.stages import training_config
-
-        config["training_threads"] = args.threads if args.threads is not None else 1
-        config["model_config"] = asdict(training_config(model, quick=args.quick))
+    run_config = hook(find(args.suite), "run_config")
+    if run_config is not None:
+        config.update(run_config(model, quick=args.quick, threads=args.threads))
     return config
 
 
@@ -217,6 +215,17 @@ def _import_stage_modules(names: list[str]) -> None:
             ) from None
 
 
+def _set_up_suite(args: argparse.Namespace) -> SuiteDeclaration | None:
+    """Import a declared suite's stages (registering them) and resolve the device by its hook."""
+    suite = find(args.suite)
+    if suite is not None:
+        import_stages(suite)
+        resolve_device = hook(suite, "resolve_device")
+        if resolve_device is not None:
+            args.device = resolve_device(args.device)
+    return suite
+
+
 def _own_suite_models(suite: str, requested: str, imported: list[str]) -> list[str]:
     """The models to measure in a suite of the user's, or an error that says what to pass."""
     from perfgate.bench.registry import registered, stages_for
@@ -227,7 +236,7 @@ def _own_suite_models(suite: str, requested: str, imported: list[str]) -> list[s
             where = f"the module(s) imported ({', '.join(imported)}) registered none"
         else:
             where = "no --stages-module was given, so no module of yours was imported"
-        others = sorted({s.suite for s in registered()} - {"pipeline"})
+        others = sorted({s.suite for s in registered()})
         known = f"; suites registered: {', '.join(others)}" if others else ""
         raise InputError(
             f"no stages registered in suite {suite!r}: {where}{known}; pass --stages-module MODULE, the module "
@@ -294,11 +303,7 @@ def run_worker(options: Mapping[str, Any]) -> int:
     model = str(values.pop("model"))
     args = argparse.Namespace(**values)
     _import_stage_modules(args.stages_module)
-    if args.suite == "pipeline":
-        with needs_extra("pipeline", "the built-in pipeline (--suite pipeline)"):
-            from perfgate.pipeline.stages import resolve_device  # importing registers the reference pipeline
-
-        args.device = resolve_device(args.device)
+    _set_up_suite(args)
     result = _measure(args, model, collect_machine(), collect_git(args.git_commit, args.branch), output)
     save_run(output, result)
     return 0
@@ -329,9 +334,8 @@ def _counted(args: argparse.Namespace, model: str, machine: dict, git) -> Run:  
     from perfgate.orchestrate._counts import counts_job, measure_counts
 
     data = args.data
-    if args.suite == "pipeline" and data is None:
-        from perfgate.pipeline.stages import default_data_path
-
+    default_data_path = hook(find(args.suite), "default_data_path") if data is None else None
+    if default_data_path is not None:
         data = default_data_path(args.seed)  # made once, natively: not under valgrind in every process
     job = counts_job(
         suite=args.suite,
@@ -390,19 +394,20 @@ def run(args: argparse.Namespace) -> int:
         _check_counts(args)
     elif args.count_all_stages:
         raise InputError("--count-all-stages goes with --measure counts", field="--count-all-stages")
+    args.suite = args.suite or default_suite()
     _import_stage_modules(args.stages_module)
     requested = model_key(args.model)
-    if requested != "all" and requested not in MODELS and args.suite == "pipeline":
-        raise InputError(f"unknown model {args.model!r}; choose from {', '.join(MODELS)} or all", field="--model")
-    if args.suite == "pipeline":
-        models = list(MODELS) if requested == "all" else [requested]
+    suite = find(args.suite)
+    if suite is not None and suite.models:
+        if requested != "all" and requested not in suite.models:
+            raise InputError(
+                f"unknown model {args.model!r}; choose from {', '.join(suite.models)} or all", field="--model"
+            )
+        models = list(suite.models) if requested == "all" else [requested]
+        _set_up_suite(args)
     else:
+        _set_up_suite(args)
         models = _own_suite_models(args.suite, requested, args.stages_module)
-    if args.suite == "pipeline":
-        with needs_extra("pipeline", "the built-in pipeline (--suite pipeline)"):
-            from perfgate.pipeline.stages import resolve_device  # importing registers the reference pipeline
-
-        args.device = resolve_device(args.device)
     from perfgate.bench._gitinfo import collect_git
     from perfgate.bench.machine import collect_machine
 
@@ -415,6 +420,7 @@ def run(args: argparse.Namespace) -> int:
     store_path = store_file(url) if url is not None else None
     inputs = {"--data": args.data, "--config": config.source, "the store": store_path}
     check_distinct({f"--output ({m})": p for m, p in paths.items()}, inputs)
+    save_checkpoint = hook(suite, "save_checkpoint")
     for model in models:
         path = paths[model]
         from perfgate.bench._disturbance import environment_between, snapshot
@@ -435,7 +441,7 @@ def run(args: argparse.Namespace) -> int:
             f"{name} {sorted(m.samples)[len(m.samples) // 2]:.4g}" for name, m in result.metrics.items()
         )
         console.print(f"[bold]{term(model)}[/] → {term(path)}: {term(medians)}")
-        if args.suite == "pipeline" and is_replaceable(path) and checkpoint_path(path).exists():
+        if save_checkpoint is not None and is_replaceable(path) and checkpoint_path(path).exists():
             console.print(f"trained model → {plain(checkpoint_path(path))}", markup=False)
     if url is not None:
         from perfgate.store import open_store

@@ -21,7 +21,6 @@ from perfgate.core.compare import CheckResult, Verdict
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Run, normalize_model
 from perfgate.errors import ConfigError, InputError, PerfgateError
-from perfgate.pipeline.models import MODELS as _BUILTIN_MODELS  # the model registry: imports no torch
 from perfgate.report._format import fmt_change
 
 __all__ = [
@@ -276,13 +275,20 @@ def stderr_console():  # type: ignore[no-untyped-def]
     return console_for(sys.stderr)
 
 
+def _declared_models() -> list[str]:
+    """The models the installed suites declare, in their order."""
+    from perfgate.core.metrics import declared_suites
+
+    return list(dict.fromkeys(m for suite in declared_suites().values() for m in suite.models))
+
+
 def config_warnings(policy: Policy, runs: list[Run]) -> list[str]:
     """Names in the configuration that this check cannot use, each named: a typo there would
     otherwise switch a threshold or a budget off without a word."""
-    from perfgate.core.metrics import BUILTIN_METRICS
+    from perfgate.core.metrics import known_metrics
 
     present = {name for run in runs for name in run.metrics}
-    known = present | set(BUILTIN_METRICS) | set(policy.metric_info)
+    known = present | set(known_metrics()) | set(policy.metric_info)
     models = {run.model_key for run in runs}
     out = []
     for name in sorted(set(policy.thresholds_pct) - known):
@@ -297,9 +303,9 @@ def config_warnings(policy: Policy, runs: list[Run]) -> list[str]:
                 else "leaves the check undecided (missing_metric = 'refuse')"
             )
             out.append(f"{where}: the run has no metric {budget.metric!r}, so this budget {outcome}; it has {have}")
-        elif budget.model not in models and budget.model not in _BUILTIN_MODELS:
+        elif budget.model not in models and budget.model not in (declared := _declared_models()):
             out.append(
-                f"{where}: no model {budget.model!r} in this check or built in ({', '.join(_BUILTIN_MODELS)}); "
+                f"{where}: no model {budget.model!r} in this check or an installed suite ({', '.join(declared)}); "
                 "check the spelling"
             )
     return sorted(set(out), key=out.index)

@@ -36,14 +36,16 @@ def read_job() -> tuple[dict[str, Any], CountOptions]:
     the native pass, :mod:`perfgate.cli._prepareworker`)."""
     from perfgate.bench._counting import CountOptions
     from perfgate.cli._bench import _import_stage_modules
+    from perfgate.suites import find, import_stages
 
     try:
         job = json.loads(sys.stdin.read())
     except json.JSONDecodeError as exc:
         raise PerfgateError(f"worker options on standard input are not JSON: {exc}") from None
     _import_stage_modules(list(job["stages_module"]))
-    if job["suite"] == "pipeline":
-        import perfgate.pipeline.stages  # noqa: F401  (importing registers the reference pipeline)
+    suite = find(job["suite"])
+    if suite is not None:  # a declared suite registers its stages on import (perfgate.suites)
+        import_stages(suite)
     options = CountOptions(
         model=job["model"],
         suite=job["suite"],

@@ -20,7 +20,7 @@ from perfgate.errors import EXIT_ERROR, EXIT_OK, DataError
 from perfgate.output import output_file
 
 if TYPE_CHECKING:
-    from perfgate.pipeline.dbn import DbnFile
+    from perfgate_pipeline.dbn import DbnFile
 
 __all__ = ["add_arguments", "run"]
 
@@ -72,7 +72,7 @@ def _synth(args: argparse.Namespace) -> int:
     from perfgate.output import open_output
 
     with needs_extra("pipeline", "perfgate data synth"):
-        from perfgate.pipeline.synth import write_synthetic_to
+        from perfgate_pipeline.synth import write_synthetic_to
 
     with open_output(args.output) as handle:
         write_synthetic_to(
@@ -85,7 +85,7 @@ def _synth(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from perfgate.pipeline.dbn import load_dbn
+    from perfgate_pipeline.dbn import load_dbn
 
     as_json = args.format == "json"
     if args.ts_out and args.dbn_version is None:
@@ -118,7 +118,7 @@ def _iso(ns: int | None) -> str | None:
 
 
 def _summary(dbn: DbnFile) -> dict[str, Any]:
-    from perfgate.pipeline._dbn_schemas import RTYPE_NAMES, stype_name
+    from perfgate_pipeline._dbn_schemas import RTYPE_NAMES, stype_name
 
     meta = dbn.metadata
     first_last = dbn.ts_event_range()

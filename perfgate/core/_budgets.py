@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from perfgate.core._counts import is_counts_run
 from perfgate.core._derived import derived_metrics
-from perfgate.core.metrics import BUILTIN_METRICS, Direction
+from perfgate.core.metrics import Direction, metric_info
 from perfgate.core.policy import Budget
 from perfgate.core.result import BudgetCheck
 from perfgate.core.schema import Run
@@ -82,7 +82,7 @@ def check_budgets(run: Run, budgets: tuple[Budget, ...]) -> tuple[BudgetCheck, .
     for budget in budgets:
         metric = run.metrics.get(budget.metric)
         if metric is None:
-            info = BUILTIN_METRICS.get(budget.metric)
+            info = metric_info(budget.metric)
             results.append(
                 BudgetCheck(
                     budget=budget,

@@ -36,7 +36,7 @@ from perfgate.core._estimate import Sides, _estimate, _paired_test, _Test, _unpa
 from perfgate.core._samplestats import ReferenceStats, SampleStats
 from perfgate.core._significance import holm, log_ratio_se
 from perfgate.core._tail import Tail
-from perfgate.core.metrics import BUILTIN_METRICS, Direction
+from perfgate.core.metrics import Direction, metric_info
 from perfgate.core.noise import index_shift
 from perfgate.core.policy import Policy
 from perfgate.core.result import Comparison, Verdict
@@ -347,7 +347,7 @@ def _decide(
 def _statistics_of(metric: Metric, policy: Policy, single: bool) -> tuple[str, ...]:
     if single:
         return ("median",)
-    info = policy.metric_info.get(metric.name) or BUILTIN_METRICS.get(metric.name)
+    info = policy.metric_info.get(metric.name) or metric_info(metric.name)
     return info.statistics if info else ("median",)
 
 

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from perfgate.core.machine import SOFTWARE_KEYS, hardware_fingerprint, v2_fingerprint
-from perfgate.core.metrics import BUILTIN_METRICS, Direction, MetricInfo
+from perfgate.core.metrics import Direction, MetricInfo, default_suite, known_metrics, metric_info
 from perfgate.core.schema import (
     MAX_METRICS,
     MAX_SAMPLE,
@@ -153,11 +153,11 @@ def is_flat_format(data: Mapping[str, Any]) -> bool:
     if "metrics" in data or "schema_version" in data:
         return False
     # a flat file that lost its model_type is still flat: its error must name model_type
-    return "model_type" in data or "model" in data or any(k in data for k in (*FLAT_FIELDS, *BUILTIN_METRICS))
+    return "model_type" in data or "model" in data or any(k in data for k in (*FLAT_FIELDS, *known_metrics()))
 
 
 def _known(name: str, extra: Mapping[str, MetricInfo]) -> MetricInfo | None:
-    return extra.get(name) or BUILTIN_METRICS.get(name)
+    return extra.get(name) or metric_info(name)
 
 
 def _sample(value: object, *, source: str | None, field: str) -> float:
@@ -396,7 +396,7 @@ def run_from_dict(
     if dirty is not None and not isinstance(dirty, bool):
         raise InputError(f"expected true or false, got {dirty!r}", source=source, field="git.dirty")
     created = doc.get("created_at")
-    suite = doc.get("suite", "pipeline")
+    suite = doc["suite"] if "suite" in doc else default_suite()  # a file that names none: the default suite
     if not isinstance(suite, str) or not suite:
         raise InputError(f"expected a non-empty string, got {suite!r}", source=source, field="suite")
     measure = doc.get("measure", "times")

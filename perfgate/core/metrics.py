@@ -1,15 +1,43 @@
-"""The built-in metric table: canonical names of the pipeline suite.
+"""What perfgate knows about metric names and suites, from the suites' own declarations.
 
-A run file may omit ``unit`` and ``direction`` for these names; for any other name both
-must be given (in the file or in the configuration).
+A run file carries the unit and direction of each of its metrics. A **suite** declares its
+metrics beside its stages (:class:`SuiteDeclaration`): their units, directions, labels, the
+statistics that gate, and the panels and targets of its dashboard. With that, a file in the
+original specification's flat format may omit units, a report labels a metric in words and
+gates a latency on its tails, and the dashboard draws the suite's panels. perfgate itself names
+no suite and no metric: the table is empty until a suite is declared.
+
+Installed suites declare themselves through the ``perfgate.suites`` entry point group; they
+are read on the first lookup (:func:`install_loader`, set by ``perfgate/__init__.py``), so
+the core itself reads no package metadata. A process that names no suite falls back to
+:data:`FALLBACK_SUITE`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
 
-__all__ = ["BUILTIN_METRICS", "Direction", "MetricInfo", "describe"]
+__all__ = [
+    "FALLBACK_SUITE",
+    "DashboardPanel",
+    "Direction",
+    "MetricInfo",
+    "SuiteDeclaration",
+    "declare_suite",
+    "declared_suites",
+    "default_suite",
+    "describe",
+    "forget_suite",
+    "install_loader",
+    "known_metrics",
+    "metric_info",
+]
+
+FALLBACK_SUITE = "default"  # the suite of a run or stage that names none, when no installed suite is the default
 
 
 class Direction(StrEnum):
@@ -30,31 +58,142 @@ class MetricInfo:
     statistics: tuple[str, ...] = ("median",)  # the location statistics that gate
 
 
-BUILTIN_METRICS: dict[str, MetricInfo] = {
-    "dbn_load_time_ms": MetricInfo(unit="ms", direction=Direction.LOWER, label="DBN data loading time"),
-    "feature_extraction_time_ms": MetricInfo(unit="ms", direction=Direction.LOWER, label="Feature extraction time"),
-    "training_step_time_ms": MetricInfo(unit="ms", direction=Direction.LOWER, label="Training step time"),
-    "inference_latency_us": MetricInfo(
-        unit="us", direction=Direction.LOWER, label="Inference latency", statistics=("p50", "p95", "p99")
-    ),
-    "inference_latency_torch_us": MetricInfo(
-        unit="us",
-        direction=Direction.LOWER,
-        label="Inference latency (torch eager)",
-        statistics=("p50", "p95", "p99"),
-    ),
-    "training_memory_mb": MetricInfo(unit="MB", direction=Direction.LOWER, label="Training memory (stage peak)"),
-    "throughput_samples_per_sec": MetricInfo(unit="samples/s", direction=Direction.HIGHER, label="Throughput"),
-    "memory_usage_mb": MetricInfo(unit="MB", direction=Direction.LOWER, label="Memory usage"),
-    "round_memory_mb": MetricInfo(
-        unit="MB", direction=Direction.INFO, label="Round memory (peak above the round's start)"
-    ),
-    "gpu_utilization_pct": MetricInfo(unit="%", direction=Direction.INFO, label="GPU utilisation"),
-    "gpu_memory_mb": MetricInfo(unit="MB", direction=Direction.LOWER, label="GPU memory (peak allocated)"),
-}
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DashboardPanel:
+    """One panel a suite puts on the Grafana dashboard (``perfgate dashboard``).
+
+    Attributes:
+        metric: the metric it plots.
+        title, description: what the panel says.
+        style: ``series`` (one point per run, over time) or ``bars`` (the newest run of each model).
+        per_statistic: one line per exported statistic (median, p95, p99) instead of the median.
+        budgets: also plot the budgets configured on the metric, as series.
+        target: a fixed target in the metric's own unit, drawn as a dashed red line (``None``: none).
+        row: the dashboard row it goes in.
+        width: its width in the 24 columns of a row.
+    """
+
+    metric: str
+    title: str
+    description: str
+    style: str = "series"
+    per_statistic: bool = False
+    budgets: bool = False
+    target: float | None = None
+    row: str = ""
+    width: int = 12
+
+    def __post_init__(self) -> None:
+        if self.style not in ("series", "bars"):
+            raise ValueError(f"panel {self.title!r}: style must be 'series' or 'bars', got {self.style!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SuiteDeclaration:
+    """A suite as perfgate knows it before (and without) importing its stages.
+
+    Attributes:
+        name: the suite's name (``--suite``, ``@stage(..., suite=)``, the runs' ``suite``).
+        stages_module: the module whose import registers its stages (``@stage``).
+        models: what ``--model all`` measures; empty: the models its stages name.
+        metrics: its metrics' units, directions, labels and gated statistics.
+        panels: its dashboard panels, in order.
+        default: the suite of ``perfgate bench`` and of a run file that names none.
+        rounds: ``perfgate bench``'s rounds for it (``None``: the runner's default).
+        min_repeat: the fewest timed calls per round (``None``: the runner's default).
+        requires: modules it imports that a plain ``pip install perfgate`` lacks.
+        install: how to install them (said when one is missing).
+    """
+
+    name: str
+    stages_module: str
+    models: tuple[str, ...] = ()
+    metrics: Mapping[str, MetricInfo] = field(default_factory=dict)
+    panels: tuple[DashboardPanel, ...] = ()
+    default: bool = False
+    rounds: int | None = None
+    min_repeat: int | None = None
+    requires: tuple[str, ...] = ()
+    install: str = ""
+
+
+_lock = threading.RLock()
+_suites: dict[str, SuiteDeclaration] = {}
+_metrics: dict[str, MetricInfo] = {}
+_loader: list[Callable[[], None]] = []  # run once, on the first lookup
+_loaded = [False]
+
+
+def install_loader(load: Callable[[], None]) -> None:
+    """Set what declares the installed suites; it runs once, before the first lookup."""
+    with _lock:
+        _loader[:] = [load]
+        _loaded[0] = False
+
+
+def _ensure_loaded() -> None:
+    if _loaded[0]:
+        return
+    with _lock:
+        if _loaded[0]:
+            return
+        _loaded[0] = True  # before the call: the loader declares through this module
+        for load in _loader:
+            load()
+
+
+def declare_suite(suite: SuiteDeclaration) -> None:
+    """Declare ``suite``; declaring the same suite again is harmless.
+
+    Raises:
+        ValueError: another suite of the same name, a metric another suite declares
+            differently, or a second default suite.
+    """
+    with _lock:
+        known = _suites.get(suite.name)
+        if known is not None and known != suite:
+            raise ValueError(f"suite {suite.name!r} is declared twice, differently")
+        for name, info in suite.metrics.items():
+            if _metrics.get(name, info) != info:
+                raise ValueError(f"metric {name!r} of suite {suite.name!r} is declared differently by another suite")
+        if suite.default and any(s.default and s.name != suite.name for s in _suites.values()):
+            raise ValueError(f"suite {suite.name!r} and another both declare themselves the default suite")
+        _suites[suite.name] = suite
+        _metrics.update(suite.metrics)
+
+
+def forget_suite(name: str) -> None:
+    """Undo :func:`declare_suite` (for tests); a metric another declared suite names stays."""
+    with _lock:
+        _suites.pop(name, None)
+        _metrics.clear()
+        for suite in _suites.values():
+            _metrics.update(suite.metrics)
+
+
+def declared_suites() -> Mapping[str, SuiteDeclaration]:
+    """Every declared suite by name, the installed ones included."""
+    _ensure_loaded()
+    return MappingProxyType(_suites)
+
+
+def known_metrics() -> Mapping[str, MetricInfo]:
+    """Every metric the declared suites name."""
+    _ensure_loaded()
+    return MappingProxyType(_metrics)
+
+
+def metric_info(name: str) -> MetricInfo | None:
+    """What a declared suite says about ``name``, or ``None``."""
+    return known_metrics().get(name)
+
+
+def default_suite() -> str:
+    """The suite a run or stage belongs to when it names none: the declared default, else :data:`FALLBACK_SUITE`."""
+    return next((s.name for s in declared_suites().values() if s.default), FALLBACK_SUITE)
 
 
 def describe(name: str) -> str:
-    """A readable label for a metric name: the built-in one, or the name itself."""
-    info = BUILTIN_METRICS.get(name)
+    """A readable label for a metric name: its suite's label, or the name itself."""
+    info = metric_info(name)
     return info.label if info else name

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from perfgate.core.metrics import Direction
+from perfgate.core.metrics import Direction, default_suite
 
 __all__ = [
     "MAX_METRICS",
@@ -189,7 +189,7 @@ class Run:
     metrics: Mapping[str, Metric]
     schema_version: int = SCHEMA_VERSION
     run_id: str | None = None
-    suite: str = "pipeline"
+    suite: str = field(default_factory=default_suite)
     created_at: str | None = None
     git: GitInfo = field(default_factory=GitInfo)
     machine: Machine = field(default_factory=Machine)

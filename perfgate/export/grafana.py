@@ -7,11 +7,15 @@ compares, and runs every panel's query against a real Prometheus filled by ``per
 prometheus --push``. Queries only use names :mod:`perfgate.export.prometheus` exports, never
 ``or vector(0)``-style constructs that return data whatever the metrics say.
 
-The panels follow the original specification's dashboard: DBN load time with its 10 ms target, inference
-latency per model (p50/p95/p99) with the 50 µs target, training step time compared across
-models, peak memory by model, the regression count, the change against the baseline, and
-throughput; a row of counts (``--measure counts``: instructions and estimated cycles per call
-of each stage, which are not times) follows. ``$model`` and ``$machine`` filter every panel.
+The gate's panels (verdicts, regressions, budgets broken, the change against the baseline, the
+machine-speed index) are perfgate's own; the panels of each metric come from the declared
+suites (the ``DashboardPanel`` entries of their declarations, :mod:`perfgate.core.metrics`).
+The reference pipeline declares the original specification's: DBN load time with its 10 ms
+target, inference latency per model (p50/p95/p99) with the 50 µs target, training step time
+compared across models, feature extraction, peak memory by model and throughput. A row of
+counts (``--measure counts``: instructions and estimated cycles per call of each stage, which
+are not times) follows.
+``$model`` and ``$machine`` filter every panel.
 
 Time series plot the history, one point per run at the run's own time
 (``perfgate_history_*``, backfilled from ``perfgate export prometheus --openmetrics``, see
@@ -25,12 +29,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from perfgate.export.prometheus import VERDICTS
+from perfgate.core.metrics import DashboardPanel, declared_suites, metric_info
+from perfgate.export.prometheus import VERDICTS, unit_family
 
 __all__ = [
     "DASHBOARD_UID",
-    "DBN_LOAD_TARGET_SECONDS",
-    "INFERENCE_TARGET_SECONDS",
     "build_dashboard",
     "dashboard_json",
     "panel_queries",
@@ -38,8 +41,13 @@ __all__ = [
 ]
 
 DASHBOARD_UID = "perfgate-overview"
-DBN_LOAD_TARGET_SECONDS = 0.010  # the original specification's "<10ms" DBN load target
-INFERENCE_TARGET_SECONDS = 50e-6  # the original specification's "<50μs" inference target (HFT requirement)
+# Grafana's unit of each exported family (perfgate.export.prometheus.unit_family)
+_GRAFANA_UNIT = {
+    "duration_seconds": "s",
+    "memory_bytes": "bytes",
+    "throughput_per_second": "suffix: samples/s",
+    "utilization_ratio": "percentunit",
+}
 _SEL = 'model=~"$model", machine=~"$machine"'
 _WHO = "{{model}} · {{machine}}"
 # what every panel of counts says of them (as perfgate.core._counts.NOT_TIMES does in reports)
@@ -189,6 +197,33 @@ def build_dashboard() -> Any:
             .span(12)
         )
 
+    def suite_panel(declared: DashboardPanel) -> Any:
+        info = metric_info(declared.metric)
+        fam = unit_family(info.unit if info is not None else "")
+        unit = _GRAFANA_UNIT.get(fam.suffix, "short")
+        if declared.style == "bars":
+            return bars(
+                declared.title,
+                declared.description,
+                unit,
+                query(_metric(fam.suffix, declared.metric), _WHO, instant=True),
+            ).span(declared.width)
+        statistic = None if declared.per_statistic else "median"
+        legend = f"{_WHO} {{{{statistic}}}}" if declared.per_statistic else _WHO
+        targets = [query(_history(fam.suffix, declared.metric, statistic), legend)]
+        if declared.budgets:
+            targets.append(
+                query(
+                    _metric(f"budget_{fam.suffix}", declared.metric, None),
+                    f"budget {_WHO} ({{{{statistic}}}})",
+                    "B",
+                )
+            )
+        panel = series(declared.title, declared.description, unit, *targets)
+        if declared.target is not None:
+            panel = with_target_line(panel, fam.convert(declared.target))
+        return panel.height(8).span(declared.width)
+
     def count_stat(title: str, description: str, family: str, legend: str, span: int) -> Any:
         # a sum over the selection, red from 1 on
         return (
@@ -301,86 +336,17 @@ def build_dashboard() -> Any:
         )
     )
 
-    builder = builder.with_row(dash.Row("Pipeline stages").id(next(next_id)))
-    builder = builder.with_panel(
-        with_target_line(
-            series(
-                "DBN load time",
-                "Median time to load and validate one DBN file, one point per run; dashed: the 10 ms target.",
-                "s",
-                query(_history("duration_seconds", "dbn_load_time_ms"), _WHO),
-                query(
-                    _metric("budget_duration_seconds", "dbn_load_time_ms", None),
-                    f"budget {_WHO} ({{{{statistic}}}})",
-                    "B",
-                ),
-            ),
-            DBN_LOAD_TARGET_SECONDS,
-        )
-        .height(8)
-        .span(12)
-    )
-    builder = builder.with_panel(
-        with_target_line(
-            series(
-                "Inference latency (p50 / p95 / p99)",
-                "Single-sample prediction latency per model, one point per run; the dashed line is the 50 µs target.",
-                "s",
-                query(_history("duration_seconds", "inference_latency_us", None), f"{_WHO} {{{{statistic}}}}"),
-                query(
-                    _metric("budget_duration_seconds", "inference_latency_us", None),
-                    f"budget {_WHO} ({{{{statistic}}}})",
-                    "B",
-                ),
-            ),
-            INFERENCE_TARGET_SECONDS,
-        )
-        .height(8)
-        .span(12)
-    )
-    builder = builder.with_panel(
-        bars(
-            "Training step time by model",
-            "Median time of one optimiser step (forward, backward, update), newest run of each model.",
-            "s",
-            query(_metric("duration_seconds", "training_step_time_ms"), _WHO, instant=True),
-        )
-    )
-    builder = builder.with_panel(
-        series(
-            "Feature extraction time",
-            "Median time of the 16 technical-indicator features over the loaded bars, one point per run.",
-            "s",
-            query(_history("duration_seconds", "feature_extraction_time_ms"), _WHO),
-        )
-        .height(8)
-        .span(12)
-    )
+    # the suites' own panels (their declarations, perfgate.core.metrics), row by row in their order
+    rows: dict[str, list[DashboardPanel]] = {}
+    for suite in declared_suites().values():
+        for declared in suite.panels:
+            rows.setdefault(declared.row or suite.name, []).append(declared)
+    for title, panels in rows.items():
+        builder = builder.with_row(dash.Row(title).id(next(next_id)))
+        for declared in panels:
+            builder = builder.with_panel(suite_panel(declared))
 
-    builder = builder.with_row(dash.Row("Resources and throughput").id(next(next_id)))
-    builder = builder.with_panel(
-        series(
-            "Peak memory by model",
-            "memory_usage_mb, one point per run: the pipeline's peak resident memory (what its stages hold "
-            "plus their peak above that), the figure of the README's tables; budgets as series where configured.",
-            "bytes",
-            query(_history("memory_bytes", "memory_usage_mb"), _WHO),
-            query(_metric("budget_memory_bytes", "memory_usage_mb", None), f"budget {_WHO} ({{{{statistic}}}})", "B"),
-        )
-        .height(8)
-        .span(12)
-    )
-    builder = builder.with_panel(
-        series(
-            "Throughput",
-            "Median training samples processed per second, one point per run (higher is better).",
-            "suffix: samples/s",
-            query(_history("throughput_per_second", "throughput_samples_per_sec"), _WHO),
-        )
-        .height(8)
-        .span(12)
-    )
-
+    builder = builder.with_row(dash.Row("Machine speed").id(next(next_id)))
     builder = builder.with_panel(
         series(
             "Machine-speed index",

@@ -51,7 +51,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from perfgate.core.compare import Verdict
-from perfgate.core.metrics import BUILTIN_METRICS, MetricInfo
+from perfgate.core.metrics import MetricInfo
+from perfgate.core.metrics import metric_info as declared_metric
 from perfgate.core.schema import Run
 from perfgate.core.stats import quantile
 from perfgate.export._latest import RunState, state_key
@@ -163,7 +164,7 @@ def unit_family(unit: str) -> UnitFamily:
 
 def _statistics(name: str, metric_info: Mapping[str, MetricInfo]) -> list[str]:
     """The statistics exported for a metric: the median, then the tails it gates on."""
-    info = metric_info.get(name) or BUILTIN_METRICS.get(name)
+    info = metric_info.get(name) or declared_metric(name)
     gated = {_STATISTIC_LABEL.get(s, s) for s in (info.statistics if info else ())}
     return [s for s in _SAMPLE_STATISTICS if s == "median" or s in gated]
 
@@ -300,7 +301,7 @@ def _add_check(out: Families, state: RunState, key: list[str]) -> None:
 def _add_budgets(out: Families, state: RunState, key: list[str]) -> None:
     for budget in sorted(state.budgets, key=lambda b: (b.metric, b.statistic)):
         measured = state.run.metrics.get(budget.metric)
-        info = BUILTIN_METRICS.get(budget.metric)
+        info = declared_metric(budget.metric)
         unit = measured.unit if measured is not None else info.unit if info is not None else None
         if unit is None:  # a budget on a metric of unknown unit that this run did not measure
             continue
@@ -318,7 +319,7 @@ def metric_families(states: Sequence[RunState], metric_info: Mapping[str, Metric
 
     Args:
         states: the runs to expose, at most one per (model, machine, suite).
-        metric_info: definitions of metrics outside the built-in table (the p95/p99 they gate on are exported).
+        metric_info: definitions of metrics outside the declared suites (the p95/p99 they gate on are exported).
     """
     out = Families()
     for state in sorted(states, key=state_key):

@@ -48,7 +48,7 @@ from pathlib import Path
 from perfgate.bench._interleave import Side
 from perfgate.bench._workerproc import last_line as _last_line
 from perfgate.core.codec import run_from_dict
-from perfgate.core.metrics import MetricInfo
+from perfgate.core.metrics import MetricInfo, default_suite
 from perfgate.core.noise import combine_repetitions
 from perfgate.core.schema import GitInfo, Run, normalize_model
 from perfgate.errors import InputError, PerfgateError
@@ -129,7 +129,7 @@ class AbOptions:
     """
 
     model: str
-    suite: str = "pipeline"
+    suite: str = field(default_factory=default_suite)
     pairs: int = DEFAULT_PAIRS
     stages_modules: tuple[str, ...] = ()
     quick: bool = False

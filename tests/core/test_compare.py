@@ -19,7 +19,7 @@ from scipy import stats as sps
 
 from perfgate.core.codec import run_from_dict
 from perfgate.core.compare import CheckResult, Comparison, Verdict, check_budgets, compare_runs
-from perfgate.core.metrics import BUILTIN_METRICS, Direction
+from perfgate.core.metrics import Direction, known_metrics, metric_info
 from perfgate.core.policy import Budget, Policy
 from perfgate.core.schema import Machine, Metric, Run
 from perfgate.errors import MismatchError
@@ -60,7 +60,7 @@ def flat(**overrides: float | str) -> dict[str, Any]:
 
 def worse_factor(name: str, worse: float) -> float:
     """The multiplier that makes ``name`` worse by ``worse`` (throughput falls, times rise)."""
-    return 1.0 - worse if BUILTIN_METRICS[name].direction is Direction.HIGHER else 1.0 + worse
+    return 1.0 - worse if known_metrics()[name].direction is Direction.HIGHER else 1.0 + worse
 
 
 def sampled_run(
@@ -102,7 +102,7 @@ def run_of(*metrics: Metric, model: str = "dqn", fingerprint: str | None = None)
 
 def metric(name: str, samples: list[float], unit: str | None = None, direction: Direction | None = None) -> Metric:
     """A Metric with the built-in unit and direction unless given (custom names: ms, lower)."""
-    info = BUILTIN_METRICS.get(name)
+    info = metric_info(name)
     return Metric(
         name=name,
         unit=unit if unit is not None else (info.unit if info else "ms"),

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats as sps
 
 from perfgate.core.compare import Verdict, compare_runs
-from perfgate.core.metrics import BUILTIN_METRICS
+from perfgate.core.metrics import known_metrics
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Machine, Metric, Run
 from perfgate.core.stability import SteadyState, steady_state, trim_warmup
@@ -159,8 +159,8 @@ def _run(samples: dict[str, np.ndarray]) -> Run:
     metrics = {
         name: Metric(
             name=name,
-            unit=BUILTIN_METRICS[name].unit,
-            direction=BUILTIN_METRICS[name].direction,
+            unit=known_metrics()[name].unit,
+            direction=known_metrics()[name].direction,
             samples=tuple(float(v) for v in values),
         )
         for name, values in samples.items()

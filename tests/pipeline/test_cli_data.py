@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from perfgate.cli import main
-from perfgate.pipeline.dbn import load_dbn
+from perfgate_pipeline.dbn import load_dbn
 
 from .test_dbn_corpus import mixed_stream, sample, zstd_frames
 

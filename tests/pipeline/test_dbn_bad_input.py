@@ -16,7 +16,7 @@ import pytest
 import zstandard
 
 from perfgate.errors import DataError
-from perfgate.pipeline.dbn import load_dbn
+from perfgate_pipeline.dbn import load_dbn
 
 from .test_dbn_corpus import mixed_stream, ohlcv_stream, sample, trade_record, zstd_frames
 

@@ -18,7 +18,7 @@ import pytest
 import zstandard
 
 from perfgate.errors import DataError
-from perfgate.pipeline._dbn_schemas import (
+from perfgate_pipeline._dbn_schemas import (
     RTYPE_NAMES,
     SCHEMA_IDS,
     SCHEMA_NAMES,
@@ -26,7 +26,7 @@ from perfgate.pipeline._dbn_schemas import (
     UNDEF_PRICE,
     record_dtype,
 )
-from perfgate.pipeline.dbn import OHLCV_KEYS, DbnFile, load_dbn, ohlcv_arrays, prices_as_float
+from perfgate_pipeline.dbn import OHLCV_KEYS, DbnFile, load_dbn, ohlcv_arrays, prices_as_float
 
 from .test_dbn_corpus import (
     DBN_SAMPLES,
@@ -290,7 +290,7 @@ def test_ohlcv_arrays_of_an_empty_file_and_of_a_non_ohlcv_file() -> None:
 
 def test_loader_keeps_the_layer_rule_and_import_perfgate_stays_light() -> None:
     code = (
-        "import sys, perfgate; light = 'numpy' not in sys.modules; import perfgate.pipeline.dbn; "
+        "import sys, perfgate; light = 'numpy' not in sys.modules; import perfgate_pipeline.dbn; "
         "bad = [m for m in sys.modules if m.split('.')[:2] in (['perfgate','cli'], ['perfgate','core'], "
         "['perfgate','store'], ['perfgate','report'])]; print(light, bad)"
     )

@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 from numpy.lib.stride_tricks import sliding_window_view
 
 from perfgate.errors import InputError
-from perfgate.pipeline import features
-from perfgate.pipeline.features import (
+from perfgate_pipeline import features
+from perfgate_pipeline.features import (
     FEATURE_NAMES,
     FEATURE_WARMUP,
     N_FEATURES,
@@ -36,7 +36,7 @@ from perfgate.pipeline.features import (
     Normalizer,
     compute_features,
 )
-from perfgate.pipeline.synth import synthesize_bars
+from perfgate_pipeline.synth import synthesize_bars
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "dbn"
 RTOL = 1e-9

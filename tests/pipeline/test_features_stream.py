@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from perfgate.errors import InputError
-from perfgate.pipeline.features import FEATURE_NAMES, FEATURE_WARMUP, REANCHOR, WARMUP, compute_features
-from perfgate.pipeline.features_stream import StreamingFeatures
-from perfgate.pipeline.synth import synthesize_bars
+from perfgate_pipeline.features import FEATURE_NAMES, FEATURE_WARMUP, REANCHOR, WARMUP, compute_features
+from perfgate_pipeline.features_stream import StreamingFeatures
+from perfgate_pipeline.synth import synthesize_bars
 
 from .test_features import coarsen
 

@@ -13,14 +13,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from perfgate.pipeline import models
+from perfgate_pipeline import models
 
 torch = pytest.importorskip("torch")
 
 from torch import nn  # noqa: E402
 
-from perfgate.pipeline.env import MarketData  # noqa: E402
-from perfgate.pipeline.features import N_FEATURES  # noqa: E402
+from perfgate_pipeline.env import MarketData  # noqa: E402
+from perfgate_pipeline.features import N_FEATURES  # noqa: E402
 
 PACKAGE = Path(__file__).resolve().parents[2] / "perfgate"
 
@@ -61,7 +61,7 @@ class ToyServer:
 
 
 def _toy_task(config: ToyConfig, data: MarketData, *, device: str = "cpu", seed: int = 0) -> Any:
-    from perfgate.pipeline.train import SequenceTask
+    from perfgate_pipeline.train import SequenceTask
 
     torch.manual_seed(seed)
 
@@ -114,9 +114,9 @@ def test_the_command_line_reads_the_registry():
 
 def test_a_registered_model_is_built_trained_checkpointed_and_served(toy, tmp_path):
     from perfgate.bench.registry import StageContext, stages_for
-    from perfgate.pipeline.serve import eager_server, fast_server
-    from perfgate.pipeline.stages import load_checkpoint, save_checkpoint
-    from perfgate.pipeline.train import Trainer, build_task, default_config
+    from perfgate_pipeline.serve import eager_server, fast_server
+    from perfgate_pipeline.stages import load_checkpoint, save_checkpoint
+    from perfgate_pipeline.train import Trainer, build_task, default_config
 
     assert "toy" in models.MODELS and models.MODELS[-1] == "toy"
     assert default_config("toy") == ToyConfig()
@@ -144,8 +144,8 @@ def test_a_registered_model_is_built_trained_checkpointed_and_served(toy, tmp_pa
 
 def test_a_registered_model_is_benched_through_the_command_line(toy, tmp_path):
     from perfgate.cli import main
-    from perfgate.pipeline.stages import load_checkpoint
-    from perfgate.pipeline.synth import write_synthetic
+    from perfgate_pipeline.stages import load_checkpoint
+    from perfgate_pipeline.synth import write_synthetic
     from tests.conftest import validate_run_file
 
     data = tmp_path / "bars.dbn"
@@ -200,7 +200,7 @@ def test_no_model_is_named_outside_its_own_module_and_the_registry():
 def test_counts_gate_only_the_stages_whose_counts_were_measured_to_track_time(model):
     """benchmarks/counts_results.txt: the load's and the features' instructions moved 2.5-3x their
     wall time; the training step's and the fast inference path's within x0.7-1.3."""
-    import perfgate.pipeline.stages  # noqa: F401  (registers the suite)
+    import perfgate_pipeline.stages  # noqa: F401  (registers the suite)
     from perfgate.bench.registry import stages_for
 
     stages = {s.name: s for s in stages_for("pipeline", model)}

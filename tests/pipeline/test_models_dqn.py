@@ -7,10 +7,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from perfgate.pipeline.env import MarketData, evaluate_policy, toy_bars
-from perfgate.pipeline.models.dqn import DQNConfig, QNetwork, double_dqn_loss
-from perfgate.pipeline.serve import OrtServer, eager_server, fast_server
-from perfgate.pipeline.train import Trainer, build_task
+from perfgate_pipeline.env import MarketData, evaluate_policy, toy_bars
+from perfgate_pipeline.models.dqn import DQNConfig, QNetwork, double_dqn_loss
+from perfgate_pipeline.serve import OrtServer, eager_server, fast_server
+from perfgate_pipeline.train import Trainer, build_task
 
 SMALL = DQNConfig(window=2, hidden=32)
 torch.set_num_threads(1)  # tiny ops: a second OpenMP thread only adds wake-ups on a shared machine

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perfgate.pipeline import _kernels as kernels
+from perfgate_pipeline import _kernels as kernels
 
 GRID = np.linspace(-30.0, 30.0, 60_001).astype(np.float32)
 
@@ -30,7 +30,7 @@ def test_sigmoid_elu_and_exp_built_on_it():
 def test_buffers_and_packed_tensors_start_on_cache_lines():
     import torch
 
-    from perfgate.pipeline.serve import pack, zeros
+    from perfgate_pipeline.serve import pack, zeros
 
     for shape in (5, (3, 7), 129):
         assert zeros(shape).ctypes.data % 64 == 0

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from perfgate.pipeline.env import MarketData, evaluate_policy, toy_bars
-from perfgate.pipeline.models.ppo import ActorCritic, PPOConfig, gae, ppo_loss
-from perfgate.pipeline.serve import OrtServer, eager_server, fast_server
-from perfgate.pipeline.train import Trainer, build_task
+from perfgate_pipeline.env import MarketData, evaluate_policy, toy_bars
+from perfgate_pipeline.models.ppo import ActorCritic, PPOConfig, gae, ppo_loss
+from perfgate_pipeline.serve import OrtServer, eager_server, fast_server
+from perfgate_pipeline.train import Trainer, build_task
 
 SMALL = PPOConfig(window=2, hidden=32)
 torch.set_num_threads(1)  # tiny ops: a second OpenMP thread only adds wake-ups on a shared machine

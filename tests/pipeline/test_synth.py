@@ -19,8 +19,8 @@ import pytest
 import zstandard
 
 from perfgate.errors import InputError
-from perfgate.pipeline import synth
-from perfgate.pipeline.synth import (
+from perfgate_pipeline import synth
+from perfgate_pipeline.synth import (
     MBP1_DTYPE,
     OHLCV_DTYPE,
     SCHEMAS,

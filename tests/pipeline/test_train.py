@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from perfgate.pipeline.env import BPS, MarketData, TradingEnv, evaluate_policy, toy_bars
-from perfgate.pipeline.features import N_FEATURES
-from perfgate.pipeline.models.dqn import DQNConfig
-from perfgate.pipeline.models.ppo import PPOConfig
-from perfgate.pipeline.train import (
+from perfgate_pipeline.env import BPS, MarketData, TradingEnv, evaluate_policy, toy_bars
+from perfgate_pipeline.features import N_FEATURES
+from perfgate_pipeline.models.dqn import DQNConfig
+from perfgate_pipeline.models.ppo import PPOConfig
+from perfgate_pipeline.train import (
     PPOTask,
     ReplayBuffer,
     SequenceTask,

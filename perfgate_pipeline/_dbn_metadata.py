@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from perfgate.errors import DataError
-from perfgate.pipeline._dbn_schemas import SCHEMA_NAMES, SUPPORTED_VERSIONS
+from perfgate_pipeline._dbn_schemas import SCHEMA_NAMES, SUPPORTED_VERSIONS
 
 __all__ = ["MIN_METADATA_LENGTH", "PRELUDE_LENGTH", "DbnMetadata", "MappingInterval", "SymbolMapping", "parse_metadata"]
 

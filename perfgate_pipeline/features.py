@@ -61,7 +61,7 @@ price. An add-one/drop-one Welford update drifted to 2e-9 relative within 1,000 
 because its rounding error carries over into later windows where σ is smaller. A σ
 below 1e-9 of its mean counts as zero. ``vol_20`` is zero when none of its 20 log
 returns is non-zero; a relative test cannot work there because the mean of log returns
-is near 0. :mod:`perfgate.pipeline.features_stream` repeats all of this bar by bar.
+is near 0. :mod:`perfgate_pipeline.features_stream` repeats all of this bar by bar.
 """
 
 from __future__ import annotations

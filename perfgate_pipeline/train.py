@@ -6,7 +6,7 @@ owns the model, draws its own data and defines the loss:
 
 * :class:`SequenceTask` (Mamba-2, TFT): random windows of the feature series, targets
   aligned per position (class of the next return, or the next return itself);
-* :class:`DQNTask`: ε-greedy steps in :class:`~perfgate.pipeline.env.TradingEnv` into a
+* :class:`DQNTask`: ε-greedy steps in :class:`~perfgate_pipeline.env.TradingEnv` into a
   replay buffer, a Double-DQN update per step, the target network copied every
   ``target_every`` updates;
 * :class:`PPOTask`: a rollout of ``n_envs × n_steps`` transitions, GAE, then ``epochs``
@@ -16,7 +16,7 @@ owns the model, draws its own data and defines the loss:
   a counted benchmark collects it once natively instead of in every process under valgrind.
 
 :func:`build_task` makes the task of a model by name, with its default (or a given)
-config, from the model registry (:mod:`perfgate.pipeline.models`); the benchmark and the
+config, from the model registry (:mod:`perfgate_pipeline.models`); the benchmark and the
 tests both start there.
 """
 
@@ -34,10 +34,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from perfgate.pipeline import models
-from perfgate.pipeline.env import MarketData, TradingEnv
-from perfgate.pipeline.models.dqn import DQNConfig, QNetwork, double_dqn_loss
-from perfgate.pipeline.models.ppo import ActorCritic, PPOConfig, gae, ppo_loss
+from perfgate_pipeline import models
+from perfgate_pipeline.env import MarketData, TradingEnv
+from perfgate_pipeline.models.dqn import DQNConfig, QNetwork, double_dqn_loss
+from perfgate_pipeline.models.ppo import ActorCritic, PPOConfig, gae, ppo_loss
 
 __all__ = [
     "DQNTask",
@@ -440,7 +440,7 @@ def default_config(name: str) -> Any:
 def build_task(name: str, data: MarketData, *, config: Any = None, device: str = "cpu", seed: int = 0) -> Task:
     """The training task of model ``name`` on ``data`` (the config's defaults unless one is given).
 
-    What the task is comes from the model's :class:`~perfgate.pipeline.models.ModelSpec`:
+    What the task is comes from the model's :class:`~perfgate_pipeline.models.ModelSpec`:
     for the sequence models the targets are built from ``data.returns`` (Mamba-2 classifies
     the next return into terciles of the series' returns; the TFT predicts it in units of
     its standard deviation, so quantiles are comparable across instruments).

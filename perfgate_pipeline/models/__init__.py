@@ -2,11 +2,11 @@
 
 Each model module has a ``@dataclass`` config with commented defaults and small
 ``nn.Module`` blocks whose ``forward`` only computes; the losses sit next to the model they
-train, and the training loop is :mod:`perfgate.pipeline.train`'s, shared by all. A module
+train, and the training loop is :mod:`perfgate_pipeline.train`'s, shared by all. A module
 ends with a :class:`ModelSpec` named ``SPEC``: what the rest of the pipeline needs to know
 about its model. Everything that handles models by name reads this registry:
-:func:`perfgate.pipeline.train.build_task` and ``default_config``, the training stages,
-:func:`perfgate.pipeline.stages.load_checkpoint`, :func:`perfgate.pipeline.serve.fast_server`
+:func:`perfgate_pipeline.train.build_task` and ``default_config``, the training stages,
+:func:`perfgate_pipeline.stages.load_checkpoint`, :func:`perfgate_pipeline.serve.fast_server`
 and ``perfgate bench --model``.
 
 Adding a model takes its file (ending in ``SPEC``) and one :func:`register` line below.
@@ -39,10 +39,10 @@ class ModelSpec:
             checkpoint stores ``asdict`` of one.
         model: the ``nn.Module`` class, built as ``model(config)``.
         task: ``task(config, data, device=..., seed=...)``: the training task
-            (:class:`perfgate.pipeline.train.Task`) of the model on a
-            :class:`~perfgate.pipeline.env.MarketData`.
+            (:class:`perfgate_pipeline.train.Task`) of the model on a
+            :class:`~perfgate_pipeline.env.MarketData`.
         server: ``server(model)``: the fast single-sample server of a trained model
-            (:mod:`perfgate.pipeline.serve`).
+            (:mod:`perfgate_pipeline.serve`).
         kind: what one training step is bound by (``compute``, ``interpreter`` or
             ``memory``; see :mod:`perfgate.bench.registry`), or ``None`` for raw times.
         items_per_call: samples one training step processes, from the config (the
@@ -149,7 +149,7 @@ class _Names(Sequence[str]):
 #: The model names ``perfgate bench --model`` accepts, in the order ``all`` runs them.
 MODELS: Sequence[str] = _Names()
 
-register("dqn", "perfgate.pipeline.models.dqn")
-register("ppo", "perfgate.pipeline.models.ppo")
-register("mamba2", "perfgate.pipeline.models.mamba2")
-register("tft", "perfgate.pipeline.models.tft")
+register("dqn", "perfgate_pipeline.models.dqn")
+register("ppo", "perfgate_pipeline.models.ppo")
+register("mamba2", "perfgate_pipeline.models.mamba2")
+register("tft", "perfgate_pipeline.models.tft")

@@ -13,7 +13,7 @@ import mmap
 import numpy as np
 
 from perfgate.errors import DataError
-from perfgate.pipeline._dbn_schemas import record_dtype, rtype_name
+from perfgate_pipeline._dbn_schemas import record_dtype, rtype_name
 
 __all__ = ["check_uniform", "walk_records"]
 

@@ -1,9 +1,9 @@
 """DQN: a Q-network over a window of the 16 features, trained with Double-DQN targets.
 
-The network maps one observation of :class:`~perfgate.pipeline.env.TradingEnv` (the
+The network maps one observation of :class:`~perfgate_pipeline.env.TradingEnv` (the
 last ``window`` bars' features flattened, then the current position) to the value of
 each action (short, flat, long). Replay, ε-greedy collection and the target network's
-copies are the trainer's (:class:`perfgate.pipeline.train.DQNTask`); the loss is here.
+copies are the trainer's (:class:`perfgate_pipeline.train.DQNTask`); the loss is here.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from perfgate.pipeline.models import ModelSpec
+from perfgate_pipeline.models import ModelSpec
 
 __all__ = ["SPEC", "DQNConfig", "QNetwork", "double_dqn_loss"]
 
@@ -86,13 +86,13 @@ def double_dqn_loss(
 
 
 def _task(config: DQNConfig, data: Any, *, device: str = "cpu", seed: int = 0) -> Any:
-    from perfgate.pipeline.train import DQNTask
+    from perfgate_pipeline.train import DQNTask
 
     return DQNTask(config, data, device=device, seed=seed)
 
 
 def _server(model: QNetwork) -> Any:
-    from perfgate.pipeline.serve import MLPServer
+    from perfgate_pipeline.serve import MLPServer
 
     return MLPServer(model)
 

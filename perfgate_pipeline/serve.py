@@ -2,7 +2,7 @@
 
 ``fast_server(model)`` copies a trained model's weights into one flat float32 buffer and
 returns a callable that runs the whole forward (DQN, PPO) or one streaming step (Mamba-2,
-TFT) in a fused numba kernel (:mod:`perfgate.pipeline._kernels`). That is the floor on a
+TFT) in a fused numba kernel (:mod:`perfgate_pipeline._kernels`). That is the floor on a
 CPU: a few µs, against tens to hundreds for torch eager, whose cost at batch 1 is operator
 dispatch, not arithmetic. ``eager_server(model)`` is the same call in torch, for the
 ``inference_latency_torch_us`` metric; ``OrtServer`` serves an ONNX export of the MLPs
@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from perfgate.pipeline import _kernels as kernels
-from perfgate.pipeline import models
-from perfgate.pipeline.models.dqn import QNetwork
-from perfgate.pipeline.models.mamba2 import Mamba2
-from perfgate.pipeline.models.ppo import ActorCritic
-from perfgate.pipeline.models.tft import TFT
+from perfgate_pipeline import _kernels as kernels
+from perfgate_pipeline import models
+from perfgate_pipeline.models.dqn import QNetwork
+from perfgate_pipeline.models.mamba2 import Mamba2
+from perfgate_pipeline.models.ppo import ActorCritic
+from perfgate_pipeline.models.tft import TFT
 
 __all__ = [
     "MLPServer",
@@ -110,7 +110,7 @@ class MLPServer:
 
 
 def mamba2_tensors(model: Mamba2) -> list[torch.Tensor]:
-    """The packing order of :func:`perfgate.pipeline._kernels.mamba2_step`."""
+    """The packing order of :func:`perfgate_pipeline._kernels.mamba2_step`."""
     out = [model.embed.weight.T, model.embed.bias, model.norm_f.weight, model.head.weight.T, model.head.bias]
     for layer in model.layers:
         mx = layer.mixer
@@ -167,7 +167,7 @@ class Mamba2Server:
 
 
 def tft_tensors(model: TFT) -> list[torch.Tensor]:
-    """The packing order of :func:`perfgate.pipeline._kernels.tft_step`; every matrix as (in, out)."""
+    """The packing order of :func:`perfgate_pipeline._kernels.tft_step`; every matrix as (in, out)."""
 
     def lin(m: Any) -> list[torch.Tensor]:
         return [m.weight.T, m.bias]
@@ -259,7 +259,7 @@ class TFTServer:
 
 def fast_server(model: torch.nn.Module) -> Server:
     """The fused numba server of a trained model (weights copied: later training does not change it),
-    as its entry in the model registry (:mod:`perfgate.pipeline.models`) makes it."""
+    as its entry in the model registry (:mod:`perfgate_pipeline.models`) makes it."""
     try:
         spec = models.spec_of(model)
     except TypeError:

@@ -1,11 +1,11 @@
-"""Fused numba kernels for single-sample inference: the fast paths of :mod:`perfgate.pipeline.serve`.
+"""Fused numba kernels for single-sample inference: the fast paths of :mod:`perfgate_pipeline.serve`.
 
 At batch 1 the arithmetic of these models is tiny (tens of thousands of multiply-adds)
 and a framework's per-operation dispatch is what costs: a few µs per torch operator, ~4 µs
 more per ``nn.Module`` call (measured on a 2-core runner). Each kernel here runs a
 whole forward (or one streaming step) in one compiled call, reading every weight from one
 flat float32 buffer ``w`` at offsets ``off`` (one per tensor, in the packing order of
-:mod:`perfgate.pipeline.serve`), with scratch space passed in, so a call allocates nothing
+:mod:`perfgate_pipeline.serve`), with scratch space passed in, so a call allocates nothing
 and numba's dispatch checks only a handful of arguments.
 
 Two choices make them fast. Every matrix is stored transposed, (inputs, outputs), and

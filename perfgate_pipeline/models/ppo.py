@@ -2,7 +2,7 @@
 
 One tanh trunk feeds two heads: the policy's logits over (short, flat, long) and the
 state value. Rollouts and minibatch epochs are the trainer's
-(:class:`perfgate.pipeline.train.PPOTask`); the advantage estimate and the loss are here.
+(:class:`perfgate_pipeline.train.PPOTask`); the advantage estimate and the loss are here.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from perfgate.pipeline.models import ModelSpec
+from perfgate_pipeline.models import ModelSpec
 
 __all__ = ["SPEC", "ActorCritic", "PPOConfig", "gae", "ppo_loss"]
 
@@ -120,13 +120,13 @@ def ppo_loss(
 
 
 def _task(config: PPOConfig, data: Any, *, device: str = "cpu", seed: int = 0) -> Any:
-    from perfgate.pipeline.train import PPOTask
+    from perfgate_pipeline.train import PPOTask
 
     return PPOTask(config, data, device=device, seed=seed)
 
 
 def _server(model: ActorCritic) -> Any:
-    from perfgate.pipeline.serve import MLPServer
+    from perfgate_pipeline.serve import MLPServer
 
     return MLPServer(model)
 

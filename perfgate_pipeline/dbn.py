@@ -30,9 +30,9 @@ from types import MappingProxyType
 import numpy as np
 
 from perfgate.errors import DataError
-from perfgate.pipeline._dbn_metadata import DbnMetadata, parse_metadata
-from perfgate.pipeline._dbn_records import check_uniform, walk_records
-from perfgate.pipeline._dbn_schemas import (
+from perfgate_pipeline._dbn_metadata import DbnMetadata, parse_metadata
+from perfgate_pipeline._dbn_records import check_uniform, walk_records
+from perfgate_pipeline._dbn_schemas import (
     FIXED_PRICE_SCALE,
     OHLCV_RTYPES,
     SCHEMA_RTYPES,
@@ -41,7 +41,7 @@ from perfgate.pipeline._dbn_schemas import (
     record_dtype,
     rtype_name,
 )
-from perfgate.pipeline._dbn_zstd import ZSTD_MAGIC, decompress_stream, is_skippable_frame
+from perfgate_pipeline._dbn_zstd import ZSTD_MAGIC, decompress_stream, is_skippable_frame
 
 __all__ = ["OHLCV_KEYS", "DbnFile", "load_dbn", "ohlcv_arrays", "prices_as_float"]
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfgate.pipeline.features import N_FEATURES, FeatureMatrix, compute_features
+from perfgate_pipeline.features import N_FEATURES, FeatureMatrix, compute_features
 
 __all__ = ["BPS", "MarketData", "TradingEnv", "evaluate_policy", "toy_bars"]
 
@@ -158,7 +158,7 @@ def evaluate_policy(data: MarketData, policy: object, *, window: int, cost_bps: 
 def toy_bars(n: int, *, phi: float = 0.4, sigma: float = 1e-3, seed: int = 0) -> dict[str, np.ndarray]:
     """Bars whose log returns follow an AR(1) with coefficient ``phi``: a series a model can learn.
 
-    The benchmark's synthetic data (:mod:`perfgate.pipeline.synth`) is a random walk with
+    The benchmark's synthetic data (:mod:`perfgate_pipeline.synth`) is a random walk with
     no predictable part; the learning tests use this one, where the last return predicts
     the next and a trained model must beat a trivial baseline on a later slice.
     """

@@ -1,14 +1,14 @@
 """The 16 features bar by bar, for live inference: O(1) state, about a microsecond per bar.
 
-:class:`StreamingFeatures` keeps what the indicators of :mod:`perfgate.pipeline.features`
+:class:`StreamingFeatures` keeps what the indicators of :mod:`perfgate_pipeline.features`
 need: their recursive averages, the anchored window sums, and rings of the last 32
 closes, volumes, log returns, signed volumes and typical price times volume, plus the
 2-, 4- and 7-bar high/low extremes. Each :meth:`StreamingFeatures.update` runs one
 compiled step. It repeats the batch kernel's arithmetic in the same order, and it
 re-anchors its sums at the same bars, so after ``n`` bars it returns row ``n - 1`` of
-:func:`~perfgate.pipeline.features.compute_features` on those bars. The tests check this
+:func:`~perfgate_pipeline.features.compute_features` on those bars. The tests check this
 to 1e-9 relative; in practice the two agree bit for bit. Before a feature's first row
-(:data:`~perfgate.pipeline.features.FEATURE_WARMUP`) its value is NaN.
+(:data:`~perfgate_pipeline.features.FEATURE_WARMUP`) its value is NaN.
 
 The whole state is one float64 array of 276 values. Calling a numba function costs about
 0.1-0.2 µs for each array argument, so the state is passed as a single array and the
@@ -23,7 +23,7 @@ import numba
 import numpy as np
 
 from perfgate.errors import InputError
-from perfgate.pipeline.features import (
+from perfgate_pipeline.features import (
     _K9,
     _K12,
     _K26,

@@ -2,12 +2,12 @@
 
 load (DBN file -> one instrument's OHLCV bars) -> features (the 16 indicators) ->
 training step of the model -> single-sample inference, served the fast way
-(:func:`perfgate.pipeline.serve.fast_server`) and, as its own metric, in torch eager.
+(:func:`perfgate_pipeline.serve.fast_server`) and, as its own metric, in torch eager.
 Without ``--data`` a synthetic one-instrument OHLCV-1m file is written once (outside any
 timing) into ``.perfgate/data/`` and reused.
 
 What one timed call is, per model (the training configs are the dataclass defaults of
-:mod:`perfgate.pipeline.models`):
+:mod:`perfgate_pipeline.models`):
 
 * DQN: one step of 16 episodes into the replay buffer and one Double-DQN update on a
   minibatch of 128; PPO: one clipped-objective update on a minibatch of 256 (every
@@ -34,9 +34,10 @@ import torch
 
 from perfgate.bench.registry import Stage, StageContext, clear, register, registered, stage, unmeasured
 from perfgate.errors import InputError
-from perfgate.pipeline import models
-from perfgate.pipeline.env import MarketData
-from perfgate.pipeline.train import DQNTask, PPOTask, SequenceTask, Task, Trainer, build_task, default_config
+from perfgate_pipeline import models
+from perfgate_pipeline.env import MarketData
+from perfgate_pipeline.suite import SUITE
+from perfgate_pipeline.train import DQNTask, PPOTask, SequenceTask, Task, Trainer, build_task, default_config
 
 __all__ = [
     "DEFAULT_BARS",
@@ -98,7 +99,7 @@ def default_data_path(seed: int, bars: int = DEFAULT_BARS) -> Path:
     """The cached synthetic data file for a seed (one instrument), written on first use."""
     path = Path(".perfgate") / "data" / f"synth-ohlcv-1m-1inst-{bars}-seed{seed}.dbn"
     if not path.exists():
-        from perfgate.pipeline.synth import write_synthetic
+        from perfgate_pipeline.synth import write_synthetic
 
         path.parent.mkdir(parents=True, exist_ok=True)
         with unmeasured():  # once per machine, not the pipeline: a first run must not look heavier
@@ -146,9 +147,16 @@ _FEATURES_UNTRACKED = (
 )
 
 
-@stage("dbn_load", metric="dbn_load_time_ms", unit="ms", kind="memory", counts_informational=_LOAD_UNTRACKED)
+@stage(
+    "dbn_load",
+    metric="dbn_load_time_ms",
+    unit="ms",
+    suite=SUITE.name,
+    kind="memory",
+    counts_informational=_LOAD_UNTRACKED,
+)
 def _dbn_load(ctx: StageContext) -> Callable[[], object]:
-    from perfgate.pipeline.dbn import load_dbn, ohlcv_arrays
+    from perfgate_pipeline.dbn import load_dbn, ohlcv_arrays
 
     path = ctx.data_path or default_data_path(ctx.seed, int(ctx.params.get("bars", DEFAULT_BARS)))
     ctx.params.setdefault("data", str(path))
@@ -173,10 +181,15 @@ def _bars(ctx: StageContext) -> dict[str, np.ndarray]:
 
 
 @stage(
-    "features", metric="feature_extraction_time_ms", unit="ms", kind="compute", counts_informational=_FEATURES_UNTRACKED
+    "features",
+    metric="feature_extraction_time_ms",
+    unit="ms",
+    suite=SUITE.name,
+    kind="compute",
+    counts_informational=_FEATURES_UNTRACKED,
 )
 def _features(ctx: StageContext) -> Callable[[], object]:
-    from perfgate.pipeline.features import compute_features
+    from perfgate_pipeline.features import compute_features
 
     bars = _bars(ctx)
 
@@ -205,6 +218,15 @@ def training_config(model: str, *, quick: bool = False) -> Any:
     if quick and hasattr(cfg, "seq_len"):
         cfg = replace(cfg, seq_len=max(cfg.seq_len // 4, 8))
     return cfg
+
+
+def run_config(model: str, *, quick: bool = False, threads: int | None = None) -> dict[str, object]:
+    """What a run file of ``model`` records beyond the runner's own (the ``run_config`` hook of
+    :mod:`perfgate.suites`): the training threads and the model's config."""
+    return {
+        "training_threads": threads if threads is not None else 1,
+        "model_config": asdict(training_config(model, quick=quick)),
+    }
 
 
 def _training_setup(ctx: StageContext) -> Callable[[], object]:
@@ -245,6 +267,7 @@ def _training_stage(name: str) -> None:
         metric="training_step_time_ms",
         unit="ms",
         setup=_training_setup,
+        suite=SUITE.name,
         models=(name,),
         items_per_call=spec.items_per_call(spec.config()),
         throughput_metric="throughput_samples_per_sec",
@@ -253,14 +276,14 @@ def _training_stage(name: str) -> None:
         uncounted=spec.uncounted,
         prepares=spec.prepares,
     )
-    stages = [s for s in registered("pipeline") if s.name != new.name]
+    stages = [s for s in registered(SUITE.name) if s.name != new.name]
     first_inference = next((i for i, s in enumerate(stages) if s.name.startswith("inference")), len(stages))
     if first_inference == len(stages):
         register(new)
         return
     # a model registered after this module's import: its training goes before the inference
     # stages, which serve the model it trained (stages run in registration order)
-    clear("pipeline")
+    clear(SUITE.name)
     for s in [*stages[:first_inference], new, *stages[first_inference:]]:
         register(s)
 
@@ -301,16 +324,30 @@ def _serving(ctx: StageContext, make: Callable[[torch.nn.Module], Any]) -> Calla
     return once
 
 
-@stage("inference", metric="inference_latency_us", unit="us", samples=INFERENCE_SAMPLES, kind="interpreter")
+@stage(
+    "inference",
+    metric="inference_latency_us",
+    unit="us",
+    suite=SUITE.name,
+    samples=INFERENCE_SAMPLES,
+    kind="interpreter",
+)
 def _inference(ctx: StageContext) -> Callable[[], object]:
-    from perfgate.pipeline.serve import fast_server
+    from perfgate_pipeline.serve import fast_server
 
     return _serving(ctx, fast_server)
 
 
-@stage("inference_torch", metric="inference_latency_torch_us", unit="us", samples=_EAGER_SAMPLES, kind="interpreter")
+@stage(
+    "inference_torch",
+    metric="inference_latency_torch_us",
+    unit="us",
+    suite=SUITE.name,
+    samples=_EAGER_SAMPLES,
+    kind="interpreter",
+)
 def _inference_torch(ctx: StageContext) -> Callable[[], object]:
-    from perfgate.pipeline.serve import eager_server
+    from perfgate_pipeline.serve import eager_server
 
     return _serving(ctx, eager_server)
 

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from perfgate.pipeline.models import ModelSpec
+from perfgate_pipeline.models import ModelSpec
 
 __all__ = ["SPEC", "TFT", "TFTConfig", "TFTState", "attention_mask", "quantile_loss"]
 
@@ -273,7 +273,7 @@ def quantile_loss(pred: torch.Tensor, target: torch.Tensor, quantiles: tuple[flo
 def _task(config: TFTConfig, data: Any, *, device: str = "cpu", seed: int = 0) -> Any:
     """Windows of the series; the target of a bar is the next return in units of the series'
     standard deviation, so quantiles are comparable across instruments."""
-    from perfgate.pipeline.train import sequence_task
+    from perfgate_pipeline.train import sequence_task
 
     torch.manual_seed(seed)
     r = data.returns
@@ -290,7 +290,7 @@ def _task(config: TFTConfig, data: Any, *, device: str = "cpu", seed: int = 0) -
 
 
 def _server(model: TFT) -> Any:
-    from perfgate.pipeline.serve import TFTServer
+    from perfgate_pipeline.serve import TFTServer
 
     return TFTServer(model)
 

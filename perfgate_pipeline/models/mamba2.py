@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from perfgate.pipeline.models import ModelSpec
+from perfgate_pipeline.models import ModelSpec
 
 __all__ = ["SPEC", "Mamba2", "Mamba2Config", "Mamba2State", "segsum", "ssd_chunked"]
 
@@ -256,7 +256,7 @@ class Mamba2(nn.Module):
 
 def _task(config: Mamba2Config, data: Any, *, device: str = "cpu", seed: int = 0) -> Any:
     """Windows of the series; the target of a bar is the tercile of the next return among the series' returns."""
-    from perfgate.pipeline.train import return_classes, sequence_task
+    from perfgate_pipeline.train import return_classes, sequence_task
 
     torch.manual_seed(seed)
     r = data.returns
@@ -273,7 +273,7 @@ def _task(config: Mamba2Config, data: Any, *, device: str = "cpu", seed: int = 0
 
 
 def _server(model: Mamba2) -> Any:
-    from perfgate.pipeline.serve import Mamba2Server
+    from perfgate_pipeline.serve import Mamba2Server
 
     return Mamba2Server(model)
 
