@@ -374,7 +374,7 @@ def split_metrics(
     baseline: Run, current: Run, policy: Policy, estimate: Callable[[Metric, Metric], list[Estimate]]
 ) -> tuple[list[Estimate], list[Comparison]]:
     """The metrics both runs have, estimated by ``estimate``; the others (new, missing, informational) decided."""
-    pending: list[Estimate] = []
+    estimates: list[Estimate] = []
     fixed: list[Comparison] = []
     for cur in current.metrics.values():
         base = baseline.metrics.get(cur.name)
@@ -383,11 +383,11 @@ def split_metrics(
         elif cur.direction is Direction.INFO:
             fixed.append(_informational(base, cur, policy))
         else:
-            pending.extend(estimate(base, cur))
+            estimates.extend(estimate(base, cur))
     fixed.extend(
         unmatched(m, "baseline", policy) for name, m in baseline.metrics.items() if name not in current.metrics
     )
-    return pending, fixed
+    return estimates, fixed
 
 
 def prepare(
@@ -425,8 +425,8 @@ def prepare(
             for stat in statistics_of(cur, policy, single)
         ]
 
-    pending, fixed = split_metrics(baseline, current, policy, each)
-    family = holm_family(pending, alpha=policy.alpha, confidence=policy.confidence, common=not paired)
+    estimates, fixed = split_metrics(baseline, current, policy, each)
+    family = holm_family(estimates, alpha=policy.alpha, confidence=policy.confidence, common=not paired)
     shift = family.shift
     per_metric = policy if shift is None else dataclasses.replace(policy, alpha=family.metric_alpha)
     decided = [decide(e, per_metric, family.size, stats) for e in family.estimates]
