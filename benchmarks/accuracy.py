@@ -682,7 +682,7 @@ def _shared_runs(rng: np.random.Generator, k: int, factor: float) -> tuple[Run, 
 
 
 def shared(args: argparse.Namespace) -> None:
-    import perfgate.core._decision as decision
+    import perfgate.core.family as decision
 
     with_step = decision.common_shift
     print(

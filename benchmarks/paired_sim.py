@@ -19,7 +19,7 @@ import numpy as np
 from _proportions import wilson
 
 from perfgate.core import _moderated
-from perfgate.core._decision import _log_threshold
+from perfgate.core._decision import log_threshold
 from perfgate.core._moderated import fit_prior, guarded
 from perfgate.core._significance import holm
 from perfgate.core.metrics import Direction
@@ -62,7 +62,7 @@ def cell(
 ) -> int:
     """Checks (of ``trials``) with a regression: A/A when effect is 0, else metric 3 (1.5 %) at +effect."""
     rng = np.random.default_rng(seed)
-    bound = _log_threshold(threshold / 100.0, Direction.LOWER)
+    bound = log_threshold(threshold / 100.0, Direction.LOWER)
     sds, groups = (np.full(11, 0.015), [0] * 11) if mixed else (SDS, GROUPS)
     hits = 0
     for _ in range(trials):

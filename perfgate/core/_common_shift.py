@@ -48,11 +48,13 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from perfgate.core._distributions import norm_ppf, norm_sf
 from perfgate.core._tail import Tail, robust_to_scale
-from perfgate.core.schema import Metric
+
+if TYPE_CHECKING:  # the estimate's module reads the result types, which read this one
+    from perfgate.core._estimate import Estimate
 
 __all__ = ["ALPHA_SHARE", "MIN_METRICS", "CommonShift", "common_shift"]
 
@@ -60,22 +62,6 @@ __all__ = ["ALPHA_SHARE", "MIN_METRICS", "CommonShift", "common_shift"]
 ALPHA_SHARE = 0.25
 # fewer metrics than this: no common step (a shift of two metrics is no "whole run")
 MIN_METRICS = 3
-
-
-class _Tested(Protocol):
-    """What the common step reads of a tested comparison (``perfgate.core._decision._Pending``)."""
-
-    cur: Metric
-    statistic: str
-    log_worse: float | None
-    se: float | None
-    fixed_variance: float
-    threshold: float
-    kernel: str
-    noise_assumed: bool
-    derived_from: str
-    threshold_only: bool
-    tail: Tail | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,7 +134,7 @@ def _worse(log_worse: float) -> float:
         return math.inf
 
 
-def common_shift(tested: Sequence[_Tested], *, alpha: float, confidence: float) -> CommonShift | None:
+def common_shift(tested: Sequence[Estimate], *, alpha: float, confidence: float) -> CommonShift | None:
     """The common shift of the tested medians that carry a run-to-run term; None when the
     step does not apply (fewer than :data:`MIN_METRICS` of them)."""
     usable = [

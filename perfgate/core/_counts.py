@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfgate.core._distributions import t_sf
-from perfgate.core._estimate import _Test
+from perfgate.core._estimate import OneSidedTest
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import group_locations
 from perfgate.core.schema import Metric, Run
@@ -184,7 +184,7 @@ def counts_test(
     residue: Residue,
     history: tuple[float, int] | None = None,
     history_runs: int = 0,
-) -> _Test:
+) -> OneSidedTest:
     """The one-sided test of a count metric's log ratio (module docstring).
 
     ``history``: the metric's residue learned from this machine's stored runs and its degrees
@@ -236,7 +236,7 @@ def counts_test(
         f"counts: between-process residue σ {sigma:.3%} ({which}; {g_base}/{g_cur} processes), no run-to-run phase term"
     )
     p_value = t_sf(log_worse / se, df) if se > 0 else (0.0 if log_worse > 0 else 1.0)
-    return _Test(
+    return OneSidedTest(
         log_worse=log_worse,
         se=se,
         p_value=p_value,

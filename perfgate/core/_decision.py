@@ -18,8 +18,10 @@ times in units of its reference, and the raw change is reported beside them.
 
 Each step is a function that returns its result (:mod:`perfgate.core._estimate`: the values
 and their log ratio, the paired or unpaired test with its standard error, degrees of freedom,
-p-value and the noise folded in); :func:`_prepare` assembles them into the pending comparison
-that :func:`_decide` turns into a verdict once the family-wise correction is known.
+p-value and the noise folded in); :func:`estimate_unpaired` assembles them into an immutable
+:class:`~perfgate.core._estimate.Estimate`, :func:`perfgate.core.family.holm_family` makes the
+check's family of them (the same function the paired gate of ``perfgate ab`` calls), and
+:func:`decide` turns each into a verdict.
 """
 
 from __future__ import annotations
@@ -27,15 +29,22 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
-from perfgate.core._common_shift import CommonShift, common_shift
+from perfgate.core._common_shift import CommonShift
 from perfgate.core._counts import Residue, counts_test, history_of, is_count
 from perfgate.core._distributions import norm_ppf, t_isf
-from perfgate.core._estimate import Sides, _estimate, _paired_test, _Test, _unpaired_test, sides_of
+from perfgate.core._estimate import (
+    Estimate,
+    OneSidedTest,
+    Sides,
+    estimate_values,
+    paired_test,
+    sides_of,
+    unpaired_test,
+)
 from perfgate.core._samplestats import ReferenceStats, SampleStats
-from perfgate.core._significance import holm, log_ratio_se
-from perfgate.core._tail import Tail
+from perfgate.core._significance import log_ratio_se
+from perfgate.core.family import holm_family
 from perfgate.core.metrics import Direction, metric_info
 from perfgate.core.noise import index_shift
 from perfgate.core.policy import Policy
@@ -43,50 +52,21 @@ from perfgate.core.result import Comparison, Verdict
 from perfgate.core.schema import Metric, Run
 from perfgate.core.stats import min_samples_for, summarize
 
-__all__ = ["prepare"]
+__all__ = [
+    "decide",
+    "estimate_unpaired",
+    "log_threshold",
+    "prepare",
+    "split_metrics",
+    "statistics_of",
+    "unmatched",
+]
 
 _MAX_REQUIRED_N = 10_000_000
 _BOUNDARY_SLACK = 1e-12  # in log-ratio units
 
 
-@dataclass(slots=True)
-class _Pending:
-    """A comparison before the family-wise correction decides its verdict.
-
-    Mutable for the paired decision of ``perfgate ab`` (:mod:`perfgate.core.paired`), which
-    fills in its own test; the unpaired one builds it whole in :func:`_prepare`.
-    """
-
-    base: Metric
-    cur: Metric
-    statistic: str
-    threshold: float
-    base_value: float
-    cur_value: float
-    log_worse: float | None  # direction-adjusted log ratio; None when a value is 0
-    se: float | None
-    p_value: float | None
-    threshold_only: bool
-    fixed: Verdict | None = None  # decided before the test (too few samples)
-    reason: str = ""
-    required_n: int | None = None
-    df: int | None = None  # degrees of freedom of a t test; None: normal
-    sigma_run: float | None = None  # paired: SD of the per-repetition log ratios over sqrt(2)
-    groups: tuple[int, int] = (1, 1)
-    noise: str = ""
-    noise_assumed: bool = False
-    fixed_variance: float = 0.0  # run-to-run variance more worker processes would not reduce
-    process_sigma: float = 0.0  # per-process SD, which more worker processes average out
-    within_se: float = 0.0
-    kernel: str = ""
-    raw_change: float | None = None
-    normalised_change: float | None = None
-    derived_from: str = ""
-    index_change: float | None = None  # the reference kernel's relative change between the runs
-    tail: Tail | None = None  # the null distribution of a test whose run-to-run term has a t tail
-
-
-def _prepare(
+def estimate_unpaired(
     base: Metric,
     cur: Metric,
     statistic: str,
@@ -98,71 +78,63 @@ def _prepare(
     sides: Sides | None = None,
     derived_from: str = "",
     counts: Residue | None = None,
-) -> _Pending:
-    """One comparison, estimated and tested, waiting for the family-wise correction.
+) -> Estimate:
+    """One comparison of a stored check, estimated and tested, waiting for the family-wise correction.
 
-    ``counts``: the check's between-process residue of count metrics, which a count metric
-    is tested with instead of the run-to-run noise of times (:mod:`perfgate.core._counts`)."""
+    ``paired``: group i of both runs ran side by side, so the test is on paired log ratios
+    when there are enough groups. ``counts``: the check's between-process residue of count
+    metrics, which a count metric is tested with instead of the run-to-run noise of times
+    (:mod:`perfgate.core._counts`)."""
     stats = stats if stats is not None else ReferenceStats(policy.confidence)
     sides = sides if sides is not None else sides_of(base, cur, paired=paired)
     n_base, n_cur = len(base.samples), len(cur.samples)
     threshold_only = min(n_base, n_cur) == 1
-    est = _estimate(base, cur, sides, statistic, stats)
-
-    p = _Pending(
+    values = estimate_values(base, cur, sides, statistic, stats)
+    shift = index_shift(base, cur) if sides.kernel else None
+    e = Estimate(
         base=base,
         cur=cur,
         statistic=statistic,
         threshold=policy.threshold_for(cur.name),
-        base_value=est.base_value,
-        cur_value=est.cur_value,
-        log_worse=est.log_worse,
-        se=None,
-        p_value=None,
+        base_value=values.base_value,
+        cur_value=values.cur_value,
+        log_worse=values.log_worse,
         threshold_only=threshold_only,
         kernel=sides.kernel,
-        raw_change=est.raw_change,
-        normalised_change=est.normalised_change,
+        raw_change=values.raw_change,
+        normalised_change=values.normalised_change,
         derived_from=derived_from,
+        index_change=None if shift is None else math.expm1(shift),
     )
-    shift = index_shift(base, cur) if sides.kernel else None
-    if shift is not None:
-        p.index_change = math.expm1(shift)
     if threshold_only:
-        return p
+        return e
     needed = min_samples_for(statistic)
     if min(n_base, n_cur) < needed:
-        p.fixed = Verdict.INCONCLUSIVE
-        p.reason = f"{statistic} is compared from {needed} samples per side; this check has {n_base}/{n_cur}"
-        p.required_n = needed
-        return p
+        reason = f"{statistic} is compared from {needed} samples per side; this check has {n_base}/{n_cur}"
+        return e.fixed_as(Verdict.INCONCLUSIVE, reason, needed)
     se = log_ratio_se(
-        est.test_base, stats.ci(sides.base, statistic), est.test_cur, stats.ci(sides.cur, statistic), policy.confidence
+        values.test_base,
+        stats.ci(sides.base, statistic),
+        values.test_cur,
+        stats.ci(sides.cur, statistic),
+        policy.confidence,
     )
-    test = _paired_test(base, cur, statistic, est.log_worse) if paired else None
-    if test is None and est.log_worse is not None and math.isinf(est.log_worse):
+    test = paired_test(base, cur, statistic, values.log_worse) if paired else None
+    if test is None and values.log_worse is not None and math.isinf(values.log_worse):
         # a rate that fell to 0 (a total loss) or a time that vanished: no noise makes that a fluke
-        test = _Test(log_worse=est.log_worse, se=None, p_value=0.0 if est.log_worse > 0 else 1.0)
-    if test is None and (est.log_worse is None or se is None):
-        side = "baseline" if est.test_base == 0 else "current"
-        p.se = se
-        p.fixed = Verdict.INCONCLUSIVE
-        p.reason = f"the {side} {statistic} is 0; the log-ratio test is undefined"
-        return p
+        test = OneSidedTest(log_worse=values.log_worse, se=None, p_value=0.0 if values.log_worse > 0 else 1.0)
+    if test is None and (values.log_worse is None or se is None):
+        side = "baseline" if values.test_base == 0 else "current"
+        reason = f"the {side} {statistic} is 0; the log-ratio test is undefined"
+        return dataclasses.replace(e, se=se).fixed_as(Verdict.INCONCLUSIVE, reason)
     if test is None and counts is not None and is_count(cur):
-        assert est.log_worse is not None
+        assert values.log_worse is not None
         history = history_of(policy.noise, cur.name) if statistic == "median" else None
-        test = counts_test(est.log_worse, base, cur, statistic, counts, history, policy.noise_runs)
+        test = counts_test(values.log_worse, base, cur, statistic, counts, history, policy.noise_runs)
     if test is None:
-        assert est.log_worse is not None and se is not None
-        test = _unpaired_test(est.log_worse, se, cur, sides, statistic, policy, runs, stats, shift)
-    p.log_worse, p.se, p.p_value, p.df = test.log_worse, test.se, test.p_value, test.df
-    p.sigma_run, p.groups, p.noise, p.noise_assumed = test.sigma_run, test.groups, test.noise, test.noise_assumed
-    p.fixed_variance, p.process_sigma, p.within_se = test.fixed_variance, test.process_sigma, test.within_se
-    p.tail = test.tail
-    if test.values is not None:
-        p.base_value, p.cur_value = test.values
-    return p
+        assert values.log_worse is not None and se is not None
+        test = unpaired_test(values.log_worse, se, cur, sides, statistic, policy, runs, stats, shift)
+    return e.with_test(test)
 
 
 def _required_n(n_now: int, se: float | None, margin: float, z: float) -> int | None:
@@ -182,7 +154,7 @@ def _required_groups(sigma: float, margin: float, z: float, have: int) -> int | 
     return min(max(math.ceil(2.0 * (z * sigma / margin) ** 2), have + 1), _MAX_REQUIRED_N)
 
 
-def _required_processes(p: _Pending, margin: float, z: float) -> int | None:
+def _required_processes(p: Estimate, margin: float, z: float) -> int | None:
     """Worker processes per side that would resolve ``margin``; None when no number would,
     because the part of the noise shared by a whole run (its phase) is larger than that."""
     if p.process_sigma <= 0 or margin <= 1e-12:
@@ -194,7 +166,7 @@ def _required_processes(p: _Pending, margin: float, z: float) -> int | None:
     return min(max(need, min(p.groups) + 1), _MAX_REQUIRED_N)
 
 
-def _log_threshold(threshold: float, direction: Direction) -> float:
+def log_threshold(threshold: float, direction: Direction) -> float:
     # worse > t  <=>  log ratio beyond this bound, for either direction. The slack keeps a
     # change of exactly the threshold (100 -> 110 at 10 %) from "exceeding" it by rounding:
     # log(110 / 100) is one ulp above log1p(0.10).
@@ -218,7 +190,7 @@ def _in_own_terms(worse: float, direction: Direction) -> str:
     return f"{own:+.1%} (worse)"
 
 
-def _improvement_significant(p: _Pending, ci: tuple[float, float] | None, alpha: float, n_tests: int) -> bool:
+def _improvement_significant(p: Estimate, ci: tuple[float, float] | None, alpha: float, n_tests: int) -> bool:
     """An improvement is claimed on the same evidence as a regression: the one-sided test that
     the current run is *better*, Bonferroni-corrected over the check's tests at α. A false
     improvement on unchanged code is as wrong as a false alarm (a p99 "improved" by 33 % on
@@ -229,7 +201,7 @@ def _improvement_significant(p: _Pending, ci: tuple[float, float] | None, alpha:
     return ci[1] < 0 and better * max(n_tests, 1) < alpha
 
 
-def _isf(p: _Pending, a: float) -> float:
+def _isf(p: Estimate, a: float) -> float:
     """The point the test statistic (the log ratio over its SE) exceeds with probability ``a``
     under no change: a t or normal quantile, or the t-tailed mixture's (:mod:`perfgate.core._tail`)."""
     if p.tail is not None and p.se:
@@ -237,9 +209,10 @@ def _isf(p: _Pending, a: float) -> float:
     return t_isf(a, p.df)
 
 
-def _decide(
-    p: _Pending, p_adjusted: float | None, policy: Policy, n_tests: int, stats: SampleStats | None = None
-) -> Comparison:
+def decide(p: Estimate, policy: Policy, n_tests: int, stats: SampleStats | None = None) -> Comparison:
+    """The verdict of one estimate, ``p.p_adjusted`` being Holm's over a family of ``n_tests``
+    (:func:`perfgate.core.family.holm_family`)."""
+    p_adjusted = p.p_adjusted
     direction = p.cur.direction
     worse = None if p.log_worse is None else _worse_from_log(p.log_worse, direction)
     change = None if p.base_value == 0 else p.cur_value / p.base_value - 1.0
@@ -251,7 +224,7 @@ def _decide(
     if p.log_worse is not None and p.se is not None:
         lo, hi = p.log_worse - z_ci * p.se, p.log_worse + z_ci * p.se
         ci = (_worse_from_log(lo, direction), _worse_from_log(hi, direction))
-    bound = _log_threshold(p.threshold, direction)
+    bound = log_threshold(p.threshold, direction)
     n_now = min(len(p.base.samples), len(p.cur.samples))
     verdict: Verdict
     reason = p.reason
@@ -344,14 +317,16 @@ def _decide(
     )
 
 
-def _statistics_of(metric: Metric, policy: Policy, single: bool) -> tuple[str, ...]:
+def statistics_of(metric: Metric, policy: Policy, single: bool) -> tuple[str, ...]:
+    """The statistics a metric is compared on (the median alone with a single sample a side)."""
     if single:
         return ("median",)
     info = policy.metric_info.get(metric.name) or metric_info(metric.name)
     return info.statistics if info else ("median",)
 
 
-def _unpaired(metric: Metric, side: str, policy: Policy) -> Comparison:
+def unmatched(metric: Metric, side: str, policy: Policy) -> Comparison:
+    """A metric only one side has: ``missing`` (side ``"baseline"``) or ``new`` (``"current"``)."""
     summary = summarize(metric.samples)
     return Comparison(
         metric=metric.name,
@@ -395,68 +370,24 @@ def _informational(base: Metric, cur: Metric, policy: Policy) -> Comparison:
     )
 
 
-def _holm_by_id(tested: list[_Pending]) -> dict[int, float]:
-    """Holm-adjusted p-values of the tested comparisons, keyed by ``id()`` of each pending one."""
-    p_values = [p.p_value for p in tested if p.p_value is not None]
-    return dict(zip((id(p) for p in tested), holm(p_values), strict=True))
-
-
-def _split(
-    baseline: Run, current: Run, policy: Policy, prepare: Callable[[Metric, Metric], list[_Pending]]
-) -> tuple[list[_Pending], list[Comparison]]:
-    """The metrics both runs have, prepared for testing; the others (new, missing, informational) decided."""
-    pending: list[_Pending] = []
+def split_metrics(
+    baseline: Run, current: Run, policy: Policy, estimate: Callable[[Metric, Metric], list[Estimate]]
+) -> tuple[list[Estimate], list[Comparison]]:
+    """The metrics both runs have, estimated by ``estimate``; the others (new, missing, informational) decided."""
+    estimates: list[Estimate] = []
     fixed: list[Comparison] = []
     for cur in current.metrics.values():
         base = baseline.metrics.get(cur.name)
         if base is None:
-            fixed.append(_unpaired(cur, "current", policy))
+            fixed.append(unmatched(cur, "current", policy))
         elif cur.direction is Direction.INFO:
             fixed.append(_informational(base, cur, policy))
         else:
-            pending.extend(prepare(base, cur))
+            estimates.extend(estimate(base, cur))
     fixed.extend(
-        _unpaired(m, "baseline", policy) for name, m in baseline.metrics.items() if name not in current.metrics
+        unmatched(m, "baseline", policy) for name, m in baseline.metrics.items() if name not in current.metrics
     )
-    return pending, fixed
-
-
-def _family(pending: list[_Pending]) -> list[_Pending]:
-    """The tested comparisons that count in Holm's family: a derived one only when the metric
-    it is derived from has no test of its own for that statistic (or its median)."""
-    tested = [p for p in pending if p.p_value is not None and p.fixed is None]
-    own = {(p.cur.name, p.statistic) for p in tested if not p.derived_from}
-    return [
-        p
-        for p in tested
-        if not p.derived_from or ((p.derived_from, p.statistic) not in own and (p.derived_from, "median") not in own)
-    ]
-
-
-def _share_source_tests(pending: list[_Pending], family: list[_Pending], adjusted: dict[int, float]) -> None:
-    """A derived comparison outside the family takes its source's test: the same p-values."""
-    by_key = {(p.cur.name, p.statistic): p for p in family}
-    in_family = {id(p) for p in family}
-    for p in pending:
-        if not p.derived_from or id(p) in in_family or p.p_value is None or p.fixed is not None:
-            continue
-        src = by_key.get((p.derived_from, p.statistic)) or by_key.get((p.derived_from, "median"))
-        if src is None:
-            continue
-        adjusted[id(p)] = adjusted[id(src)]
-        p.p_value = src.p_value
-        p.noise = f"derived from {p.derived_from}: tested with it, counted once"
-
-
-def holm_family(pending: list[_Pending]) -> tuple[list[_Pending], dict[int, float]]:
-    """Holm's family of a check and its adjusted p-values, keyed by ``id()`` of each pending one:
-    the one rule both the stored and the paired decision use. A derived comparison (a throughput
-    of a stage's calls) counts once: it is in the family only when the metric it comes from has
-    no test of its own for that statistic (or its median), and otherwise takes that test."""
-    family = _family(pending)
-    adjusted = _holm_by_id(family)
-    _share_source_tests(pending, family, adjusted)
-    return family, adjusted
+    return estimates, fixed
 
 
 def prepare(
@@ -476,10 +407,10 @@ def prepare(
 
     With the common step, the per-metric tests spend what it leaves of α."""
 
-    def each(base: Metric, cur: Metric) -> list[_Pending]:
+    def each(base: Metric, cur: Metric) -> list[Estimate]:
         single = min(len(base.samples), len(cur.samples)) == 1
         return [
-            _prepare(
+            estimate_unpaired(
                 base,
                 cur,
                 stat,
@@ -491,14 +422,14 @@ def prepare(
                 derived_from=derived.get(cur.name, ""),
                 counts=(counts or {}).get(cur.unit),
             )
-            for stat in _statistics_of(cur, policy, single)
+            for stat in statistics_of(cur, policy, single)
         ]
 
-    pending, fixed = _split(baseline, current, policy, each)
-    family, adjusted = holm_family(pending)
-    shift = None if paired else common_shift(family, alpha=policy.alpha, confidence=policy.confidence)
-    per_metric = policy if shift is None else dataclasses.replace(policy, alpha=policy.alpha - shift.alpha)
-    decided = [_decide(p, adjusted.get(id(p)), per_metric, len(family), stats) for p in pending]
+    estimates, fixed = split_metrics(baseline, current, policy, each)
+    family = holm_family(estimates, alpha=policy.alpha, confidence=policy.confidence, common=not paired)
+    shift = family.shift
+    per_metric = policy if shift is None else dataclasses.replace(policy, alpha=family.metric_alpha)
+    decided = [decide(e, per_metric, family.size, stats) for e in family.estimates]
     if shift is not None and not shift.decided_by:
         decided = [_within_shift(c, shift) for c in decided]
     return decided, fixed, shift

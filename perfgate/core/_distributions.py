@@ -26,7 +26,18 @@ import math
 from functools import lru_cache
 from statistics import NormalDist
 
-__all__ = ["betainc", "binom_cdf", "binom_ppf", "norm_isf", "norm_ppf", "norm_sf", "t_isf", "t_ppf", "t_sf"]
+__all__ = [
+    "betainc",
+    "binom_cdf",
+    "binom_ppf",
+    "norm_isf",
+    "norm_ppf",
+    "norm_sf",
+    "t_isf",
+    "t_log_pdf",
+    "t_ppf",
+    "t_sf",
+]
 
 _NORMAL = NormalDist()
 _EPS = 1e-16
@@ -100,7 +111,7 @@ def t_sf(x: float, df: float | None) -> float:
     return tail if x > 0 else 1.0 - tail
 
 
-def _t_log_pdf(t: float, df: float) -> float:
+def t_log_pdf(t: float, df: float) -> float:
     return (
         math.lgamma((df + 1.0) / 2.0)
         - math.lgamma(df / 2.0)
@@ -137,7 +148,7 @@ def _t_upper(p: float, df: float) -> float:
         if sf <= 0.0:
             t /= 2.0
             continue
-        slope = -math.exp(_t_log_pdf(t, df)) * t / sf  # d log sf / d log t
+        slope = -math.exp(t_log_pdf(t, df)) * t / sf  # d log sf / d log t
         step = (math.log(sf) - log_p) / slope
         t_next = t * math.exp(-max(min(step, 2.0), -2.0))
         if abs(t_next - t) <= 1e-15 * t:

@@ -1,10 +1,17 @@
 """The estimate of one comparison and its one-sided test, each step returning its result.
 
 :func:`sides_of` says what a metric is tested on (raw samples, or both sides in units of a
-shared reference kernel); :func:`_estimate` gives the statistic on both sides and its
-direction-adjusted log ratio; :func:`_unpaired_test` tests that log ratio with the run-to-run
-noise folded into its standard error (:mod:`perfgate.core.noise`), :func:`_paired_test` on the
-paired log ratios of interleaved repetitions. :mod:`perfgate.core._decision` assembles them.
+shared reference kernel); :func:`estimate_values` gives the statistic on both sides and its
+direction-adjusted log ratio; :func:`unpaired_test` tests that log ratio with the run-to-run
+noise folded into its standard error (:mod:`perfgate.core.noise`), :func:`paired_test` on the
+paired log ratios of interleaved repetitions.
+
+:class:`Estimate` is what a check knows of one comparison (a metric and a statistic) before
+its verdict: made once, immutable. The stored check makes it in
+:mod:`perfgate.core._decision`, the paired gate of ``perfgate ab`` in
+:mod:`perfgate.core.paired`; :func:`perfgate.core.family.holm_family` adds what the family
+says (a derived metric's shared test, the Holm-adjusted p-value) by making new ones, and
+:func:`perfgate.core._decision.decide` turns each into a verdict.
 """
 
 from __future__ import annotations
@@ -27,10 +34,11 @@ from perfgate.core.noise import (
     normalised,
 )
 from perfgate.core.policy import MIN_LEARNED_RUNS, Policy
+from perfgate.core.result import Verdict
 from perfgate.core.schema import Metric
 from perfgate.core.stats import QUANTILES
 
-__all__ = ["Sides", "sides_of"]
+__all__ = ["Estimate", "OneSidedTest", "Sides", "Values", "estimate_values", "paired_test", "sides_of", "unpaired_test"]
 
 # Degrees of freedom from which consecutive worker processes' own spread may raise the
 # assumed per-process noise (fewer say too little about it)
@@ -62,7 +70,7 @@ def sides_of(base: Metric, cur: Metric, *, paired: bool = False) -> Sides:
 
 
 @dataclass(frozen=True, slots=True)
-class _Estimate:
+class Values:
     """The statistic on both sides and its direction-adjusted log ratio."""
 
     base_value: float  # raw, as reported
@@ -74,7 +82,7 @@ class _Estimate:
     normalised_change: float | None
 
 
-def _estimate(base: Metric, cur: Metric, sides: Sides, statistic: str, stats: SampleStats) -> _Estimate:
+def estimate_values(base: Metric, cur: Metric, sides: Sides, statistic: str, stats: SampleStats) -> Values:
     raw_base, raw_cur = stats.value(base, statistic), stats.value(cur, statistic)
     if sides.kernel:
         base_value, cur_value = stats.value(sides.base, statistic), stats.value(sides.cur, statistic)
@@ -90,7 +98,7 @@ def _estimate(base: Metric, cur: Metric, sides: Sides, statistic: str, stats: Sa
         # the current value is 0: a time that vanished is infinitely better, a rate that fell
         # to 0 is a total loss (worse = +100 %) and must not pass as "undefined"
         log_worse = -math.inf if cur.direction is Direction.LOWER else math.inf
-    return _Estimate(
+    return Values(
         base_value=raw_base,
         cur_value=raw_cur,
         test_base=base_value,
@@ -102,7 +110,7 @@ def _estimate(base: Metric, cur: Metric, sides: Sides, statistic: str, stats: Sa
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _Test:
+class OneSidedTest:
     """A one-sided test of the log ratio: its estimate, standard error and p-value, and how
     the run-to-run noise entered it (what more repetitions of what would reduce it)."""
 
@@ -121,6 +129,81 @@ class _Test:
     tail: Tail | None = None  # the log ratio's null distribution when its run-to-run term has a t tail
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Estimate:
+    """One comparison (a metric and a statistic) estimated and, where it can be, tested:
+    everything its verdict is decided from except the family-wise correction.
+
+    ``p_adjusted`` is None until :func:`perfgate.core.family.holm_family` sets it (in a new
+    estimate); ``fixed`` is a verdict known before any test (too few samples, an undefined
+    ratio, no pairs), with its ``reason`` and ``required_n``.
+    """
+
+    base: Metric
+    cur: Metric
+    statistic: str
+    threshold: float
+    base_value: float
+    cur_value: float
+    log_worse: float | None  # direction-adjusted log ratio; None when a value is 0
+    threshold_only: bool = False
+    se: float | None = None
+    p_value: float | None = None
+    p_adjusted: float | None = None  # Holm's, over the check's family
+    fixed: Verdict | None = None  # decided before the test (too few samples)
+    reason: str = ""
+    required_n: int | None = None
+    df: int | None = None  # degrees of freedom of a t test; None: normal
+    sigma_run: float | None = None  # paired: SD of the per-repetition log ratios over sqrt(2)
+    groups: tuple[int, int] = (1, 1)
+    noise: str = ""
+    noise_assumed: bool = False
+    fixed_variance: float = 0.0  # run-to-run variance more worker processes would not reduce
+    process_sigma: float = 0.0  # per-process SD, which more worker processes average out
+    within_se: float = 0.0
+    kernel: str = ""
+    raw_change: float | None = None
+    normalised_change: float | None = None
+    derived_from: str = ""
+    index_change: float | None = None  # the reference kernel's relative change between the runs
+    tail: Tail | None = None  # the null distribution of a test whose run-to-run term has a t tail
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(metric, statistic): unique within a check."""
+        return (self.cur.name, self.statistic)
+
+    @property
+    def tested(self) -> bool:
+        """Whether it carries a test of its own (a p-value, no verdict fixed before the test)."""
+        return self.p_value is not None and self.fixed is None
+
+    def with_test(self, test: OneSidedTest) -> Estimate:
+        """A new estimate that carries ``test`` (and the values it compared, when it names them)."""
+        values = test.values if test.values is not None else (self.base_value, self.cur_value)
+        return dataclasses.replace(
+            self,
+            base_value=values[0],
+            cur_value=values[1],
+            log_worse=test.log_worse,
+            se=test.se,
+            p_value=test.p_value,
+            df=test.df,
+            sigma_run=test.sigma_run,
+            groups=test.groups,
+            noise=test.noise,
+            noise_assumed=test.noise_assumed,
+            fixed_variance=test.fixed_variance,
+            process_sigma=test.process_sigma,
+            within_se=test.within_se,
+            tail=test.tail,
+        )
+
+    def fixed_as(self, verdict: Verdict, reason: str, required_n: int | None = None) -> Estimate:
+        """A new estimate whose verdict is known before any test."""
+        return dataclasses.replace(self, fixed=verdict, reason=reason, required_n=required_n)
+
+
 def _one_sided(log_worse: float, se: float, df: int | None) -> float:
     return t_sf(log_worse / se, df) if se > 0 else (0.0 if log_worse > 0 else 1.0)
 
@@ -133,7 +216,7 @@ def _assumed(policy: Policy, unit: str, kernel: str, statistic: str) -> NoiseMod
     return NoiseModel(phase=model.phase * factor, process=model.process * factor, tail_df=model.tail_df)
 
 
-def _unpaired_test(
+def unpaired_test(
     log_worse: float,
     within_se: float,
     cur_metric: Metric,
@@ -143,7 +226,7 @@ def _unpaired_test(
     runs: tuple[int, int],
     stats: SampleStats,
     shift: float | None = None,
-) -> _Test:
+) -> OneSidedTest:
     """Test the log ratio with the run-to-run noise in its standard error.
 
     Where that noise comes from, first found first:
@@ -232,7 +315,7 @@ def _unpaired_test(
         # the run-to-run term's middle is the robust SD it was measured with; a t adds its tail
         within4_df = within_se**4 / max(min(len(base.samples), len(cur.samples)) - 1, 1) if df is not None else 0.0
         tail = Tail(df=tail_df, heavy=heavy * robust_to_scale(tail_df) ** 2, light=total - heavy, within4_df=within4_df)
-    return _Test(
+    return OneSidedTest(
         log_worse=log_worse,
         se=se,
         p_value=tail.sf(log_worse) if tail is not None else _one_sided(log_worse, se, df),
@@ -247,7 +330,7 @@ def _unpaired_test(
     )
 
 
-def _paired_test(base: Metric, cur: Metric, statistic: str, log_worse: float | None) -> _Test | None:
+def paired_test(base: Metric, cur: Metric, statistic: str, log_worse: float | None) -> OneSidedTest | None:
     """Paired t test over interleaved repetitions (``perfgate ab``): group i of each side ran
     next to each other, so their log ratio cancels the machine's phase at that moment.
 
@@ -266,7 +349,7 @@ def _paired_test(base: Metric, cur: Metric, statistic: str, log_worse: float | N
     sd = float(d.std(ddof=1))
     mean = float(d.mean())
     se = sd / math.sqrt(k)
-    return _Test(
+    return OneSidedTest(
         log_worse=mean,
         se=se,
         p_value=_one_sided(mean, se, k - 1),

@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from perfgate.core._distributions import _t_log_pdf, norm_ppf, t_ppf, t_sf
+from perfgate.core._distributions import norm_ppf, t_log_pdf, t_ppf, t_sf
 
 __all__ = ["Tail", "robust_to_scale"]
 
@@ -122,7 +122,7 @@ def _sf_pdf(df: float, heavy: float, light: float, within4_df: float, x: float, 
             given = max(math.floor(effective + 1e-9), 1)
             tail += weight * t_sf(z, given)
             if pdf:
-                density += weight * math.exp(_t_log_pdf(z, given)) / sd
+                density += weight * math.exp(t_log_pdf(z, given)) / sd
     return min(max(tail, 0.0), 1.0), density
 
 

@@ -7,12 +7,10 @@ the gated metrics the current run lacks. The result types are in :mod:`perfgate.
 
 A derived metric (a throughput: the batch over the time of the same calls,
 :mod:`perfgate.core._derived`) is decided with the test of the metric it is derived from and
-counts once in the family. The per-metric statistics of a whole check are computed at once
+counts once in the family, by the rule the paired gate of ``perfgate ab`` shares
+(:func:`perfgate.core.family.holm_family`). The per-metric statistics of a whole check are computed at once
 over numpy matrices (:class:`~perfgate.core._samplestats.BatchStats`); ``vectorised=False``
 computes them one metric at a time, the reference the fast path is tested against.
-
-The decision's private helpers (``_Pending``, ``_decide``, ...) are re-exported here for the
-paired decision of ``perfgate ab`` (:mod:`perfgate.core.paired`).
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ import dataclasses
 
 from perfgate.core._budgets import check_budgets, counts_budget_note
 from perfgate.core._counts import is_counts_run, pooled_residues
-from perfgate.core._decision import _unpaired, prepare
+from perfgate.core._decision import prepare, unmatched
 from perfgate.core._derived import derived_metrics
 from perfgate.core._estimate import sides_of
 from perfgate.core._samplestats import BatchStats, ReferenceStats, SampleStats
@@ -168,7 +166,7 @@ def budgets_only(current: Run, policy: Policy) -> CheckResult:
     return CheckResult(
         current=current,
         baseline=None,
-        comparisons=tuple(_unpaired(m, "current", policy) for m in current.metrics.values()),
+        comparisons=tuple(unmatched(m, "current", policy) for m in current.metrics.values()),
         budgets=budgets,
         policy=policy,
         baseline_source="none yet: only the budgets were checked",

@@ -25,10 +25,13 @@ that share a statistic and a unit lend each other their spread: a moderated t te
 style of limma, guarded so that a metric unlike its group keeps its own variance and no
 verdict rests on one pair (:mod:`perfgate.core._moderated`, :func:`_borrow`).
 
-A derived metric (throughput, items per second of a stage's own calls) is not a second
-test: it takes the adjusted p-value of the metric it is derived from and counts once in
-Holm's family; when that metric has no test of its own, the derived one is tested in its
-place. One rule for the stored and the paired decision (:func:`perfgate.core._decision.holm_family`).
+Each metric and statistic is one immutable :class:`~perfgate.core._estimate.Estimate`,
+tested across pairs (:func:`_test_across`, then :func:`_borrow` makes a new one where the
+group lends its variance). Holm's family is the stored check's: one function for both,
+:func:`perfgate.core.family.holm_family`. A derived metric (throughput, items per second of
+a stage's own calls) is not a second test: it takes the p-values of the metric it is derived
+from and counts once in the family; when that metric has no test of its own, the derived one
+is tested in its place and counts in the family.
 
 **Stopping.** The check looks at its data a fixed number of times (``looks``, at pair
 counts fixed from the time budget before any data is seen, :func:`look_schedule`), and
@@ -51,18 +54,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from perfgate.core._budgets import check_budgets
-from perfgate.core._decision import (
-    _decide,
-    _family,
-    _log_threshold,
-    _Pending,
-    _split,
-    _statistics_of,
-    holm_family,
-)
+from perfgate.core._decision import decide, log_threshold, split_metrics, statistics_of
 from perfgate.core._distributions import t_sf
+from perfgate.core._estimate import Estimate, OneSidedTest
 from perfgate.core._moderated import Prior, fit_prior, guarded
 from perfgate.core.compare import CheckResult, Comparison, Verdict, missing_gated
+from perfgate.core.family import family_members, holm_family
 from perfgate.core.metrics import Direction
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Metric, Run
@@ -179,60 +176,76 @@ def _across(log_ratios: Sequence[float], direction: Direction) -> _Across | None
     return _Across(log_worse=float(d.mean()), se=sd / math.sqrt(len(d)), sd=sd, df=len(d) - 1)
 
 
-def _test_across(p: _Pending, log_ratios: Sequence[float]) -> None:
-    """Fill in a pending comparison's estimate and one-sided t test from the pairs' log ratios."""
-    across = _across(log_ratios, p.cur.direction)
+def _test_across(e: Estimate, log_ratios: Sequence[float]) -> Estimate:
+    """A new estimate with its value and one-sided t test from the pairs' log ratios."""
+    across = _across(log_ratios, e.cur.direction)
     if across is None:
-        p.fixed = Verdict.INCONCLUSIVE
-        p.reason = "fewer than 2 worker pairs measured it"
-        p.required_n = MIN_PAIRS
-        return
-    p.log_worse, p.se, p.df = across.log_worse, across.se, across.df
-    p.sigma_run = across.sd / math.sqrt(2.0)  # _decide's pairs-to-decide: 2 (zσ/m)² = (z sd/m)²
-    p.groups = (across.df + 1, across.df + 1)
+        return e.fixed_as(Verdict.INCONCLUSIVE, "fewer than 2 worker pairs measured it", MIN_PAIRS)
     if across.se > 0:
-        p.p_value = t_sf(across.log_worse / across.se, across.df)
+        p_value = t_sf(across.log_worse / across.se, across.df)
     else:
-        p.p_value = 0.0 if across.log_worse > 0 else 1.0
-    p.noise = f"paired over {across.df + 1} worker pairs (SD of the pairs' log ratios {across.sd:.1%})"
+        p_value = 0.0 if across.log_worse > 0 else 1.0
+    test = OneSidedTest(
+        log_worse=across.log_worse,
+        se=across.se,
+        p_value=p_value,
+        df=across.df,
+        sigma_run=across.sd / math.sqrt(2.0),  # decide's pairs-to-decide: 2 (zσ/m)² = (z sd/m)²
+        groups=(across.df + 1, across.df + 1),
+        noise=f"paired over {across.df + 1} worker pairs (SD of the pairs' log ratios {across.sd:.1%})",
+    )
+    return e.with_test(test)
 
 
-def _adjusted(p: _Pending, log_ratios: Sequence[float]) -> list[float]:
+def _adjusted(e: Estimate, log_ratios: Sequence[float]) -> list[float]:
     d = [float(x) for x in log_ratios if math.isfinite(x)]
-    return [-x for x in d] if p.cur.direction is Direction.HIGHER else d
+    return [-x for x in d] if e.cur.direction is Direction.HIGHER else d
 
 
-def _borrow(tested: Sequence[_Pending], log_ratios: Mapping[tuple[str, str], Sequence[float]]) -> dict[int, str]:
-    """Re-test the metrics whose group (same statistic, same unit) lends a prior variance; the
-    reasons, keyed by ``id()``, where leaving one pair out undid a verdict."""
-    groups: dict[tuple[str, str], list[_Pending]] = {}
-    for p in tested:
-        groups.setdefault((p.statistic, p.cur.unit), []).append(p)
-    blocked: dict[int, str] = {}
+def _borrow(
+    tested: Sequence[Estimate], log_ratios: Mapping[tuple[str, str], Sequence[float]]
+) -> tuple[dict[tuple[str, str], Estimate], dict[tuple[str, str], str]]:
+    """Re-test the metrics whose group (same statistic, same unit) lends a prior variance: the
+    new estimates, and the reasons where leaving one pair out undid a verdict, both keyed by
+    (metric, statistic)."""
+    groups: dict[tuple[str, str], list[Estimate]] = {}
+    for e in tested:
+        groups.setdefault((e.statistic, e.cur.unit), []).append(e)
+    retested: dict[tuple[str, str], Estimate] = {}
+    blocked: dict[tuple[str, str], str] = {}
     for members in groups.values():
-        data = {id(p): _adjusted(p, log_ratios.get((p.cur.name, p.statistic), ())) for p in members}
+        data = {e.key: _adjusted(e, log_ratios.get(e.key, ())) for e in members}
         prior: Prior | None = fit_prior([(float(np.var(d, ddof=1)), len(d) - 1) for d in data.values() if len(d) >= 2])
         if prior is None:
             continue
-        for p in members:
-            d = data[id(p)]
+        for e in members:
+            d = data[e.key]
             if len(d) < MIN_PAIRS:
                 continue
-            m = guarded(d, prior, _log_threshold(p.threshold, p.cur.direction))
+            m = guarded(d, prior, log_threshold(e.threshold, e.cur.direction))
             if m.d0 == 0:
                 if m.unlike:
-                    p.noise += "; its spread is unlike its group's, so it borrows none"
+                    retested[e.key] = replace(
+                        e, noise=e.noise + "; its spread is unlike its group's, so it borrows none"
+                    )
                 continue
-            p.log_worse, p.se, p.df, p.p_value = m.log_worse, m.se, m.df, m.p_value
-            p.sigma_run = m.sd / math.sqrt(2.0)
-            p.noise = (
+            noise = (
                 f"paired over {len(d)} worker pairs (SD of the pairs' log ratios {float(np.std(d, ddof=1)):.1%}, "
-                f"moderated to {m.sd:.1%} with {m.d0} df lent by {prior.metrics} {p.statistic} metrics in "
-                f"{p.cur.unit}; significant only if still so with any one pair left out)"
+                f"moderated to {m.sd:.1%} with {m.d0} df lent by {prior.metrics} {e.statistic} metrics in "
+                f"{e.cur.unit}; significant only if still so with any one pair left out)"
+            )
+            retested[e.key] = replace(
+                e,
+                log_worse=m.log_worse,
+                se=m.se,
+                df=m.df,
+                p_value=m.p_value,
+                sigma_run=m.sd / math.sqrt(2.0),
+                noise=noise,
             )
             if m.blocked:
-                blocked[id(p)] = m.blocked
-    return blocked
+                blocked[e.key] = m.blocked
+    return retested, blocked
 
 
 def decide_look(
@@ -257,38 +270,37 @@ def decide_look(
     derived = dict(derived or {})
     look_policy = replace(policy, alpha=alpha)
 
-    def prepare(base: Metric, cur: Metric) -> list[_Pending]:
-        out = []
-        for stat in _statistics_of(cur, policy, single=False):
-            q = QUANTILES.get(stat, 0.5)
-            p = _Pending(
-                base=base,
-                cur=cur,
-                statistic=stat,
-                threshold=policy.threshold_for(cur.name),
-                base_value=float(np.quantile(base.samples, q)),
-                cur_value=float(np.quantile(cur.samples, q)),
-                log_worse=None,
-                se=None,
-                p_value=None,
-                threshold_only=False,
+    def estimate(base: Metric, cur: Metric) -> list[Estimate]:
+        return [
+            _test_across(
+                Estimate(
+                    base=base,
+                    cur=cur,
+                    statistic=stat,
+                    threshold=policy.threshold_for(cur.name),
+                    base_value=float(np.quantile(base.samples, QUANTILES.get(stat, 0.5))),
+                    cur_value=float(np.quantile(cur.samples, QUANTILES.get(stat, 0.5))),
+                    log_worse=None,
+                    derived_from=derived.get(cur.name, ""),
+                ),
+                log_ratios.get((cur.name, stat), ()),
             )
-            p.derived_from = derived.get(cur.name, "")
-            _test_across(p, log_ratios.get((cur.name, stat), ()))
-            out.append(p)
-        return out
+            for stat in statistics_of(cur, policy, single=False)
+        ]
 
-    pending, fixed = _split(baseline, current, policy, prepare)
-    # the family is known before the tests' values are: which metrics have a test, and which are derived
-    blocked = _borrow(_family(pending), log_ratios) if borrow else {}
-    family, adjusted = holm_family(pending)  # the stored decision's rule: a derived metric counts once
+    estimates, fixed = split_metrics(baseline, current, policy, estimate)
+    blocked: dict[tuple[str, str], str] = {}
+    if borrow:  # the family is known before the tests' values are: which metrics have a test, and which are derived
+        retested, blocked = _borrow([estimates[i] for i in family_members(estimates)], log_ratios)
+        estimates = [retested.get(e.key, e) for e in estimates]
+    family = holm_family(estimates, alpha=alpha, confidence=policy.confidence, common=False)
     decided = []
-    for p in pending:
-        c = _decide(p, adjusted.get(id(p)), look_policy, len(family))
+    for e in family.estimates:
+        c = decide(e, look_policy, family.size)
         if c.required_n is not None:
             c = replace(c, required_unit="pairs")
-        if id(p) in blocked and c.verdict is Verdict.INCONCLUSIVE:
-            c = replace(c, reason=f"{blocked[id(p)]}: one pair does not make a verdict")
+        if e.key in blocked and c.verdict is Verdict.INCONCLUSIVE:
+            c = replace(c, reason=f"{blocked[e.key]}: one pair does not make a verdict")
         decided.append(c)
     budgets = check_budgets(current, policy.budgets_for(current.model_key))
     return CheckResult(

@@ -25,7 +25,7 @@ import pytest
 from scipy import special as sp
 from scipy import stats as sps
 
-from perfgate.core._decision import _log_threshold
+from perfgate.core._decision import log_threshold
 from perfgate.core._moderated import Prior, digamma, fit_prior, guarded, trigamma
 from perfgate.core._significance import holm
 from perfgate.core.compare import Verdict
@@ -139,7 +139,7 @@ def test_a_single_pair_far_off_cannot_make_a_regression():
     """One pair 30 % off among 5, the other four unchanged or +2 % (under the 3 % threshold),
     whatever the group lends: no regression, through decide_look and on the guarded test."""
     rng = np.random.default_rng(7)
-    bound = _log_threshold(0.03, Direction.LOWER)
+    bound = log_threshold(0.03, Direction.LOWER)
     for spread in (0.003, 0.01, 0.025, 0.05):
         for rest in (0.0, 0.02):
             for _ in range(5):
@@ -239,7 +239,7 @@ def test_the_fast_family_is_decide_look():
     agreed = alarms = 0
     for _ in range(60):
         d = _pairs(rng, "two-state", 4, sds) + np.where(rng.random(M) < 0.3, 0.06, 0.0)
-        fast = _family(d, groups, _log_threshold(0.0, Direction.LOWER), 0.05, True)
+        fast = _family(d, groups, log_threshold(0.0, Direction.LOWER), 0.05, True)
         ratios = {f"m{j}": list(d[:, j]) for j in range(M)}
         slow = np.array([c.verdict is Verdict.REGRESSED for c in _look_units(ratios, units)])
         agreed += bool((fast == slow).all())
@@ -262,7 +262,7 @@ def test_aa_false_alarms_stay_below_alpha(kind: str, k: int):
     alpha, trials = 0.05, 1000
     groups = [0] * 8 + [1] * 3
     sds = np.array([0.010, 0.012, 0.014, 0.015, 0.016, 0.018, 0.020, 0.015, 0.05, 0.07, 0.09])
-    bound = _log_threshold(0.0, Direction.LOWER)
+    bound = log_threshold(0.0, Direction.LOWER)
     alarms = sum(bool(_family(_pairs(rng, kind, k, sds), groups, bound, alpha, True).any()) for _ in range(trials))
     assert alarms / trials <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / trials), alarms
 
@@ -274,7 +274,7 @@ def test_aa_with_one_two_state_metric_among_quiet_ones(k: int):
     1.2 % without the unlike-its-group test, 0.1 % with the plain t."""
     rng = np.random.default_rng(77 + k)
     alpha, trials = 0.01, 1000
-    bound = _log_threshold(0.03, Direction.LOWER)
+    bound = log_threshold(0.03, Direction.LOWER)
     alarms = 0
     for _ in range(trials):
         d = _pairs(rng, "t3", k, np.full(M, 0.015))
@@ -324,7 +324,7 @@ def test_aa_with_offsets_shared_by_the_stages_of_a_pair(k: int, shared: float):
     (2.2 %), past α plus the Monte-Carlo tolerance; with it, 11 in 1,000."""
     rng = np.random.default_rng(500 + k + int(10 * shared))
     alpha, trials = 0.01, 1000
-    bound = _log_threshold(0.0, Direction.LOWER)
+    bound = log_threshold(0.0, Direction.LOWER)
     alarms = 0
     for _ in range(trials):
         common = _pairs(rng, "t3", k, np.array([0.015]))[:, :1] * math.sqrt(shared)
