@@ -60,7 +60,8 @@ _CODE = re.compile(r"``[^`\n]*``|`[^`\n]*`|\{[^{}\n]*\}")
 
 def product_files() -> list[Path]:
     """What a user reads: the package, the README, the changelog, the action and docs/."""
-    files = sorted((ROOT / "perfgate").rglob("*.py")) + sorted((ROOT / "docs").glob("*.md"))
+    files = [*sorted((ROOT / "perfgate").rglob("*.py")), *sorted((ROOT / "perfgate_pipeline").rglob("*.py"))]
+    files += sorted((ROOT / "docs").glob("*.md"))
     return [*files, ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "action.yml"]
 
 

@@ -53,7 +53,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         _unavailable("the build package is not installed (pip install -e .[dev])")
     work = tmp_path_factory.mktemp("wheel")
     src = work / "src"  # a copy: building leaves build/ and *.egg-info behind, never in the checkout
-    shutil.copytree(ROOT / "perfgate", src / "perfgate", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for package in ("perfgate", "perfgate_pipeline"):  # the wheel holds both; the pipeline's extra adds torch
+        shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
     dist = work / "dist"
@@ -163,3 +164,43 @@ def test_the_built_in_pipeline_without_its_extra_says_what_to_install(installed,
     (line,) = done.stderr.strip().splitlines()
     assert "needs torch" in line and "perfgate[pipeline]" in line
     assert "--index-url https://download.pytorch.org/whl/cpu" in line
+
+
+def test_a_user_suite_runs_end_to_end_with_the_pipeline_package_removed(installed, tmp_path):
+    """perfgate names no suite of its own: without perfgate_pipeline, a user's suite is benchmarked,
+    recorded, checked and reported as before, and the reference pipeline's models are unknown names."""
+    (site,) = installed.parent.glob("lib/python3*/site-packages")
+    package, aside = site / "perfgate_pipeline", tmp_path / "aside"
+    assert package.is_dir()  # the wheel installed it
+    shutil.move(package, aside)
+    try:
+        probe = _run(installed, tmp_path, str(installed / "python"), "-c", "import perfgate_pipeline")
+        assert probe.returncode != 0 and "ModuleNotFoundError" in probe.stderr
+        module, commands = _readme_blocks()
+        (tmp_path / "mystages.py").write_text(module)
+        for line in commands.strip().splitlines():
+            argv = shlex.split(line, comments=True)
+            if argv[0] == "python":
+                argv[0] = str(installed / "python")
+            done = _run(installed, tmp_path, *argv)
+            assert done.returncode in ((0, 1) if argv[1] == "check" else (0,)), f"{line}\n{done.stderr}"
+        doc = json.loads((tmp_path / "current.json").read_text())
+        assert doc["suite"] == "mine" and "tokenizer_time_ms" in doc["metrics"]
+        # the store, the reports and the machine-readable forms of the same check
+        for argv in (
+            "perfgate record baseline.json current.json --store sqlite:///s.db",
+            "perfgate check --baseline baseline.json --current current.json --output r.md --json r.json "
+            "--html r.html --comment c.md",
+            "perfgate history --store sqlite:///s.db --model tokenizer --all-branches",
+        ):
+            done = _run(installed, tmp_path, *shlex.split(argv))
+            assert done.returncode in (0, 1), f"{argv}\n{done.stderr}"
+            assert "Traceback" not in done.stderr
+        assert "tokenizer_time_ms" in (tmp_path / "r.md").read_text()
+        assert json.loads((tmp_path / "r.json").read_text())["comparisons"]
+        # the reference pipeline is not there, and perfgate says so in one line
+        done = _run(installed, tmp_path, "perfgate", "bench", "--model", "dqn", "--output", "run.json")
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+    finally:
+        shutil.move(aside, package)

@@ -16,7 +16,7 @@ the core itself reads no package metadata. A process that names no suite falls b
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -95,7 +95,8 @@ class SuiteDeclaration:
     Attributes:
         name: the suite's name (``--suite``, ``@stage(..., suite=)``, the runs' ``suite``).
         stages_module: the module whose import registers its stages (``@stage``).
-        models: what ``--model all`` measures; empty: the models its stages name.
+        models: what ``--model`` accepts and ``--model all`` measures (a live sequence may grow as
+            models register); empty: the models its stages name.
         metrics: its metrics' units, directions, labels and gated statistics.
         panels: its dashboard panels, in order.
         default: the suite of ``perfgate bench`` and of a run file that names none.
@@ -107,7 +108,7 @@ class SuiteDeclaration:
 
     name: str
     stages_module: str
-    models: tuple[str, ...] = ()
+    models: Sequence[str] = ()
     metrics: Mapping[str, MetricInfo] = field(default_factory=dict)
     panels: tuple[DashboardPanel, ...] = ()
     default: bool = False

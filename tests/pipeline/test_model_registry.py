@@ -22,7 +22,8 @@ from torch import nn  # noqa: E402
 from perfgate_pipeline.env import MarketData  # noqa: E402
 from perfgate_pipeline.features import N_FEATURES  # noqa: E402
 
-PACKAGE = Path(__file__).resolve().parents[2] / "perfgate"
+ROOT = Path(__file__).resolve().parents[2]
+PIPELINE = ROOT / "perfgate_pipeline"
 
 
 @dataclass
@@ -107,9 +108,10 @@ def test_the_built_in_models_are_registered_in_order():
 
 
 def test_the_command_line_reads_the_registry():
-    from perfgate.cli import _bench as bench
+    from perfgate.suites import find
 
-    assert bench.MODELS is models.MODELS
+    suite = find("pipeline")
+    assert suite is not None and suite.models is models.MODELS  # the live registry, not a copy
 
 
 def test_a_registered_model_is_built_trained_checkpointed_and_served(toy, tmp_path):
@@ -183,16 +185,14 @@ def test_no_model_is_named_outside_its_own_module_and_the_registry():
     """Regression for the model list kept in six places: no code outside the model files and
     the registry spells a built-in model's name as a string (docstrings and help text aside)."""
     names = set(models.MODELS)
-    own = {PACKAGE / "pipeline" / "models" / f"{n}.py" for n in names} | {
-        PACKAGE / "pipeline" / "models" / "__init__.py"
-    }
+    own = {PIPELINE / "models" / f"{n}.py" for n in names} | {PIPELINE / "models" / "__init__.py"}
     found = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in sorted([*(ROOT / "perfgate").rglob("*.py"), *PIPELINE.rglob("*.py")]):
         if path in own:
             continue
         for literal in _string_literals(path):
-            if literal in names or re.fullmatch(r"perfgate\.pipeline\.models\.\w+", literal):
-                found.append(f"{path.relative_to(PACKAGE)}: {literal!r}")
+            if literal in names or re.fullmatch(r"perfgate_pipeline\.models\.\w+", literal):
+                found.append(f"{path.relative_to(ROOT)}: {literal!r}")
     assert found == []
 
 
