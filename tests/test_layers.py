@@ -19,8 +19,11 @@ ALLOWED = {
     "export": {"export", "core", "errors", "store", "report"},
     "notify": {"notify", "core", "errors", "report"},
     "importers": {"importers", "core", "errors", "runfile"},
-    # starts perfgate's own processes (bench workers, the two sides of ab): above the measurement layer
-    "orchestrate": {"orchestrate", "bench", "core", "errors", "runfile", "store", "report"},
+    # the A/B engine of `perfgate ab`: both revisions' worker processes, the fallback, the paired decision
+    "ab": {"ab", "bench", "core", "errors"},
+    # starts perfgate's own processes (bench workers, counted processes): above the measurement layer;
+    # counted processes get their memory layouts from the randomiser the A/B engine uses
+    "orchestrate": {"orchestrate", "bench", "core", "errors", "runfile", "store", "report", "ab.layout"},
     # the top-level modules: shared leaves (errors, inputs, output), the run file, the
     # configuration, the calibration and the Python API
     "errors": set(),

@@ -3,9 +3,9 @@
 Both refs are checked out into temporary git worktrees. Each revision gets resident worker
 processes that import its own tree; fresh pairs of them alternate short blocks of every
 stage on one CPU until every gated metric is decided or ``--time-budget`` is spent
-(:mod:`perfgate.bench._interleave`, decided by :mod:`perfgate.core.paired`). A revision whose
+(:mod:`perfgate.ab.resident`, decided by :mod:`perfgate.core.paired`). A revision whose
 perfgate predates the resident worker is measured the older way, one fresh ``perfgate
-bench`` process per measurement, alternating A B B A (:mod:`perfgate.orchestrate._ab`), and the report
+bench`` process per measurement, alternating A B B A (:mod:`perfgate.ab.fallback`), and the report
 says so. The reports and exit codes are ``perfgate check``'s (0 pass, 1 regression or
 broken budget, 2 could not decide).
 
@@ -49,7 +49,7 @@ from perfgate.output import check_distinct, output_file
 from perfgate.report.json import render_json
 
 if TYPE_CHECKING:
-    from perfgate.bench._interleave import ResidentOptions
+    from perfgate.ab.resident import ResidentOptions
 
 __all__ = ["add_arguments", "run"]
 
@@ -61,8 +61,8 @@ MAX_REPEAT = 1_000_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from perfgate.bench._interleave import DEFAULT_TIME_BUDGET
-    from perfgate.orchestrate._ab import DEFAULT_PAIRS, WORKTREE
+    from perfgate.ab.fallback import DEFAULT_PAIRS, WORKTREE
+    from perfgate.ab.resident import DEFAULT_TIME_BUDGET
 
     parser.add_argument("--baseline-ref", required=True, help="git ref of the baseline (branch, tag or SHA)")
     parser.add_argument(
@@ -186,7 +186,7 @@ def _starting(args: argparse.Namespace) -> tuple[int, Path, str, Callable[[str],
     current ref (the working tree when it has changes and none was given) and the progress line."""
     import secrets
 
-    from perfgate.orchestrate._ab import WORKTREE, git_toplevel, is_dirty
+    from perfgate.ab.fallback import WORKTREE, git_toplevel, is_dirty
 
     seed = args.order_seed if args.order_seed is not None else secrets.randbelow(2**31)
     repo = git_toplevel(args.repo if args.repo is not None else Path.cwd())
@@ -205,10 +205,10 @@ def _counts(args: argparse.Namespace, policy: Policy) -> int:
     import uuid
     from datetime import UTC, datetime
 
+    from perfgate.ab.fallback import checkout, sides
     from perfgate.bench.machine import collect_machine, collect_software
     from perfgate.cli._check import with_calibration
     from perfgate.core.codec import format_timestamp
-    from perfgate.orchestrate._ab import checkout, sides
     from perfgate.orchestrate._counts import CountSide, counts_job, find_valgrind, measure_counts_paired
 
     if (args.device or "cpu") != "cpu":
@@ -289,7 +289,7 @@ def _json(result: CheckResult, ab: dict[str, object]) -> str:
 
 
 def _resident_options(args: argparse.Namespace, policy: Policy, seed: int) -> ResidentOptions:
-    from perfgate.bench._interleave import ResidentOptions
+    from perfgate.ab.resident import ResidentOptions
 
     smoke: dict[str, object] = {"max_pairs": max(args.pairs, 3)}
     if args.quick:  # a smoke run: every stage runs on both sides, nothing is decided from it
@@ -312,8 +312,8 @@ def _resident_options(args: argparse.Namespace, policy: Policy, seed: int) -> Re
 
 def _check_numbers(args: argparse.Namespace) -> None:
     """Every numeric flag finite and in range (``--threshold`` and ``--alpha``: :func:`policy_from`)."""
-    from perfgate.bench._interleave import MAX_TIME_BUDGET
-    from perfgate.orchestrate._ab import MIN_PAIRS
+    from perfgate.ab.fallback import MIN_PAIRS
+    from perfgate.ab.resident import MAX_TIME_BUDGET
 
     checked_number(args.time_budget, "--time-budget", above=0, at_most=MAX_TIME_BUDGET, what="seconds")
     if args.pairs is None:
@@ -354,14 +354,14 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
 
-    from perfgate.bench._interleave import ProtocolMissing, measure_resident
-    from perfgate.orchestrate._ab import (
+    from perfgate.ab.fallback import (
         DEFAULT_PAIRS,
         AbOptions,
         checkout,
         measure_interleaved,
         sides,
     )
+    from perfgate.ab.resident import ProtocolMissing, measure_resident
 
     _check_numbers(args)
     config = config_from(args)

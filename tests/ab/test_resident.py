@@ -1,4 +1,4 @@
-"""The resident-worker engine of ``perfgate ab`` (perfgate.bench._interleave, .resident, .workerproc).
+"""The resident-worker engine of ``perfgate ab`` (perfgate.ab.resident, .resident, .workerproc).
 
 Two plain folders stand for the two revisions' trees, each with its own stage module; the
 engine runs with tiny blocks and budgets. Asserted: the block order (random, reproducible
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.bench._interleave import (
+from perfgate.ab.resident import (
     ProtocolMissing,
     ResidentOptions,
     Side,
@@ -27,7 +27,7 @@ from perfgate.bench._interleave import (
     block_seconds,
     measure_resident,
 )
-from perfgate.bench.resident import PROTOCOL_VERSION
+from perfgate.ab.worker import PROTOCOL_VERSION
 from perfgate.core.policy import Policy
 from perfgate.errors import PerfgateError
 
@@ -102,7 +102,7 @@ def resident_processes(under: Path) -> list[int]:
             cwd = (entry / "cwd").readlink()
         except OSError:
             continue
-        if b"perfgate.bench.resident" in cmd and (cwd == under or under in cwd.parents):
+        if b"perfgate.ab.worker" in cmd and (cwd == under or under in cwd.parents):
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
             if state != "Z":
                 found.append(int(entry.name))
@@ -221,7 +221,7 @@ def test_protocol_serves_requests_and_reports_errors_in_one_line(tmp_path):
         {"op": "exit"},
     ]
     out = subprocess.run(
-        [sys.executable, "-m", "perfgate.bench.resident"],
+        [sys.executable, "-m", "perfgate.ab.worker"],
         input="".join(json.dumps(r) + "\n" for r in requests),
         capture_output=True,
         text=True,
@@ -251,7 +251,7 @@ def test_a_blocks_samples_read_alike_packed_or_as_numbers():
 
 
 def test_an_inconclusive_metric_says_what_time_budget_would_decide_it():
-    from perfgate.bench._interleave import _with_budgets
+    from perfgate.ab.resident import _with_budgets
     from perfgate.core.metrics import Direction
     from perfgate.core.paired import decide_look
     from perfgate.core.schema import Metric, Run

@@ -1,6 +1,6 @@
 """The coordinator's side of a resident worker: start it, talk to it with deadlines, end it.
 
-Each worker is a fresh interpreter (``python -m perfgate.bench.resident``) started in its
+Each worker is a fresh interpreter (``python -m perfgate.ab.worker``) started in its
 revision's own tree, so it imports that revision's code, with its own memory layout and so
 its own per-process offset, independent of every other worker's.
 
@@ -226,7 +226,7 @@ class Workers:
         return self._tmp / f"{self._count:03d}-{label.split()[0]}.stderr"
 
     def spawn(
-        self, label: str, cwd: Path, env: dict[str, str], args: Sequence[str] = ("-m", "perfgate.bench.resident")
+        self, label: str, cwd: Path, env: dict[str, str], args: Sequence[str] = ("-m", "perfgate.ab.worker")
     ) -> Channel:
         """A fresh worker in ``cwd`` (its revision's tree); ``args`` follow the interpreter (see ``_layout``)."""
         stderr = self._stderr_path(label)

@@ -2,13 +2,13 @@
 
 Pair after pair, until every gated metric is decided or the time budget is spent:
 
-1. a fresh worker process is started for each revision (``python -m perfgate.bench.resident``
+1. a fresh worker process is started for each revision (``python -m perfgate.ab.worker``
    in that revision's own tree, so it imports that revision's code) and runs every stage's
    set-up, with the same seed on both sides; while one pair measures, the next one starts
    and sets up on another CPU, and on every CPU once the measuring pair has ended (a set-up
    never shares a CPU with blocks); which side starts first is drawn per pair, and every
    worker gets a memory layout drawn at random before anything is imported
-   (:mod:`perfgate.bench._layout`: a fresh interpreter's layout is otherwise fixed by the
+   (:mod:`perfgate.ab.layout`: a fresh interpreter's layout is otherwise fixed by the
    source text, and a comment can move a stage's speed by 8 %);
 2. both workers are pinned to one CPU (``os.sched_setaffinity``; the CPU changes from pair to
    pair) and alternate **blocks**: ``k`` timed calls of one stage, about
@@ -54,8 +54,8 @@ from typing import Any
 
 import numpy as np
 
-from perfgate.bench._layout import Layout, draw, start_order, worker_args
-from perfgate.bench._workerproc import Channel, WorkerHung, Workers, allow, pin
+from perfgate.ab.layout import Layout, draw, start_order, worker_args
+from perfgate.ab.workers import Channel, WorkerHung, Workers, allow, pin
 from perfgate.core.codec import format_timestamp
 from perfgate.core.compare import CheckResult
 from perfgate.core.metrics import BUILTIN_METRICS, Direction, MetricInfo
@@ -130,7 +130,7 @@ class ResidentOptions:
             always take, even when the budget is spent (see the module docstring, "Deadlines").
         deadline_scale: how many times slower than native this way of measuring runs the
             stages (1 here; about 20 for a mode that runs them under valgrind); it scales the floors.
-        randomise_layout: give every worker a memory layout drawn at random (:mod:`perfgate.bench._layout`);
+        randomise_layout: give every worker a memory layout drawn at random (:mod:`perfgate.ab.layout`);
             off, every worker starts with hash seed 0 and no padding, and a layout-only change can
             read as a change of speed.
     """
@@ -205,7 +205,7 @@ class ResidentOutcome:
     orders: tuple[tuple[str, ...], ...]  # per pair, the side that went first in each block, in order
     log_ratios: Mapping[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)  # per pair
     derived: Mapping[str, str] = field(default_factory=dict)  # derived metric -> the metric it comes from
-    # per worker, in start order: pair, side, whether it started first, its layout draw (perfgate.bench._layout)
+    # per worker, in start order: pair, side, whether it started first, its layout draw (perfgate.ab.layout)
     layouts: tuple[dict[str, Any], ...] = ()
 
     def describe(self) -> str:
@@ -283,7 +283,7 @@ def _tail(ch: Channel) -> str:
 
 def _greet(ch: Channel, side: Side, clock: _Clock, deadline: float) -> None:
     """Read a fresh worker's greeting; ProtocolMissing when its perfgate has no resident worker."""
-    from perfgate.bench.resident import PROTOCOL, PROTOCOL_VERSION
+    from perfgate.ab.worker import PROTOCOL, PROTOCOL_VERSION
 
     try:
         hello = ch.receive(clock.left(deadline))
@@ -291,7 +291,7 @@ def _greet(ch: Channel, side: Side, clock: _Clock, deadline: float) -> None:
         within = clock.within(deadline, clock.options.setup_floor, "every set-up")
         raise PerfgateError(f"the {side.label} did not start {within}: {ch.stderr_tail()}") from None
     except PerfgateError as exc:
-        if "No module named perfgate.bench.resident" in str(exc) or "No module named 'perfgate.bench" in str(exc):
+        if "No module named perfgate.ab.worker" in str(exc) or "No module named 'perfgate.ab" in str(exc):
             raise ProtocolMissing(f"the {side.label} has no resident worker") from None
         raise PerfgateError(f"the {side.label} does not start: {ch.stderr_tail()}") from None
     if hello.get("protocol") != PROTOCOL or hello.get("version") != PROTOCOL_VERSION:
@@ -563,7 +563,7 @@ def measure_resident(
             setup_deadlines[pair] = clock.deadline(options.setup_floor)
             by_name = dict(zip("AB", sides, strict=True))
             order = start_order(options.seed, pair)  # neither side always starts first
-            args = worker_args("perfgate.bench.resident", randomise=options.randomise_layout)
+            args = worker_args("perfgate.ab.worker", randomise=options.randomise_layout)
             for name in order:
                 side = by_name[name]
                 layout = draw(options.seed, pair, name) if options.randomise_layout else Layout()

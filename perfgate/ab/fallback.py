@@ -45,14 +45,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfgate.bench._interleave import Side
-from perfgate.bench._workerproc import last_line as _last_line
+from perfgate.ab import jitcache
+from perfgate.ab.resident import Side
+from perfgate.ab.workers import last_line as _last_line
 from perfgate.core.codec import run_from_dict
 from perfgate.core.metrics import MetricInfo
 from perfgate.core.noise import combine_repetitions
 from perfgate.core.schema import GitInfo, Run, normalize_model
 from perfgate.errors import InputError, PerfgateError
-from perfgate.orchestrate import _jitcache
 
 __all__ = [
     "DEFAULT_PAIRS",
@@ -237,7 +237,7 @@ def checkout(repo: Path, baseline_ref: str, current_ref: str) -> Iterator[tuple[
     fresh interpreter, and so the memory layout of one side only (``docs/noise.md`` §5).
 
     Each worktree starts with the numba code compiled by an earlier check of the same git tree,
-    and what it compiled is kept for the next (:mod:`perfgate.orchestrate._jitcache`).
+    and what it compiled is kept for the next (:mod:`perfgate.ab.jitcache`).
 
     Raises:
         InputError: ``repo`` is not a git repository, or a ref names no commit.
@@ -266,7 +266,7 @@ def checkout(repo: Path, baseline_ref: str, current_ref: str) -> Iterator[tuple[
             trees[role] = path
             folder = _jit_folder(top, commit)
             if folder is not None:
-                _jitcache.restore(folder, path)
+                jitcache.restore(folder, path)
                 jit[path] = folder
         baseline = Revision(ref=baseline_ref, commit=base_commit, path=trees["baseline"])
         if here:
@@ -277,7 +277,7 @@ def checkout(repo: Path, baseline_ref: str, current_ref: str) -> Iterator[tuple[
     finally:
         for path, folder in jit.items():
             with contextlib.suppress(OSError):
-                _jitcache.harvest(path, folder)
+                jitcache.harvest(path, folder)
         _remove_worktrees(top, added, tmp)
 
 
@@ -286,7 +286,7 @@ def _jit_folder(top: Path, commit: str) -> Path | None:
     proc = _git(top, "rev-parse", "--verify", "--quiet", f"{commit}^{{tree}}")
     if proc.returncode != 0:
         return None
-    return _jitcache.cache_folder(_jitcache.cache_root(os.environ), proc.stdout.strip())
+    return jitcache.cache_folder(jitcache.cache_root(os.environ), proc.stdout.strip())
 
 
 # --- measuring ----------------------------------------------------------------------
@@ -303,7 +303,7 @@ def _env(rev: Revision) -> dict[str, str]:
 def sides(baseline: Revision, current: Revision) -> tuple[Side, Side]:
     """Both revisions as the resident engine sees them: environments alike but for the tree's path.
 
-    The engine sets the hash seed (one per pair, :mod:`perfgate.bench._layout`).
+    The engine sets the hash seed (one per pair, :mod:`perfgate.ab.layout`).
     ``PYTHONSAFEPATH`` keeps the working folder off ``sys.path``: the tree is imported
     through ``PYTHONPATH``, a path of the same length on both sides, and not through the
     resolved folder, whose length differs when the current side is the working tree.

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from perfgate.ab.fallback import WORKTREE, AbOptions, abba_order, checkout
 from perfgate.cli import main
 from perfgate.errors import InputError
-from perfgate.orchestrate._ab import WORKTREE, AbOptions, abba_order, checkout
 
 STAGES = '''\
 """A user stage for the perfgate ab tests: a fixed numpy computation, allocation-free."""
@@ -154,7 +154,7 @@ def test_more_work_is_a_paired_regression(repo, tmp_path):
 
 @pytest.mark.slow
 def test_a_revision_without_resident_workers_is_measured_process_by_process(repo, tmp_path, monkeypatch):
-    from perfgate.bench import _interleave as interleave
+    from perfgate.ab import resident as interleave
 
     def old_perfgate(*args, **kwargs):
         raise interleave.ProtocolMissing("the baseline has no resident worker")
@@ -261,8 +261,8 @@ def test_a_hung_stage_ends_a_process_level_check_within_its_budget(tmp_path, mon
     hung stage's `perfgate bench` without any deadline: it now ends at the budget plus its grace."""
     import time
 
-    from perfgate.bench import _interleave as interleave
-    from perfgate.orchestrate import _ab as process_level
+    from perfgate.ab import fallback as process_level
+    from perfgate.ab import resident as interleave
 
     def old_perfgate(*args, **kwargs):
         raise interleave.ProtocolMissing("the baseline has no resident worker")
@@ -296,7 +296,7 @@ def test_the_pipeline_data_is_one_read_only_file_for_both_sides(repo, tmp_path, 
     sides now get one file, written once for the check, read-only, removed afterwards."""
     import stat
 
-    from perfgate.bench import _interleave as interleave
+    from perfgate.ab import resident as interleave
     from perfgate.errors import PerfgateError
 
     seen = {}
