@@ -362,7 +362,7 @@ def run_check(
 
 def legacy_check(repo: Path, case: str, base: str, cur: str) -> tuple[dict[float, dict], float]:
     """The older process-level design: a fresh ``perfgate bench`` per measurement, ABBA, paired t test."""
-    from perfgate.ab.fallback import AbOptions, checkout, measure_interleaved
+    from perfgate.ab import AbOptions, checkout, measure_interleaved
     from perfgate.core.compare import compare_runs
 
     c = CASES[case]

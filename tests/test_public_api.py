@@ -147,8 +147,8 @@ PUBLIC_MODULES = {
     # are a protocol between versions
     "perfgate.ab.worker", "perfgate.cli.worker",
     # the A/B engine's parts that the command line and the counted processes use (docs/design.md §2)
-    "perfgate.ab.fallback", "perfgate.ab.jitcache", "perfgate.ab.layout", "perfgate.ab.resident",
-    "perfgate.ab.workers",
+    "perfgate.ab.check", "perfgate.ab.fallback", "perfgate.ab.jitcache", "perfgate.ab.layout",
+    "perfgate.ab.resident", "perfgate.ab.revisions", "perfgate.ab.workers",
     # the reports, the outlets and the stores by format or backend
     "perfgate.report.comment", "perfgate.report.html", "perfgate.report.json",
     "perfgate.export.grafana", "perfgate.export.prometheus",

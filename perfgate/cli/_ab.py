@@ -6,8 +6,9 @@ stage on one CPU until every gated metric is decided or ``--time-budget`` is spe
 (:mod:`perfgate.ab.resident`, decided by :mod:`perfgate.core.paired`). A revision whose
 perfgate predates the resident worker is measured the older way, one fresh ``perfgate
 bench`` process per measurement, alternating A B B A (:mod:`perfgate.ab.fallback`), and the report
-says so. The reports and exit codes are ``perfgate check``'s (0 pass, 1 regression or
-broken budget, 2 could not decide).
+says so. The engine and its choice are :mod:`perfgate.ab`'s; this module reads the flags, builds
+the options and writes the reports. The reports and exit codes are ``perfgate check``'s (0 pass,
+1 regression or broken budget, 2 could not decide).
 
 ``--current-ref`` defaults to ``HEAD`` when the working tree is clean and to ``WORKTREE``
 (the working tree as it is, measured in place) when tracked files have uncommitted
@@ -49,7 +50,7 @@ from perfgate.output import check_distinct, output_file
 from perfgate.report.json import render_json
 
 if TYPE_CHECKING:
-    from perfgate.ab.resident import ResidentOptions
+    from perfgate.ab import AbOptions, ResidentOptions
 
 __all__ = ["add_arguments", "run"]
 
@@ -61,8 +62,7 @@ MAX_REPEAT = 1_000_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from perfgate.ab.fallback import DEFAULT_PAIRS, WORKTREE
-    from perfgate.ab.resident import DEFAULT_TIME_BUDGET
+    from perfgate.ab import DEFAULT_PAIRS, DEFAULT_TIME_BUDGET, WORKTREE
 
     parser.add_argument("--baseline-ref", required=True, help="git ref of the baseline (branch, tag or SHA)")
     parser.add_argument(
@@ -186,7 +186,7 @@ def _starting(args: argparse.Namespace) -> tuple[int, Path, str, Callable[[str],
     current ref (the working tree when it has changes and none was given) and the progress line."""
     import secrets
 
-    from perfgate.ab.fallback import WORKTREE, git_toplevel, is_dirty
+    from perfgate.ab import WORKTREE, git_toplevel, is_dirty
 
     seed = args.order_seed if args.order_seed is not None else secrets.randbelow(2**31)
     repo = git_toplevel(args.repo if args.repo is not None else Path.cwd())
@@ -205,7 +205,7 @@ def _counts(args: argparse.Namespace, policy: Policy) -> int:
     import uuid
     from datetime import UTC, datetime
 
-    from perfgate.ab.fallback import checkout, sides
+    from perfgate.ab import checkout, sides
     from perfgate.bench.machine import collect_machine, collect_software
     from perfgate.cli._check import with_calibration
     from perfgate.core.codec import format_timestamp
@@ -289,7 +289,7 @@ def _json(result: CheckResult, ab: dict[str, object]) -> str:
 
 
 def _resident_options(args: argparse.Namespace, policy: Policy, seed: int) -> ResidentOptions:
-    from perfgate.ab.resident import ResidentOptions
+    from perfgate.ab import ResidentOptions
 
     smoke: dict[str, object] = {"max_pairs": max(args.pairs, 3)}
     if args.quick:  # a smoke run: every stage runs on both sides, nothing is decided from it
@@ -312,8 +312,7 @@ def _resident_options(args: argparse.Namespace, policy: Policy, seed: int) -> Re
 
 def _check_numbers(args: argparse.Namespace) -> None:
     """Every numeric flag finite and in range (``--threshold`` and ``--alpha``: :func:`policy_from`)."""
-    from perfgate.ab.fallback import MIN_PAIRS
-    from perfgate.ab.resident import MAX_TIME_BUDGET
+    from perfgate.ab import MAX_TIME_BUDGET, MIN_PAIRS
 
     checked_number(args.time_budget, "--time-budget", above=0, at_most=MAX_TIME_BUDGET, what="seconds")
     if args.pairs is None:
@@ -352,16 +351,24 @@ def run(args: argparse.Namespace) -> int:
         return _run(args)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _fallback_options(args: argparse.Namespace, policy: Policy) -> AbOptions:
+    """The process-level engine's options, for a revision whose perfgate predates the resident worker."""
+    from perfgate.ab import DEFAULT_PAIRS, AbOptions
 
-    from perfgate.ab.fallback import (
-        DEFAULT_PAIRS,
-        AbOptions,
-        checkout,
-        measure_interleaved,
-        sides,
+    return AbOptions(
+        model=args.model,
+        suite=args.suite,
+        pairs=min(args.pairs, DEFAULT_PAIRS) if args.pairs >= 3 else args.pairs,
+        stages_modules=tuple(args.stages_modules),
+        quick=args.quick,
+        bench_args=_bench_args(args),
+        metric_info=policy.metric_info,
+        time_budget=args.time_budget,
     )
-    from perfgate.ab.resident import ProtocolMissing, measure_resident
+
+
+def _run(args: argparse.Namespace) -> int:
+    from perfgate.ab import check_revisions, checkout
 
     _check_numbers(args)
     config = config_from(args)
@@ -374,16 +381,7 @@ def _run(args: argparse.Namespace) -> int:
         return _counts(args, policy)
     if args.count_all_stages:
         raise InputError("--count-all-stages goes with --measure counts", field="--count-all-stages")
-    fallback = AbOptions(
-        model=args.model,
-        suite=args.suite,
-        pairs=min(args.pairs, DEFAULT_PAIRS) if args.pairs >= 3 else args.pairs,
-        stages_modules=tuple(args.stages_modules),
-        quick=args.quick,
-        bench_args=_bench_args(args),
-        metric_info=policy.metric_info,
-        time_budget=args.time_budget,
-    )
+    fallback = _fallback_options(args, policy)
     seed, repo, current_ref, progress = _starting(args)
     resident = _resident_options(args, policy, seed)
     info: dict[str, object] = {"paired": True, "interleaved": True, "seed": seed}
@@ -395,32 +393,9 @@ def _run(args: argparse.Namespace) -> int:
             current_commit=cur_rev.commit,
             current_dirty=cur_rev.dirty,
         )
-        try:
-            outcome = measure_resident(sides(base_rev, cur_rev), resident, policy, progress=progress)
-        except ProtocolMissing as exc:
-            progress(f"{exc}: measuring whole perfgate bench processes, alternating A B B A, instead")
-            ab = measure_interleaved(base_rev, cur_rev, fallback, progress=lambda w: progress(f"measured {w}"))
-            source = f"{ab.describe()}. {exc}, so the older process-level design was used: far less sensitive"
-            result = compare_runs(ab.baseline, ab.current, policy, paired=True, baseline_source=source)
-            info.update(engine="process-level ABBA", pairs=ab.pairs, order="".join(ab.order))
-        else:
-            result = outcome.result
-            info.update(
-                engine="resident workers",
-                pairs=outcome.pairs,
-                looks=list(outcome.looks),
-                planned_looks=list(outcome.schedule),
-                stopped=outcome.stopped,
-                pinned=outcome.pinned,
-                seconds=round(outcome.seconds, 1),
-                seconds_per_pair=round(outcome.pair_seconds, 1),
-                stages=list(outcome.plan),
-                pair_log_ratios={f"{m} {st}": [round(x, 6) for x in v] for (m, st), v in outcome.log_ratios.items()},
-                derived=dict(outcome.derived),
-                layouts=list(outcome.layouts),
-                setup_seconds=[round(x, 2) for x in outcome.setup_seconds],
-                measure_seconds=[round(x, 2) for x in outcome.measure_seconds],
-            )
+        checked = check_revisions(base_rev, cur_rev, resident, fallback, policy, progress=progress)
+    info.update(checked.details)
+    result = checked.result
     if args.quick:
         result = dataclasses.replace(
             result, baseline_source=result.baseline_source + ". A smoke run (--quick): not for decisions"

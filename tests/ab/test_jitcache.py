@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from perfgate.ab import jitcache
-from perfgate.ab.fallback import WORKTREE, _jit_folder, checkout
+from perfgate.ab.revisions import WORKTREE, _jit_folder, checkout
 from tests.test_ab import git
 
 # kern.run inlines helper.scale: numba's cache checks kern.py's text, not helper.py's

@@ -186,7 +186,7 @@ def test_without_randomisation_every_worker_starts_with_hash_seed_zero_and_no_pa
 
 @pytest.mark.parametrize("worktree", [False, True])
 def test_both_sides_have_paths_of_equal_length_and_environments_alike(repo_with_two_commits, worktree):
-    from perfgate.ab.fallback import WORKTREE, checkout, sides
+    from perfgate.ab.revisions import WORKTREE, checkout, sides
 
     path, first, second = repo_with_two_commits
     with checkout(path, first, WORKTREE if worktree else second) as (base, cur):
