@@ -94,3 +94,29 @@ def test_the_measurement_layer_starts_no_perfgate_command():
         if '"-m", "perfgate",' in path.read_text() or "'-m', 'perfgate'," in path.read_text()
     ]
     assert offenders == []
+
+
+def _private_ab_imports(path: Path) -> list[str]:
+    """The ``perfgate.ab._x`` modules that ``path`` imports, in any of the three spellings."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if alias.name.startswith("perfgate.ab._")]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.startswith("perfgate.ab._"):
+                found.append(node.module)
+            elif node.module == "perfgate.ab":
+                found += [f"perfgate.ab.{alias.name}" for alias in node.names if alias.name.startswith("_")]
+    return found
+
+
+def test_no_other_package_imports_a_private_module_of_the_ab_package():
+    """perfgate.ab's private modules (its plan, schedule and collect steps) are reached through its public ones."""
+    offenders = [
+        f"{path.relative_to(PACKAGE)} imports {name}"
+        for path in PACKAGE.rglob("*.py")
+        if path.relative_to(PACKAGE).parts[0] != "ab"
+        for name in _private_ab_imports(path)
+    ]
+    assert offenders == []
+    assert _private_ab_imports(PACKAGE / "ab" / "resident.py")  # the check sees the package's own imports

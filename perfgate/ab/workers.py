@@ -62,7 +62,10 @@ def worker_module(tree: Path) -> str:
     :data:`WORKER_MODULE` when the tree has it; :data:`OLD_WORKER_MODULE` when the tree is a
     perfgate from before the move and has that file instead; else (a tree that is not perfgate,
     whose workers import the installed perfgate) :data:`WORKER_MODULE`. A perfgate older than
-    both has neither, and its workers' start says so (:func:`module_missing`).
+    both has neither, and its workers' start says so (:func:`module_missing`). When one side has the
+    older name, the two sides' command lines differ in length by five characters, which moves
+    that side's initial stack by as many bytes on top of the padding each worker's layout draws
+    at random (up to a page).
     """
     if _module_file(tree, WORKER_MODULE).is_file():
         return WORKER_MODULE

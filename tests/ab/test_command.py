@@ -4,7 +4,7 @@ The repository is a tiny one in a temporary folder with a user stage module; its
 commit does 30 % more work than the first. The only timing behaviour asserted is that
 designed slowdown being found (resident workers alternate blocks on one CPU, the test runs
 across fresh worker pairs); an A/A run must never be called a regression. The engine's own
-behaviour (block order, pinning, worker ends, crashes) is tested in ``test_ab_resident.py``.
+behaviour (block order, pinning, worker ends, crashes) is tested in ``test_resident.py``.
 """
 
 from __future__ import annotations

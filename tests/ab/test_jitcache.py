@@ -17,7 +17,7 @@ import pytest
 
 from perfgate.ab import jitcache
 from perfgate.ab.revisions import WORKTREE, _jit_folder, checkout
-from tests.test_ab import git
+from tests.ab.test_command import git
 
 # kern.run inlines helper.scale: numba's cache checks kern.py's text, not helper.py's
 HELPER = """\
