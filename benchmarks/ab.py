@@ -362,8 +362,8 @@ def run_check(
 
 def legacy_check(repo: Path, case: str, base: str, cur: str) -> tuple[dict[float, dict], float]:
     """The older process-level design: a fresh ``perfgate bench`` per measurement, ABBA, paired t test."""
+    from perfgate.ab import AbOptions, checkout, measure_interleaved
     from perfgate.core.compare import compare_runs
-    from perfgate.orchestrate._ab import AbOptions, checkout, measure_interleaved
 
     c = CASES[case]
     t0 = time.monotonic()

@@ -21,8 +21,8 @@ A suite's stages module may also define these hooks, each optional:
   the run file, ``<stem>.model.pt``;
 * ``default_data_path(seed) -> Path``: the data file the stages read when no ``--data`` is
   given, made before the counted processes start (``--measure counts``);
-* ``write_shared_data(path, seed)``: writes that data to ``path`` once for both sides of a
-  ``perfgate ab`` check.
+* ``write_shared_data(folder, seed) -> Path``: writes that data into ``folder`` once for both
+  sides of a ``perfgate ab`` check, and returns its path.
 """
 
 from __future__ import annotations

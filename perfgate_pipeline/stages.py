@@ -107,6 +107,16 @@ def default_data_path(seed: int, bars: int = DEFAULT_BARS) -> Path:
     return path
 
 
+def write_shared_data(folder: Path, seed: int = 0) -> Path:
+    """The synthetic bars the stages read without ``--data``, written once into ``folder`` for both
+    sides of a ``perfgate ab`` check (the ``write_shared_data`` hook of :mod:`perfgate.suites`)."""
+    from perfgate_pipeline.synth import write_synthetic
+
+    path = folder / f"synth-ohlcv-1m-1inst-{DEFAULT_BARS}-seed{seed}.dbn"
+    write_synthetic(path, schema="ohlcv-1m", records=DEFAULT_BARS, seed=seed, instruments=1)
+    return path
+
+
 def resolve_device(device: str) -> str:
     """``cpu`` or ``cuda[:N]``, checked against this machine; an InputError otherwise."""
     if device == "cpu":

@@ -24,8 +24,11 @@ ALLOWED = {
     "export": {"export", "core", "errors", "store", "report"},
     "notify": {"notify", "core", "errors", "report"},
     "importers": {"importers", "core", "errors", "runfile"},
-    # starts perfgate's own processes (bench workers, the two sides of ab): above the measurement layer
-    "orchestrate": {"orchestrate", "bench", "core", "errors", "runfile", "store", "report"},
+    # the A/B engine of `perfgate ab`: both revisions' worker processes, the fallback, the paired decision
+    "ab": {"ab", "bench", "core", "errors"},
+    # starts perfgate's own processes (bench workers, counted processes): above the measurement layer;
+    # counted processes get their memory layouts from the randomiser the A/B engine uses
+    "orchestrate": {"orchestrate", "bench", "core", "errors", "runfile", "store", "report", "ab.layout"},
     # the top-level modules: shared leaves (errors, inputs, output), the run file, the
     # configuration, the calibration and the Python API
     "errors": set(),
@@ -120,3 +123,29 @@ def test_the_measurement_layer_starts_no_perfgate_command():
         if '"-m", "perfgate",' in path.read_text() or "'-m', 'perfgate'," in path.read_text()
     ]
     assert offenders == []
+
+
+def _private_ab_imports(path: Path) -> list[str]:
+    """The ``perfgate.ab._x`` modules that ``path`` imports, in any of the three spellings."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if alias.name.startswith("perfgate.ab._")]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.startswith("perfgate.ab._"):
+                found.append(node.module)
+            elif node.module == "perfgate.ab":
+                found += [f"perfgate.ab.{alias.name}" for alias in node.names if alias.name.startswith("_")]
+    return found
+
+
+def test_no_other_package_imports_a_private_module_of_the_ab_package():
+    """perfgate.ab's private modules (its plan, schedule and collect steps) are reached through its public ones."""
+    offenders = [
+        f"{path.relative_to(PACKAGE)} imports {name}"
+        for path in PACKAGE.rglob("*.py")
+        if path.relative_to(PACKAGE).parts[0] != "ab"
+        for name in _private_ab_imports(path)
+    ]
+    assert offenders == []
+    assert _private_ab_imports(PACKAGE / "ab" / "resident.py")  # the check sees the package's own imports

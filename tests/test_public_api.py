@@ -148,7 +148,10 @@ PUBLIC_MODULES = {
     "perfgate.bench.gpu", "perfgate.bench.machine", "perfgate.bench.reference", "perfgate.bench.runner",
     # entry points that one revision of perfgate ab starts in another revision's tree: their names
     # are a protocol between versions
-    "perfgate.bench.resident", "perfgate.cli.worker",
+    "perfgate.ab.worker", "perfgate.cli.worker",
+    # the A/B engine's parts that the command line and the counted processes use (docs/design.md §2)
+    "perfgate.ab.check", "perfgate.ab.fallback", "perfgate.ab.jitcache", "perfgate.ab.layout",
+    "perfgate.ab.resident", "perfgate.ab.revisions", "perfgate.ab.workers",
     # the reports, the outlets and the stores by format or backend
     "perfgate.report.comment", "perfgate.report.html", "perfgate.report.json",
     "perfgate.export.grafana", "perfgate.export.prometheus",

@@ -3,11 +3,12 @@
 Both refs are checked out into temporary git worktrees. Each revision gets resident worker
 processes that import its own tree; fresh pairs of them alternate short blocks of every
 stage on one CPU until every gated metric is decided or ``--time-budget`` is spent
-(:mod:`perfgate.bench._interleave`, decided by :mod:`perfgate.core.paired`). A revision whose
+(:mod:`perfgate.ab.resident`, decided by :mod:`perfgate.core.paired`). A revision whose
 perfgate predates the resident worker is measured the older way, one fresh ``perfgate
-bench`` process per measurement, alternating A B B A (:mod:`perfgate.orchestrate._ab`), and the report
-says so. The reports and exit codes are ``perfgate check``'s (0 pass, 1 regression or
-broken budget, 2 could not decide).
+bench`` process per measurement, alternating A B B A (:mod:`perfgate.ab.fallback`), and the report
+says so. The engine and its choice are :mod:`perfgate.ab`'s; this module reads the flags, builds
+the options and writes the reports. The reports and exit codes are ``perfgate check``'s (0 pass,
+1 regression or broken budget, 2 could not decide).
 
 ``--current-ref`` defaults to ``HEAD`` when the working tree is clean and to ``WORKTREE``
 (the working tree as it is, measured in place) when tracked files have uncommitted
@@ -36,20 +37,21 @@ from perfgate.cli._common import (
     checked_number,
     config_from,
     exit_code_of,
-    needs_extra,
     policy_from,
     stderr_console,
     write_reports,
 )
 from perfgate.core.compare import CheckResult, compare_runs
+from perfgate.core.metrics import default_suite
 from perfgate.core.policy import Policy
 from perfgate.core.schema import normalize_model
 from perfgate.errors import InputError
 from perfgate.output import check_distinct, output_file
 from perfgate.report.json import render_json
+from perfgate.suites import find, hook
 
 if TYPE_CHECKING:
-    from perfgate.bench._interleave import ResidentOptions
+    from perfgate.ab import AbOptions, ResidentOptions
 
 __all__ = ["add_arguments", "run"]
 
@@ -61,8 +63,7 @@ MAX_REPEAT = 1_000_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from perfgate.bench._interleave import DEFAULT_TIME_BUDGET
-    from perfgate.orchestrate._ab import DEFAULT_PAIRS, WORKTREE
+    from perfgate.ab import DEFAULT_PAIRS, DEFAULT_TIME_BUDGET, WORKTREE
 
     parser.add_argument("--baseline-ref", required=True, help="git ref of the baseline (branch, tag or SHA)")
     parser.add_argument(
@@ -106,7 +107,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "drawn at random per worker (from the --order-seed random seed); a layout-only change (a comment) can then "
         "read as a regression",
     )
-    add_flag(parser, "--suite", default="pipeline", default_text="pipeline")
+    add_flag(parser, "--suite", default=None, default_text="the installed default suite (pipeline, with its extra)")
     add_flag(
         parser,
         "--stages-module",
@@ -186,7 +187,7 @@ def _starting(args: argparse.Namespace) -> tuple[int, Path, str, Callable[[str],
     current ref (the working tree when it has changes and none was given) and the progress line."""
     import secrets
 
-    from perfgate.orchestrate._ab import WORKTREE, git_toplevel, is_dirty
+    from perfgate.ab import WORKTREE, git_toplevel, is_dirty
 
     seed = args.order_seed if args.order_seed is not None else secrets.randbelow(2**31)
     repo = git_toplevel(args.repo if args.repo is not None else Path.cwd())
@@ -205,10 +206,10 @@ def _counts(args: argparse.Namespace, policy: Policy) -> int:
     import uuid
     from datetime import UTC, datetime
 
+    from perfgate.ab import checkout, sides
     from perfgate.bench.machine import collect_machine, collect_software
     from perfgate.cli._check import with_calibration
     from perfgate.core.codec import format_timestamp
-    from perfgate.orchestrate._ab import checkout, sides
     from perfgate.orchestrate._counts import CountSide, counts_job, find_valgrind, measure_counts_paired
 
     if (args.device or "cpu") != "cpu":
@@ -289,7 +290,7 @@ def _json(result: CheckResult, ab: dict[str, object]) -> str:
 
 
 def _resident_options(args: argparse.Namespace, policy: Policy, seed: int) -> ResidentOptions:
-    from perfgate.bench._interleave import ResidentOptions
+    from perfgate.ab import ResidentOptions
 
     smoke: dict[str, object] = {"max_pairs": max(args.pairs, 3)}
     if args.quick:  # a smoke run: every stage runs on both sides, nothing is decided from it
@@ -312,8 +313,7 @@ def _resident_options(args: argparse.Namespace, policy: Policy, seed: int) -> Re
 
 def _check_numbers(args: argparse.Namespace) -> None:
     """Every numeric flag finite and in range (``--threshold`` and ``--alpha``: :func:`policy_from`)."""
-    from perfgate.bench._interleave import MAX_TIME_BUDGET
-    from perfgate.orchestrate._ab import MIN_PAIRS
+    from perfgate.ab import MAX_TIME_BUDGET, MIN_PAIRS
 
     checked_number(args.time_budget, "--time-budget", above=0, at_most=MAX_TIME_BUDGET, what="seconds")
     if args.pairs is None:
@@ -325,43 +325,53 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 
 @contextlib.contextmanager
-def shared_pipeline_data(seed: int = 0) -> Iterator[Path]:
-    """The built-in pipeline's synthetic data, written once for the whole check, read-only.
+def shared_data(suite: str, seed: int = 0) -> Iterator[Path | None]:
+    """The suite's default data, written once for the whole check by its ``write_shared_data``
+    hook (:mod:`perfgate.suites`) and made read-only; ``None`` for a suite without the hook.
 
-    Without it each side's workers would synthesise their own copy in their own tree: the same
-    bytes in two files, which load at different speeds (two copies of one file differed by 28 %
-    in one process, and an A/A check read the difference as a −10.7 % change of DBN load). Both
-    sides read this one file; it is removed when the check ends.
+    Without it each side's workers would make their own copy in their own tree: the same bytes
+    in two files, which load at different speeds (two copies of one file differed by 28 % in one
+    process, and an A/A check read the difference as a −10.7 % change of DBN load). Both sides
+    read this one file; it is removed when the check ends.
     """
-    from perfgate_pipeline.stages import DEFAULT_BARS
-    from perfgate_pipeline.synth import write_synthetic
-
+    write = hook(find(suite), "write_shared_data")
+    if write is None:
+        yield None
+        return
     with tempfile.TemporaryDirectory(prefix="perfgate-ab-data-") as folder:
-        path = Path(folder) / f"synth-ohlcv-1m-1inst-{DEFAULT_BARS}-seed{seed}.dbn"
-        write_synthetic(path, schema="ohlcv-1m", records=DEFAULT_BARS, seed=seed, instruments=1)
+        path = Path(write(Path(folder), seed))
         path.chmod(0o444)
         yield path
 
 
 def run(args: argparse.Namespace) -> int:
     _check_numbers(args)
-    if args.suite != "pipeline" or args.data is not None:
+    args.suite = args.suite or default_suite()
+    if args.data is not None:
         return _run(args)
-    with needs_extra("pipeline", "the built-in pipeline (--suite pipeline)"), shared_pipeline_data() as data:
+    with shared_data(args.suite) as data:
         args.data = data
         return _run(args)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _fallback_options(args: argparse.Namespace, policy: Policy) -> AbOptions:
+    """The process-level engine's options, for a revision whose perfgate predates the resident worker."""
+    from perfgate.ab import DEFAULT_PAIRS, AbOptions
 
-    from perfgate.bench._interleave import ProtocolMissing, measure_resident
-    from perfgate.orchestrate._ab import (
-        DEFAULT_PAIRS,
-        AbOptions,
-        checkout,
-        measure_interleaved,
-        sides,
+    return AbOptions(
+        model=args.model,
+        suite=args.suite,
+        pairs=min(args.pairs, DEFAULT_PAIRS) if args.pairs >= 3 else args.pairs,
+        stages_modules=tuple(args.stages_modules),
+        quick=args.quick,
+        bench_args=_bench_args(args),
+        metric_info=policy.metric_info,
+        time_budget=args.time_budget,
     )
+
+
+def _run(args: argparse.Namespace) -> int:
+    from perfgate.ab import check_revisions, checkout
 
     _check_numbers(args)
     config = config_from(args)
@@ -374,16 +384,7 @@ def _run(args: argparse.Namespace) -> int:
         return _counts(args, policy)
     if args.count_all_stages:
         raise InputError("--count-all-stages goes with --measure counts", field="--count-all-stages")
-    fallback = AbOptions(
-        model=args.model,
-        suite=args.suite,
-        pairs=min(args.pairs, DEFAULT_PAIRS) if args.pairs >= 3 else args.pairs,
-        stages_modules=tuple(args.stages_modules),
-        quick=args.quick,
-        bench_args=_bench_args(args),
-        metric_info=policy.metric_info,
-        time_budget=args.time_budget,
-    )
+    fallback = _fallback_options(args, policy)
     seed, repo, current_ref, progress = _starting(args)
     resident = _resident_options(args, policy, seed)
     info: dict[str, object] = {"paired": True, "interleaved": True, "seed": seed}
@@ -395,32 +396,9 @@ def _run(args: argparse.Namespace) -> int:
             current_commit=cur_rev.commit,
             current_dirty=cur_rev.dirty,
         )
-        try:
-            outcome = measure_resident(sides(base_rev, cur_rev), resident, policy, progress=progress)
-        except ProtocolMissing as exc:
-            progress(f"{exc}: measuring whole perfgate bench processes, alternating A B B A, instead")
-            ab = measure_interleaved(base_rev, cur_rev, fallback, progress=lambda w: progress(f"measured {w}"))
-            source = f"{ab.describe()}. {exc}, so the older process-level design was used: far less sensitive"
-            result = compare_runs(ab.baseline, ab.current, policy, paired=True, baseline_source=source)
-            info.update(engine="process-level ABBA", pairs=ab.pairs, order="".join(ab.order))
-        else:
-            result = outcome.result
-            info.update(
-                engine="resident workers",
-                pairs=outcome.pairs,
-                looks=list(outcome.looks),
-                planned_looks=list(outcome.schedule),
-                stopped=outcome.stopped,
-                pinned=outcome.pinned,
-                seconds=round(outcome.seconds, 1),
-                seconds_per_pair=round(outcome.pair_seconds, 1),
-                stages=list(outcome.plan),
-                pair_log_ratios={f"{m} {st}": [round(x, 6) for x in v] for (m, st), v in outcome.log_ratios.items()},
-                derived=dict(outcome.derived),
-                layouts=list(outcome.layouts),
-                setup_seconds=[round(x, 2) for x in outcome.setup_seconds],
-                measure_seconds=[round(x, 2) for x in outcome.measure_seconds],
-            )
+        checked = check_revisions(base_rev, cur_rev, resident, fallback, policy, progress=progress)
+    info.update(checked.details)
+    result = checked.result
     if args.quick:
         result = dataclasses.replace(
             result, baseline_source=result.baseline_source + ". A smoke run (--quick): not for decisions"

@@ -5,13 +5,13 @@ Each process (at least two per run) runs :mod:`perfgate.cli._countworker` under
 warmed up (:mod:`perfgate.bench._counting`), the simulated caches' geometry given explicitly
 (:data:`perfgate.bench._callgrind.CACHE`), and its own draw of what must not make a
 systematic difference between revisions: the hash seed, the heap offset and the stack
-padding (:func:`perfgate.bench._layout.draw`, the randomiser ``perfgate ab`` uses). Thread
+padding (:func:`perfgate.ab.layout.draw`, the randomiser ``perfgate ab`` uses). Thread
 counts are pinned to one (BLAS, OpenMP, numba, torch), and recorded. The processes run side
 by side, one per CPU: a count is what one process executed on its simulated CPU, and other
 processes on the machine do not change it (measured: ``docs/design.md`` §12).
 
 In ``ab``, pair ``i`` is one process of each revision, started in the order
-:func:`perfgate.bench._layout.start_order` draws, with the layouts the timed paired gate gives
+:func:`perfgate.ab.layout.start_order` draws, with the layouts the timed paired gate gives
 its workers; each revision's processes become one run, checked like two stored runs of counts.
 
 Per stage and counted call the run keeps ``<stem>_instructions`` (Ir) and
@@ -61,9 +61,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfgate.ab.layout import Layout, draw, start_order, worker_args
 from perfgate.bench._callgrind import CACHE, EVENTS, est_cycles, read_dump, valgrind_argv
 from perfgate.bench._counting import NULL_LABEL
-from perfgate.bench._layout import Layout, draw, start_order, worker_args
 from perfgate.core.metrics import Direction
 from perfgate.core.schema import GitInfo, Machine, Metric, Run
 from perfgate.errors import InputError, PerfgateError
@@ -527,7 +527,7 @@ def measure_counts(
 
         def one(i: int) -> Callable[[], _Counted]:
             def task() -> _Counted:
-                # each process its own draw of heap offset, stack padding and hash seed (perfgate.bench._layout)
+                # each process its own draw of heap offset, stack padding and hash seed (perfgate.ab.layout)
                 counted = _one_process(i, counted_job, valgrind, model, draw(layout_seed, i, "A"))
                 with lock:
                     done[0] += 1
@@ -572,8 +572,8 @@ def measure_counts_paired(
 ) -> tuple[Run, Run]:
     """``perfgate ab --measure counts``: ``pairs`` pairs of counted processes, one per side, into two runs.
 
-    The two processes of a pair start together (in the order :func:`~perfgate.bench._layout.start_order`
-    draws), each with its own layout from :func:`~perfgate.bench._layout.draw` (the hash seed is the
+    The two processes of a pair start together (in the order :func:`~perfgate.ab.layout.start_order`
+    draws), each with its own layout from :func:`~perfgate.ab.layout.draw` (the hash seed is the
     pair's), exactly as the paired gate's timed workers start; ``sides`` give each revision's folder
     and environment. Process ``i`` of each run is pair ``i``.
     """

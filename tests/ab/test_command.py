@@ -4,7 +4,7 @@ The repository is a tiny one in a temporary folder with a user stage module; its
 commit does 30 % more work than the first. The only timing behaviour asserted is that
 designed slowdown being found (resident workers alternate blocks on one CPU, the test runs
 across fresh worker pairs); an A/A run must never be called a regression. The engine's own
-behaviour (block order, pinning, worker ends, crashes) is tested in ``test_ab_resident.py``.
+behaviour (block order, pinning, worker ends, crashes) is tested in ``test_resident.py``.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from perfgate.ab.fallback import AbOptions, abba_order
+from perfgate.ab.revisions import WORKTREE, checkout
 from perfgate.cli import main
 from perfgate.errors import InputError
-from perfgate.orchestrate._ab import WORKTREE, AbOptions, abba_order, checkout
 
 STAGES = '''\
 """A user stage for the perfgate ab tests: a fixed numpy computation, allocation-free."""
@@ -154,12 +155,13 @@ def test_more_work_is_a_paired_regression(repo, tmp_path):
 
 @pytest.mark.slow
 def test_a_revision_without_resident_workers_is_measured_process_by_process(repo, tmp_path, monkeypatch):
-    from perfgate.bench import _interleave as interleave
+    from perfgate.ab import ProtocolMissing
+    from perfgate.ab import check as engine
 
     def old_perfgate(*args, **kwargs):
-        raise interleave.ProtocolMissing("the baseline has no resident worker")
+        raise ProtocolMissing("the baseline has no resident worker")
 
-    monkeypatch.setattr(interleave, "measure_resident", old_perfgate)
+    monkeypatch.setattr(engine, "measure_resident", old_perfgate)
     path, first, second = repo
     code, text, data = ab(path, first, second, tmp_path, "--pairs", "4")
     assert code in (0, 1)
@@ -261,13 +263,14 @@ def test_a_hung_stage_ends_a_process_level_check_within_its_budget(tmp_path, mon
     hung stage's `perfgate bench` without any deadline: it now ends at the budget plus its grace."""
     import time
 
-    from perfgate.bench import _interleave as interleave
-    from perfgate.orchestrate import _ab as process_level
+    from perfgate.ab import ProtocolMissing
+    from perfgate.ab import check as engine
+    from perfgate.ab import fallback as process_level
 
     def old_perfgate(*args, **kwargs):
-        raise interleave.ProtocolMissing("the baseline has no resident worker")
+        raise ProtocolMissing("the baseline has no resident worker")
 
-    monkeypatch.setattr(interleave, "measure_resident", old_perfgate)
+    monkeypatch.setattr(engine, "measure_resident", old_perfgate)
     monkeypatch.setattr(process_level, "PROCESS_FLOOR", 1.0)
     path = tmp_path / "hangs"
     path.mkdir()
@@ -296,7 +299,8 @@ def test_the_pipeline_data_is_one_read_only_file_for_both_sides(repo, tmp_path, 
     sides now get one file, written once for the check, read-only, removed afterwards."""
     import stat
 
-    from perfgate.bench import _interleave as interleave
+    from perfgate.ab import check as engine
+    from perfgate.ab._plan import setup_request
     from perfgate.errors import PerfgateError
 
     seen = {}
@@ -304,12 +308,12 @@ def test_the_pipeline_data_is_one_read_only_file_for_both_sides(repo, tmp_path, 
     def capture(sides, options, policy, progress=None):
         path = options.data
         seen.update(path=path, mode=stat.S_IMODE(path.stat().st_mode), size=path.stat().st_size)
-        seen["request"] = interleave._setup_request(options)  # the one set-up request both sides are sent
+        seen["request"] = setup_request(options)  # the one set-up request both sides are sent
         with path.open("rb") as handle:
             seen["head"] = handle.read(4)
         raise PerfgateError("stop here: the measurement itself is not what this test is about")
 
-    monkeypatch.setattr(interleave, "measure_resident", capture)
+    monkeypatch.setattr(engine, "measure_resident", capture)
     path, first, second = repo
     argv = ["ab", "--repo", str(path), "--baseline-ref", first, "--current-ref", second, "--model", "dqn"]
     assert main([*argv, "--time-budget", "20"]) == 2

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.bench._interleave import grace_seconds
+from perfgate.ab.resident import grace_seconds
 from perfgate.cli import main
 from tests.safety.procs import one_line_error, perfgate
 

@@ -1,9 +1,9 @@
 """A resident benchmark worker: set the stages up once, then serve timed calls over a pipe.
 
 ``perfgate ab`` starts one such worker per revision and pair (``python -m
-perfgate.bench.resident`` in that revision's tree, so it imports that revision's code) and
+perfgate.ab.worker`` in that revision's tree, so it imports that revision's code) and
 asks both workers of a pair, alternately, for short blocks of timed calls
-(:mod:`perfgate.bench._interleave`). The worker does nothing on its own.
+(:mod:`perfgate.ab.resident`). The worker does nothing on its own.
 
 The protocol (version :data:`PROTOCOL_VERSION`) is one JSON object per line. The worker
 speaks first and answers every request with one line:

@@ -1,4 +1,4 @@
-"""Both sides of ``perfgate ab`` start alike, each worker with a memory layout drawn at random (perfgate.bench._layout).
+"""Both sides of ``perfgate ab`` start alike, each worker with a memory layout drawn at random (perfgate.ab.layout).
 
 Regression for false alarms on identical code: a comment moved a numpy matrix's address mod
 4096 the same way in every fresh process, and the paths, the start order and the layout
@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from scipy import stats as sps
 
-from perfgate.bench._interleave import Side, measure_resident
-from perfgate.bench._layout import BOOTSTRAP, HEAP_BASE, Layout, draw, start_order, worker_args
+from perfgate.ab.layout import BOOTSTRAP, HEAP_BASE, Layout, draw, start_order, worker_args
+from perfgate.ab.resident import Side, measure_resident
 from perfgate.core.compare import Verdict
 from perfgate.core.policy import Policy
-from tests.test_ab_resident import options, resident_processes
+from tests.ab.test_resident import options, resident_processes
 
 # a 96x96 matrix made at import, its address mod 4096 logged with the worker's tree and its layout draw
 STAGES = """\
@@ -103,7 +103,7 @@ def test_start_order_is_drawn_per_pair_and_balanced():
 
 
 def test_no_randomisation_is_the_plain_module_and_hash_seed_zero():
-    assert worker_args("perfgate.bench.resident", randomise=False) == ["-m", "perfgate.bench.resident"]
+    assert worker_args("perfgate.ab.worker", randomise=False) == ["-m", "perfgate.ab.worker"]
     assert worker_args("m", randomise=True) == ["-c", BOOTSTRAP, "m"]
     env = Layout().env({"X": "1"})
     assert env["PYTHONHASHSEED"] == "0" and env["PERFGATE_LAYOUT_PAD"] == "" and env["X"] == "1"
@@ -186,7 +186,7 @@ def test_without_randomisation_every_worker_starts_with_hash_seed_zero_and_no_pa
 
 @pytest.mark.parametrize("worktree", [False, True])
 def test_both_sides_have_paths_of_equal_length_and_environments_alike(repo_with_two_commits, worktree):
-    from perfgate.orchestrate._ab import WORKTREE, checkout, sides
+    from perfgate.ab.revisions import WORKTREE, checkout, sides
 
     path, first, second = repo_with_two_commits
     with checkout(path, first, WORKTREE if worktree else second) as (base, cur):

@@ -1,8 +1,10 @@
 """The coordinator's side of a resident worker: start it, talk to it with deadlines, end it.
 
-Each worker is a fresh interpreter (``python -m perfgate.bench.resident``) started in its
+Each worker is a fresh interpreter (``python -m perfgate.ab.worker``) started in its
 revision's own tree, so it imports that revision's code, with its own memory layout and so
-its own per-process offset, independent of every other worker's.
+its own per-process offset, independent of every other worker's. A revision of perfgate from
+before the :mod:`perfgate.ab` package has its worker under an older module name, speaking the
+same protocol: :func:`worker_module` names the one the tree has.
 
 Every exchange has a deadline. A worker that ends early, answers nonsense or misses its
 deadline raises :class:`WorkerFailed` with the last line of its stderr, and every worker
@@ -27,7 +29,23 @@ from typing import Any
 
 from perfgate.errors import PerfgateError
 
-__all__ = ["Channel", "WorkerFailed", "WorkerHung", "Workers", "allow", "last_line", "pin"]
+__all__ = [
+    "OLD_WORKER_MODULE",
+    "WORKER_MODULE",
+    "Channel",
+    "WorkerFailed",
+    "WorkerHung",
+    "Workers",
+    "allow",
+    "last_line",
+    "module_missing",
+    "pin",
+    "worker_module",
+]
+
+WORKER_MODULE = "perfgate.ab.worker"
+# where a revision of perfgate from before the perfgate.ab package has its resident worker
+OLD_WORKER_MODULE = "perfgate.bench.resident"
 
 
 class WorkerFailed(PerfgateError):
@@ -36,6 +54,38 @@ class WorkerFailed(PerfgateError):
 
 class WorkerHung(WorkerFailed):
     """A resident worker missed its deadline (and has been killed); the caller says what it was doing."""
+
+
+def worker_module(tree: Path) -> str:
+    """The module that runs a resident worker in ``tree``, the revision's own tree.
+
+    :data:`WORKER_MODULE` when the tree has it; :data:`OLD_WORKER_MODULE` when the tree is a
+    perfgate from before the move and has that file instead; else (a tree that is not perfgate,
+    whose workers import the installed perfgate) :data:`WORKER_MODULE`. A perfgate older than
+    both has neither, and its workers' start says so (:func:`module_missing`). When one side has the
+    older name, the two sides' command lines differ in length by five characters, which moves
+    that side's initial stack by as many bytes on top of the padding each worker's layout draws
+    at random (up to a page).
+    """
+    if _module_file(tree, WORKER_MODULE).is_file():
+        return WORKER_MODULE
+    if _module_file(tree, OLD_WORKER_MODULE).is_file():
+        return OLD_WORKER_MODULE
+    return WORKER_MODULE
+
+
+def _module_file(tree: Path, module: str) -> Path:
+    return tree.joinpath(*module.split(".")).with_suffix(".py")
+
+
+def module_missing(error: str, module: str) -> bool:
+    """Whether a worker's start ``error`` says that ``module`` or its package cannot be found."""
+    package = module.rpartition(".")[0]
+    return (
+        f"No module named {module}" in error
+        or f"No module named '{package}'" in error
+        or f"No module named '{package}." in error
+    )
 
 
 def last_line(text: str) -> str:
@@ -225,10 +275,8 @@ class Workers:
         self._count += 1
         return self._tmp / f"{self._count:03d}-{label.split()[0]}.stderr"
 
-    def spawn(
-        self, label: str, cwd: Path, env: dict[str, str], args: Sequence[str] = ("-m", "perfgate.bench.resident")
-    ) -> Channel:
-        """A fresh worker in ``cwd`` (its revision's tree); ``args`` follow the interpreter (see ``_layout``)."""
+    def spawn(self, label: str, cwd: Path, env: dict[str, str], args: Sequence[str] = ("-m", WORKER_MODULE)) -> Channel:
+        """A fresh worker in ``cwd`` (its revision's tree); ``args`` follow the interpreter (see ``layout``)."""
         stderr = self._stderr_path(label)
         with stderr.open("wb") as err:
             proc = subprocess.Popen(

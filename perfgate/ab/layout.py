@@ -31,7 +31,7 @@ price is that identical code gets layout noise it would not have with a shared d
 test across pairs sees it as noise, and a comment-only change has it anyway.
 
 :func:`start_order` draws which side's worker starts first, per pair; nothing else about the
-start differs between the sides (equal-length worktree paths: :mod:`perfgate.orchestrate._ab`).
+start differs between the sides (equal-length worktree paths: :mod:`perfgate.ab.revisions`).
 A later way of measuring (counts instead of times) reuses :func:`draw` and :data:`BOOTSTRAP`.
 """
 

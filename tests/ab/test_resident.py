@@ -1,4 +1,4 @@
-"""The resident-worker engine of ``perfgate ab`` (perfgate.bench._interleave, .resident, .workerproc).
+"""The resident-worker engine of ``perfgate ab`` (perfgate.ab.resident, .worker, .workers).
 
 Two plain folders stand for the two revisions' trees, each with its own stage module; the
 engine runs with tiny blocks and budgets. Asserted: the block order (random, reproducible
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.bench._interleave import (
+from perfgate.ab.resident import (
     ProtocolMissing,
     ResidentOptions,
     Side,
@@ -27,7 +27,8 @@ from perfgate.bench._interleave import (
     block_seconds,
     measure_resident,
 )
-from perfgate.bench.resident import PROTOCOL_VERSION
+from perfgate.ab.worker import PROTOCOL_VERSION
+from perfgate.ab.workers import OLD_WORKER_MODULE, WORKER_MODULE, module_missing, worker_module
 from perfgate.core.policy import Policy
 from perfgate.errors import PerfgateError
 
@@ -102,7 +103,8 @@ def resident_processes(under: Path) -> list[int]:
             cwd = (entry / "cwd").readlink()
         except OSError:
             continue
-        if b"perfgate.bench.resident" in cmd and (cwd == under or under in cwd.parents):
+        named = any(module.encode() in cmd for module in (WORKER_MODULE, OLD_WORKER_MODULE))
+        if named and (cwd == under or under in cwd.parents):
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
             if state != "Z":
                 found.append(int(entry.name))
@@ -197,6 +199,85 @@ def test_a_perfgate_without_the_resident_worker_asks_for_the_fallback(tmp_path):
     assert resident_processes(tmp_path) == []
 
 
+def _file(path: Path, text: str = "") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_the_worker_module_is_the_one_the_revisions_tree_has(tmp_path):
+    new, old, both, older, other = (tmp_path / name for name in ("new", "old", "both", "older", "other"))
+    _file(new / "perfgate" / "ab" / "worker.py")
+    _file(old / "perfgate" / "bench" / "resident.py")  # perfgate from before the perfgate.ab package
+    _file(both / "perfgate" / "ab" / "worker.py")
+    _file(both / "perfgate" / "bench" / "resident.py")
+    _file(older / "perfgate" / "bench" / "__init__.py")  # a perfgate older than the resident worker
+    _file(other / "mystages.py")  # not perfgate: its workers import the installed perfgate
+    assert (WORKER_MODULE, OLD_WORKER_MODULE) == ("perfgate.ab.worker", "perfgate.bench.resident")
+    assert worker_module(new) == WORKER_MODULE
+    assert worker_module(old) == OLD_WORKER_MODULE
+    assert worker_module(both) == WORKER_MODULE
+    assert worker_module(older) == WORKER_MODULE  # and its start says the module is missing: the fallback
+    assert worker_module(other) == WORKER_MODULE
+
+
+@pytest.mark.parametrize(
+    ("error", "module", "missing"),
+    [
+        ("/usr/bin/python: No module named perfgate.ab.worker", WORKER_MODULE, True),
+        (
+            "ImportError: Error while finding module specification for 'perfgate.ab.worker' "
+            "(ModuleNotFoundError: No module named 'perfgate.ab')",
+            WORKER_MODULE,
+            True,
+        ),
+        ("ImportError: No module named perfgate.bench.resident", OLD_WORKER_MODULE, True),
+        ("ModuleNotFoundError: No module named 'perfgate.bench'", OLD_WORKER_MODULE, True),
+        ("ModuleNotFoundError: No module named 'mystages'", WORKER_MODULE, False),
+        ("ModuleNotFoundError: No module named 'perfgate.abc'", WORKER_MODULE, False),
+    ],
+)
+def test_a_missing_worker_module_is_told_from_other_import_errors(error, module, missing):
+    assert module_missing(error, module) is missing
+
+
+OLD_TREE_STAGES = """\
+import json, os, sys
+
+import perfgate
+from perfgate.bench import stage
+
+
+@stage("work", metric="work_time_ms", unit="ms", suite="abtest")
+def work(ctx):
+    with open(os.environ["AB_TEST_LOG"], "a") as f:
+        f.write(json.dumps({"worker": sys.argv[0], "perfgate": perfgate.__file__}) + "\\n")
+    return lambda: sum(range(300))
+"""
+
+
+def test_a_revision_from_before_the_ab_package_is_measured_with_its_own_worker(tmp_path):
+    """A perfgate tree whose worker is still perfgate/bench/resident.py: its workers run that module."""
+    import shutil
+
+    import perfgate
+
+    base = tree(tmp_path, "base", text=OLD_TREE_STAGES)
+    old = tree(tmp_path, "old", text=OLD_TREE_STAGES)
+    shutil.copytree(Path(perfgate.__file__).parent, old / "perfgate", ignore=shutil.ignore_patterns("__pycache__"))
+    (old / "perfgate" / "ab" / "worker.py").rename(old / "perfgate" / "bench" / "resident.py")
+    log = tmp_path / "workers.log"
+    outcome = measure_resident(sides(base, old, log), options(), Policy(threshold_pct=50))
+    assert outcome.pairs == 3
+    assert {c.metric for c in outcome.result.comparisons} >= {"work_time_ms"}
+    seen = {(Path(e["worker"]).relative_to(Path(e["perfgate"]).parent.parent).as_posix(), e["perfgate"])
+            for e in map(json.loads, log.read_text().splitlines())}  # fmt: skip
+    assert seen == {
+        ("perfgate/ab/worker.py", perfgate.__file__),  # the baseline: a plain tree, the installed perfgate
+        ("perfgate/bench/resident.py", str(old / "perfgate" / "__init__.py")),  # the old tree's own
+    }
+    assert resident_processes(tmp_path) == []
+
+
 def test_every_worker_is_a_fresh_interpreter(tmp_path):
     """Regression for workers forked from one template per revision: every pair shared its layout offset."""
     base, cur = tree(tmp_path, "base"), tree(tmp_path, "cur")
@@ -221,7 +302,7 @@ def test_protocol_serves_requests_and_reports_errors_in_one_line(tmp_path):
         {"op": "exit"},
     ]
     out = subprocess.run(
-        [sys.executable, "-m", "perfgate.bench.resident"],
+        [sys.executable, "-m", "perfgate.ab.worker"],
         input="".join(json.dumps(r) + "\n" for r in requests),
         capture_output=True,
         text=True,
@@ -251,7 +332,7 @@ def test_a_blocks_samples_read_alike_packed_or_as_numbers():
 
 
 def test_an_inconclusive_metric_says_what_time_budget_would_decide_it():
-    from perfgate.bench._interleave import _with_budgets
+    from perfgate.ab._collect import with_budgets
     from perfgate.core.metrics import Direction
     from perfgate.core.paired import decide_look
     from perfgate.core.schema import Metric, Run
@@ -263,7 +344,7 @@ def test_an_inconclusive_metric_says_what_time_budget_would_decide_it():
     look = decide_look(run, run, {("w_ms", "median"): [0.05, -0.05, 0.02, -0.03]}, Policy(threshold_pct=3), alpha=0.01)
     (c,) = look.comparisons
     assert c.verdict.value == "inconclusive" and c.required_unit == "pairs"
-    budgeted = _with_budgets(look, seconds=50.0, pairs=4, pair_seconds=10.0)  # 10 s to start, 10 s a pair
+    budgeted = with_budgets(look, seconds=50.0, pairs=4, pair_seconds=10.0)  # 10 s to start, 10 s a pair
     assert budgeted.comparisons[0].required_seconds == pytest.approx(10.0 + 10.0 * c.required_n)
     assert f"`--time-budget {math.ceil(10.0 + 10.0 * c.required_n):,}`" in render_markdown(budgeted)
 

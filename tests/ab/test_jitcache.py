@@ -1,4 +1,4 @@
-"""numba code kept between `perfgate ab` checks, one folder per git tree (perfgate.orchestrate._jitcache).
+"""numba code kept between `perfgate ab` checks, one folder per git tree (perfgate.ab.jitcache).
 
 Asserted: a revision's compiled code is never used by a revision whose source differs, even
 where numba's own check (the compiled function's file) would take it; the same tree reuses
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.orchestrate import _jitcache
-from perfgate.orchestrate._ab import WORKTREE, _jit_folder, checkout
-from tests.test_ab import git
+from perfgate.ab import jitcache
+from perfgate.ab.revisions import WORKTREE, _jit_folder, checkout
+from tests.ab.test_command import git
 
 # kern.run inlines helper.scale: numba's cache checks kern.py's text, not helper.py's
 HELPER = """\
@@ -51,7 +51,7 @@ def commit(repo: Path, factor: float, message: str) -> str:
 
 @pytest.fixture
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv(_jitcache.CACHE_DIR_VAR, str(tmp_path / "cache"))
+    monkeypatch.setenv(jitcache.CACHE_DIR_VAR, str(tmp_path / "cache"))
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
     path = tmp_path / "repo"
     path.mkdir()
@@ -79,7 +79,7 @@ def test_trees_that_differ_get_different_folders_equal_trees_the_same(repo: Path
     assert folder_a is not None and folder_b is not None
     assert folder_a != folder_b
     assert folder_b == folder_b_again
-    assert folder_a.parent == _jitcache.cache_root(os.environ)
+    assert folder_a.parent == jitcache.cache_root(os.environ)
 
 
 @pytest.mark.slow
@@ -119,19 +119,19 @@ def test_harvest_keeps_the_first_folder_whole_and_prunes_the_least_recently_used
     (tree / "pkg" / "__pycache__" / "m.f-3.py311.nbi").write_bytes(b"first")
     (tree / "pkg" / "__pycache__" / "m.f-3.py311.1.nbc").write_bytes(b"code")
     (tree / "pkg" / "__pycache__" / "m.cpython-311.pyc").write_bytes(b"not numba's")
-    folder = _jitcache.cache_folder(root, "a" * 40)
-    assert _jitcache.harvest(tree, folder) == 2
+    folder = jitcache.cache_folder(root, "a" * 40)
+    assert jitcache.harvest(tree, folder) == 2
     assert cache_files(folder) == ["m.f-3.py311.1.nbc", "m.f-3.py311.nbi"]
     (tree / "pkg" / "__pycache__" / "m.f-3.py311.nbi").write_bytes(b"second")
-    assert _jitcache.harvest(tree, folder) == 0  # already kept: the first stays
+    assert jitcache.harvest(tree, folder) == 0  # already kept: the first stays
     assert (folder / "pkg" / "__pycache__" / "m.f-3.py311.nbi").read_bytes() == b"first"
     assert [p.name for p in root.iterdir()] == [folder.name]  # no staging left behind
     for i, digit in enumerate("bcd"):
         os.utime(folder, (1_000 + i, 1_000 + i))  # folder a is the oldest throughout
-        assert _jitcache.harvest(tree, _jitcache.cache_folder(root, digit * 40), keep=3) == 2
+        assert jitcache.harvest(tree, jitcache.cache_folder(root, digit * 40), keep=3) == 2
     assert sorted(p.name[0] for p in root.iterdir()) == ["b", "c", "d"]
 
 
 def test_cache_folder_refuses_what_is_not_a_git_object_id(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="tree_id"):
-        _jitcache.cache_folder(tmp_path, "../elsewhere")
+        jitcache.cache_folder(tmp_path, "../elsewhere")

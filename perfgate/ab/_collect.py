@@ -1,0 +1,249 @@
+"""Collect: a resident A/B check's pairs turned into samples, runs and the paired decision.
+
+Each pair's blocks become both sides' samples (thinned to :data:`_KEEP` per side and pair for
+the report; the test uses every sample through the log ratios) and one log ratio per metric
+and statistic, estimated block by block (:func:`perfgate.core.paired.block_log_ratio`,
+:func:`~perfgate.core.paired.tail_log_ratio`). At a look the runs so far are decided
+(:func:`decide_now`); at the end the looks' verdicts are merged into the check's result
+(:func:`collect`), with the time budget more pairs would take for what is still undecided.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from perfgate.ab._plan import CheckPlan, ResidentOptions, Side, StagePlan, statistics
+from perfgate.core.codec import format_timestamp
+from perfgate.core.compare import CheckResult
+from perfgate.core.metrics import Direction, metric_info
+from perfgate.core.paired import SequentialLooks, block_log_ratio, decide_look, tail_log_ratio
+from perfgate.core.policy import Policy
+from perfgate.core.schema import Machine, Metric, Run
+from perfgate.core.stats import QUANTILES
+from perfgate.errors import PerfgateError
+
+__all__ = ["Measured", "ResidentOutcome", "Samples", "collect", "decide_now", "runs", "with_budgets"]
+
+_KEEP = 20_000  # samples per side and pair kept in the runs for the report (the test uses all)
+
+
+@dataclass(slots=True)
+class Samples:
+    """Everything measured so far: per metric, per pair, both sides' kept samples and the log ratios."""
+
+    kept: dict[str, list[tuple[list[float], list[float]]]] = field(default_factory=dict)
+    ratios: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    units: dict[str, tuple[str, Direction]] = field(default_factory=dict)
+    derived: dict[str, str] = field(default_factory=dict)
+    orders: list[tuple[str, ...]] = field(default_factory=list)  # per pair: the side that went first per block
+
+    def add(self, metric: str, unit: str, direction: Direction, a: list[float], b: list[float]) -> None:
+        self.units.setdefault(metric, (unit, direction))
+        self.kept.setdefault(metric, []).append((_thin(a), _thin(b)))
+
+    def ratio(self, metric: str, statistic: str, value: float) -> None:
+        self.ratios.setdefault((metric, statistic), []).append(value)
+
+    def add_blocks(
+        self,
+        stages: tuple[StagePlan, ...],
+        timings: Mapping[str, Mapping[str, list[list[float]]]],
+        options: ResidentOptions,
+    ) -> None:
+        """One pair's blocks (per stage and side ``"A"``/``"B"``, each block's samples): samples and log ratios."""
+        for p in stages:
+            a, b = timings[p.name]["A"], timings[p.name]["B"]
+            flat_a, flat_b = [x for blk in a for x in blk], [x for blk in b for x in blk]
+            self.add(p.metric, p.unit, Direction.LOWER, flat_a, flat_b)
+            middle = block_log_ratio(a, b)
+            for stat in statistics(p.metric, options):
+                q = QUANTILES.get(stat, 0.5)
+                self.ratio(p.metric, stat, middle if q == 0.5 else tail_log_ratio(a, b, q))
+            if p.throughput_metric and p.items_per_call:
+                rate_a = [p.items_per_call * p.scale / x for x in flat_a if x > 0]
+                rate_b = [p.items_per_call * p.scale / x for x in flat_b if x > 0]
+                self.add(p.throughput_metric, "samples/s", Direction.HIGHER, rate_a, rate_b)
+                self.ratio(p.throughput_metric, "median", -middle)  # items / time: the same ratio, inverted
+                self.derived[p.throughput_metric] = p.metric
+
+    def add_memory(self, memory_a: Mapping[str, float], memory_b: Mapping[str, float]) -> None:
+        """One pair's memory, measured once per worker: a single sample per side, and its log ratio."""
+        for name in memory_a.keys() & memory_b.keys():
+            a, b = float(memory_a[name]), float(memory_b[name])
+            self.add(name, "MB", Direction.LOWER, [a], [b])
+            if a > 0 and b > 0:
+                self.ratio(name, "median", math.log(b / a))
+
+
+@dataclass(slots=True, kw_only=True)
+class Measured:
+    """What a check's schedule gave, filled in pair by pair."""
+
+    samples: Samples
+    machine: dict[str, Any]
+    software: dict[str, str]
+    cpus: tuple[int, ...]
+    plan: CheckPlan | None = None  # made from the first pair's set-up
+    rule: SequentialLooks | None = None  # fixed after the second pair
+    stopped: str = "maximum pairs"
+    pinned: bool = True
+    pair_seconds: float = 0.0
+    setup_seconds: list[float] = field(default_factory=list)
+    measure_seconds: list[float] = field(default_factory=list)
+    # per worker, in start order: pair, side, whether it started first, its layout draw
+    layouts: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResidentOutcome:
+    """What the engine measured and decided."""
+
+    result: CheckResult
+    baseline: Run
+    current: Run
+    pairs: int
+    looks: tuple[int, ...]  # pair counts at which the check looked
+    schedule: tuple[int, ...]  # the looks it had planned
+    stopped: str  # "decided", "time budget", "maximum pairs"
+    pinned: bool
+    cpus: tuple[int, ...]
+    seed: int
+    seconds: float
+    pair_seconds: float
+    plan: tuple[dict[str, Any], ...]
+    setup_seconds: tuple[float, ...]  # per pair: waiting for both workers' start and set-up
+    measure_seconds: tuple[float, ...]  # per pair: the blocks
+    orders: tuple[tuple[str, ...], ...]  # per pair, the side that went first in each block, in order
+    log_ratios: Mapping[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)  # per pair
+    derived: Mapping[str, str] = field(default_factory=dict)  # derived metric -> the metric it comes from
+    # per worker, in start order: pair, side, whether it started first, its layout draw (perfgate.ab.layout)
+    layouts: tuple[dict[str, Any], ...] = ()
+
+    def describe(self) -> str:
+        pin_text = (
+            f"both workers of a pair pinned to one CPU (CPUs {', '.join(map(str, self.cpus))} in turn)"
+            if self.pinned
+            else "**not pinned to one CPU** (the OS refused sched_setaffinity): noisier blocks"
+        )
+        randomised = bool(self.layouts) and self.layouts[0]["heap_bytes"] > 0
+        layout_text = (
+            "every worker with a memory layout drawn at random"
+            if randomised
+            else "**memory layout not randomised** (--no-randomise-layout): a layout-only change can read as one"
+        )
+        return (
+            f"interleaved A/B in resident workers: {self.pairs} fresh worker pairs, each alternating short blocks "
+            f"of every stage in random order (seed {self.seed}); {pin_text}; {layout_text}; looked after "
+            f"{', '.join(map(str, self.looks))} pairs and stopped: {self.stopped} ({self.seconds:.0f} s)"
+        )
+
+
+def _thin(values: list[float]) -> list[float]:
+    if len(values) <= _KEEP:
+        return values
+    idx = np.linspace(0, len(values) - 1, _KEEP).round().astype(int)
+    return [values[i] for i in idx]
+
+
+def runs(measured: Measured, plan: CheckPlan, sides: tuple[Side, Side], options: ResidentOptions) -> tuple[Run, Run]:
+    """Both sides' runs from what the pairs measured so far: group i of every metric is pair i."""
+    data, config = measured.samples, plan.config
+    machine = measured.machine
+    created = format_timestamp(datetime.now(UTC))
+    out = []
+    for k, side in enumerate(sides):
+        metrics = {}
+        for name, per_pair in data.kept.items():
+            unit, direction = data.units[name]
+            parts = [pp[k] for pp in per_pair if pp[k]]
+            info = metric_info(name)
+            metrics[name] = Metric(
+                name=name,
+                unit=info.unit if info else unit,
+                direction=info.direction if info else direction,
+                samples=tuple(x for part in parts for x in part),
+                groups=tuple(len(part) for part in parts),
+            )
+        metrics.update(plan.one_side[k])
+        out.append(
+            Run(
+                run_id=uuid.uuid4().hex,
+                suite=options.suite,
+                model=options.model,
+                created_at=created,
+                git=side.git,
+                machine=Machine.of(machine),
+                config={**config, "ab": {"role": side.role, "label": side.label}},
+                metrics=metrics,
+                software=measured.software,
+            )
+        )
+    return out[0], out[1]
+
+
+def with_budgets(result: CheckResult, seconds: float, pairs: int, pair_seconds: float) -> CheckResult:
+    """Say, for each comparison more pairs would decide, the time budget those pairs would take."""
+    fixed = max(0.0, seconds - pairs * pair_seconds)  # the first pair's start, not overlapped
+    comparisons = tuple(
+        dataclasses.replace(c, required_seconds=fixed + c.required_n * pair_seconds)
+        if c.required_unit == "pairs" and c.required_n is not None
+        else c
+        for c in result.comparisons
+    )
+    return dataclasses.replace(result, comparisons=comparisons)
+
+
+def decide_now(
+    measured: Measured, sides: tuple[Side, Side], options: ResidentOptions, policy: Policy, alpha: float
+) -> CheckResult:
+    """The paired decision on the pairs measured so far, at level ``alpha`` (one look of the stopping rule)."""
+    assert measured.plan is not None  # a look comes after the first pair's set-up
+    baseline, current = runs(measured, measured.plan, sides, options)
+    return decide_look(
+        baseline, current, measured.samples.ratios, policy, alpha=alpha, derived=measured.samples.derived
+    )
+
+
+def collect(measured: Measured, sides: tuple[Side, Side], options: ResidentOptions, started: float) -> ResidentOutcome:
+    """The check's outcome: its runs, the looks' merged verdicts and how the pairs were measured."""
+    rule, plan, data = measured.rule, measured.plan, measured.samples
+    if rule is None or not rule.results or plan is None:
+        raise PerfgateError("the check ended before its first look")  # max_pairs >= MIN_PAIRS makes this unreachable
+    baseline, current = runs(measured, plan, sides, options)
+    seconds = time.monotonic() - started
+    merged = with_budgets(rule.merged(), seconds, len(data.orders), measured.pair_seconds)
+    outcome = ResidentOutcome(
+        result=merged,
+        baseline=baseline,
+        current=current,
+        pairs=len(data.orders),
+        looks=tuple(rule.looked),
+        schedule=rule.schedule,
+        stopped=measured.stopped,
+        pinned=measured.pinned,
+        cpus=measured.cpus,
+        seed=options.seed,
+        seconds=seconds,
+        pair_seconds=measured.pair_seconds,
+        plan=plan.records(),
+        setup_seconds=tuple(measured.setup_seconds),
+        measure_seconds=tuple(measured.measure_seconds),
+        orders=tuple(data.orders),
+        log_ratios={k: tuple(v) for k, v in data.ratios.items()},
+        derived=dict(data.derived),
+        # not a pair started but never measured
+        layouts=tuple(x for x in measured.layouts if x["pair"] < len(data.orders)),
+    )
+    return dataclasses.replace(
+        outcome,
+        result=dataclasses.replace(merged, baseline=baseline, current=current, baseline_source=outcome.describe()),
+    )
