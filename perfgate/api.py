@@ -141,7 +141,7 @@ class PerformanceTracker:
             info = metric_info(name)
             unit, direction = self.units.get(name) or (info.unit, info.direction)  # type: ignore[union-attr]
             metrics[name] = Metric(name=name, unit=unit, direction=direction, samples=tuple(samples))
-        from perfgate.bench._gitinfo import collect_git
+        from perfgate.bench.gitinfo import collect_git
         from perfgate.bench.machine import collect_machine, collect_software
 
         machine = collect_machine()
@@ -210,9 +210,9 @@ def count_stages(
         InputError: valgrind is not installed (the message names the package).
         PerfgateError: a stage failed under valgrind (the message names it).
     """
-    from perfgate.bench._gitinfo import collect_git
+    from perfgate.bench.gitinfo import collect_git
     from perfgate.bench.machine import collect_machine, collect_software
-    from perfgate.orchestrate._counts import counts_job, measure_counts
+    from perfgate.orchestrate.counts import counts_job, measure_counts
 
     job = counts_job(
         suite=suite or default_suite(),

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from perfgate.core._counts import PROCESS_DF_KEY, is_count, learned_residue
 from perfgate.core.changepoints import detect
+from perfgate.core.counts import PROCESS_DF_KEY, is_count, learned_residue
 from perfgate.core.metrics import Direction, metric_info
 from perfgate.core.noise import calibrate_sigma, normalised
 from perfgate.core.policy import noise_key
@@ -68,7 +68,7 @@ def estimate_noise(runs: Sequence[Run]) -> dict[str, float]:
 
     Counts have no run-to-run phase: for them it learns the residue between the processes of
     each run instead (keys ending ``@process`` and ``@process_df``,
-    :func:`perfgate.core._counts.learned_residue`), which a counts check tests each metric with.
+    :func:`perfgate.core.counts.learned_residue`), which a counts check tests each metric with.
     """
     names: dict[str, None] = {}
     for run in runs:

@@ -33,7 +33,7 @@ Example::
     index_shift_pct = 50.0        # how far a normalised time may be off, per change of its kernel
 
 Secrets never live here; notification credentials come from the environment
-(``[tool.perfgate.notify]``, see :mod:`perfgate.notify._settings`).
+(``[tool.perfgate.notify]``, see :mod:`perfgate.notify.settings`).
 """
 
 from __future__ import annotations
@@ -47,13 +47,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfgate.core._text import one_line
 from perfgate.core.metrics import Direction, MetricInfo
 from perfgate.core.noise import ASSUMED_MEMORY, ASSUMED_NORMALISED, ASSUMED_RAW, NoiseModel
 from perfgate.core.policy import BUDGET_STATISTICS, MISSING_METRIC_RULES, Budget, Policy
 from perfgate.core.schema import normalize_model
+from perfgate.core.text import one_line
 from perfgate.errors import ConfigError, os_error_text
-from perfgate.notify._settings import NotifyConfig, parse_notify
+from perfgate.notify.settings import NotifyConfig, parse_notify
 
 __all__ = ["Config", "find_config", "load_config", "parse_config"]
 

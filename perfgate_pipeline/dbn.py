@@ -35,15 +35,17 @@ from perfgate_pipeline._dbn_records import check_uniform, walk_records
 from perfgate_pipeline._dbn_schemas import (
     FIXED_PRICE_SCALE,
     OHLCV_RTYPES,
+    RTYPE_NAMES,
     SCHEMA_RTYPES,
     SUPPORTED_VERSIONS,
     UNDEF_PRICE,
     record_dtype,
     rtype_name,
+    stype_name,
 )
 from perfgate_pipeline._dbn_zstd import ZSTD_MAGIC, decompress_stream, is_skippable_frame
 
-__all__ = ["OHLCV_KEYS", "DbnFile", "load_dbn", "ohlcv_arrays", "prices_as_float"]
+__all__ = ["OHLCV_KEYS", "RTYPE_NAMES", "DbnFile", "load_dbn", "ohlcv_arrays", "prices_as_float", "stype_name"]
 
 _UNDEF_PRICE_AS_FLOAT = 2.0**63  # what UNDEF_PRICE (and every int64 >= 2**63 - 512) becomes as float64
 

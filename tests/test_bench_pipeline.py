@@ -238,7 +238,7 @@ def test_warmup_0_with_fixed_repeats_times_every_stage(bars_file, tmp_path):
 def test_counts_with_warmup_0_sets_every_stage_up(bars_file):
     """--measure counts --warmup 0, without valgrind: the counted worker's steps with a switch that counts nothing."""
     import perfgate_pipeline.stages  # noqa: F401
-    from perfgate.bench._counting import CountOptions, count_stages
+    from perfgate.bench.counting import CountOptions, count_stages
 
     class NoSwitch:
         def label(self, name: str) -> None: ...

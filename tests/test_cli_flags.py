@@ -283,7 +283,7 @@ def test_a_worker_refuses_options_it_does_not_know(tmp_path):
     import subprocess
     import sys
 
-    from perfgate.orchestrate._workers import WORKER_MODULE
+    from perfgate.orchestrate.workers import WORKER_MODULE
 
     job = {"model": "m", "output": str(tmp_path / "w.json"), "store": "sqlite:///x.db"}
     proc = subprocess.run(

@@ -18,8 +18,8 @@ import pytest
 
 from perfgate.cli import main
 from perfgate.errors import PerfgateError
-from perfgate.orchestrate import _counts
-from perfgate.orchestrate._counts import counts_machine
+from perfgate.orchestrate import counts
+from perfgate.orchestrate.counts import counts_machine
 from tests.conftest import validate_run_file
 
 STAGES = """\
@@ -219,11 +219,11 @@ def test_the_products_are_read_only_checked_and_removed(tmp_path, monkeypatch):
     """The native pass needs no valgrind: its folder is read-only, a change to it is an error, and it is removed."""
     (tmp_path / "tinystages.py").write_text(STAGES)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    job = _counts.counts_job(
+    job = counts.counts_job(
         suite="prepared", stages_modules=["tinystages"], data=None, seed=0, params={}, warmup=None, calls=1
     )
-    side = _counts.CountSide(label="current `HEAD` (abc1234)", cwd=tmp_path)
-    with _counts._prepared(job, "x", [side], True, None) as (products,):
+    side = counts.CountSide(label="current `HEAD` (abc1234)", cwd=tmp_path)
+    with counts._prepared(job, "x", [side], True, None) as (products,):
         assert products.stages == ["table"] and products.folder is not None
         assert products.folder.name.startswith("current-HEAD-abc1234-")
         product = products.folder / "table"
@@ -231,13 +231,13 @@ def test_the_products_are_read_only_checked_and_removed(tmp_path, monkeypatch):
         assert products.job(job)["prepared"] == str(products.folder)
     assert not products.folder.exists()
     with pytest.raises(PerfgateError, match="changed while the counted processes"):
-        with _counts._prepared(job, "x", [side], True, None) as (products,):
+        with counts._prepared(job, "x", [side], True, None) as (products,):
             assert products.folder is not None
             product = products.folder / "table"
             product.chmod(0o644)
             product.write_bytes(b"changed")
     assert not products.folder.exists()
-    with _counts._prepared({**job, "suite": "tiny"}, "x", [side], True, None) as (products,):
+    with counts._prepared({**job, "suite": "tiny"}, "x", [side], True, None) as (products,):
         assert products.stages == [] and products.folder is None  # no stage prepares: nothing set up
         assert products.job(job) == job
 
@@ -383,7 +383,7 @@ def test_two_hosts_that_present_one_instruction_set_share_a_counts_fingerprint()
 @needs_valgrind
 def test_a_hung_stage_ends_at_the_process_deadline_naming_itself(counted, monkeypatch, capsys):
     # long enough for valgrind to start and set the suite up on a busy 2-core runner first
-    monkeypatch.setattr(_counts, "PROCESS_DEADLINE", 40.0)
+    monkeypatch.setattr(counts, "PROCESS_DEADLINE", 40.0)
     monkeypatch.chdir(counted)
     out = counted / "hung.json"
     argv = ["bench", "--suite", "hanging", "--stages-module", "tinystages", "--model", "x", "--measure", "counts"]

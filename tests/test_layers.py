@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,7 +37,7 @@ ALLOWED = {
     "output": {"errors"},
     "runfile": {"core", "errors", "inputs", "output"},
     "calibration": {"core", "errors", "runfile"},
-    "config": {"core", "errors", "notify._settings"},
+    "config": {"core", "errors", "notify.settings"},
     # the suites installed packages declare (entry points), declared to the core
     "suites": {"core", "errors"},
     "api": {"api", "bench", "core", "errors", "runfile", "orchestrate"},  # count_stages starts valgrind workers
@@ -149,3 +150,116 @@ def test_no_other_package_imports_a_private_module_of_the_ab_package():
     ]
     assert offenders == []
     assert _private_ab_imports(PACKAGE / "ab" / "resident.py")  # the check sees the package's own imports
+
+
+# modules that perfgate starts as processes (``python -m …``), named in a string by the code that starts
+# them: a process boundary, not an import into the starting process (the worker of ``bench --processes``
+# and the counted worker and native pass of ``--measure counts``, whose names one revision of perfgate
+# ab uses in another's tree)
+STARTED_AS_PROCESSES = {
+    "perfgate.cli.worker",
+    "perfgate.cli.countworker",
+    "perfgate.cli.prepareworker",
+    "perfgate.cli._countworker",  # the two names in a tree from before they were public
+    "perfgate.cli._prepareworker",
+}
+_MODULE_NAME = re.compile(r"perfgate(_pipeline)?(\.[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+def _module_of(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def _exists(module: str) -> bool:
+    base = PACKAGE.parent.joinpath(*module.split("."))
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def _all_imports(path: Path) -> set[str]:
+    """Every perfgate module ``path`` reaches: its imports, at any depth of the code, and the module
+    names its strings spell (``import_module("…")``, ``python -m …``, entry points)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_NAME.fullmatch(node.value):
+            if node.value not in STARTED_AS_PROCESSES:
+                names.add(node.value)
+    found = set()
+    for name in names:
+        while name and not _exists(name):  # `from pkg import name`: the module is pkg
+            name = name.rpartition(".")[0]
+        if name.startswith(("perfgate.", "perfgate_pipeline")):
+            found.add(name)
+    return found - {_module_of(path)}
+
+
+def _package(module: str) -> str:
+    """perfgate.core._decision -> perfgate.core; perfgate.api -> perfgate.api; perfgate_pipeline.x -> itself"""
+    parts = module.split(".")
+    if parts[0] == "perfgate_pipeline":
+        return "perfgate_pipeline"
+    return ".".join(parts[:2])
+
+
+def _sources() -> list[Path]:
+    return [*PACKAGE.rglob("*.py"), *PIPELINE.rglob("*.py")]
+
+
+def test_string_imports_point_down_too():
+    """A module named in a string (``import_module``, ``python -m``) is an import: the layers hold for it."""
+    violations = []
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE)
+        layer = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        for name in _all_imports(path):
+            if name.startswith("perfgate.") and not _allowed(layer, name[len("perfgate.") :]):
+                violations.append(f"{rel} reaches {name}")
+    assert violations == []
+
+
+def test_no_module_imports_a_private_module_of_another_package():
+    """``_`` marks what is private to its package; what several packages share is public (and says so)."""
+    violations = []
+    for path in _sources():
+        me = _package(_module_of(path))
+        for name in _all_imports(path):
+            if _package(name) != me and any(p.startswith("_") for p in name.split(".")[1:]):
+                violations.append(f"{_module_of(path)} imports {name}")
+    assert violations == []
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return []
+
+
+def test_no_import_cycle_between_packages():
+    """Strings and imports inside functions count: a loop hidden in a function is still a loop."""
+    graph: dict[str, set[str]] = {}
+    for path in _sources():
+        me = _package(_module_of(path))
+        graph.setdefault(me, set()).update(p for p in map(_package, _all_imports(path)) if p != me)
+    assert _cycle(graph) == []

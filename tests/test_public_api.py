@@ -161,6 +161,18 @@ PUBLIC_MODULES = {
     # one module per imported format
     "perfgate.importers.asv", "perfgate.importers.google_benchmark", "perfgate.importers.hyperfine",
     "perfgate.importers.pyperf", "perfgate.importers.pytest_benchmark",
+    # internal modules that several packages share (each docstring says "Internal: shared with …"): public
+    # names so that "_" keeps meaning "private to its package", not part of the Python API
+    "perfgate.bench.callgrind", "perfgate.bench.counting", "perfgate.bench.disturbance", "perfgate.bench.gitinfo",
+    "perfgate.core.advice", "perfgate.core.counts", "perfgate.core.distributions", "perfgate.core.outgoing_url",
+    "perfgate.core.redact", "perfgate.core.text", "perfgate.export.history", "perfgate.export.latest",
+    "perfgate.export.outlets", "perfgate.notify.settings", "perfgate.orchestrate.counts",
+    "perfgate.orchestrate.workers", "perfgate.report.environment", "perfgate.report.escape",
+    "perfgate.report.formatting", "perfgate.report.plots", "perfgate.report.shift", "perfgate.report.terms",
+    # the family of tests that both the stored and the paired check decide with (docs/design.md §4)
+    "perfgate.core.family",
+    # processes that perfgate ab --measure counts starts by name in each revision's tree
+    "perfgate.cli.countworker", "perfgate.cli.prepareworker",
 }  # fmt: skip
 
 

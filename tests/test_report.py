@@ -18,12 +18,12 @@ import pytest
 from markdown_it import MarkdownIt
 
 from perfgate.cli import main
-from perfgate.core._advice import measured_seconds, repetitions, seconds_to_decide
+from perfgate.core.advice import measured_seconds, repetitions, seconds_to_decide
 from perfgate.core.codec import run_from_dict
 from perfgate.core.compare import CheckResult, Verdict, compare_runs
 from perfgate.core.policy import Budget, Policy
-from perfgate.report._format import fmt_duration
 from perfgate.report.comment import MAX_COLUMNS, render_comment
+from perfgate.report.formatting import fmt_duration
 from perfgate.report.markdown import MAX_CHARS, render_markdown
 from tests.ci.conftest import big_result
 from tests.conftest import SEED_BASELINE, SEED_CURRENT

@@ -32,8 +32,8 @@ import pytest
 from rich.console import Console
 
 import perfgate.cli._common as cli_common
-from perfgate.core._distributions import norm_ppf
 from perfgate.core.compare import CheckResult, Comparison, Verdict, compare_runs
+from perfgate.core.distributions import norm_ppf
 from perfgate.core.metrics import Direction, MetricInfo
 from perfgate.core.paired import decide_look
 from perfgate.core.policy import Budget, Policy

@@ -19,7 +19,7 @@ What is where:
   deadlines, pin to a CPU, end;
 * :mod:`perfgate.ab.layout` — how the two workers of a pair start: alike but for the code, each
   with a memory layout drawn at random (also used by the counted processes of
-  :mod:`perfgate.orchestrate._counts`);
+  :mod:`perfgate.orchestrate.counts`);
 * :mod:`perfgate.ab.fallback` — the process-level engine: whole ``perfgate bench`` processes,
   alternating A B B A (:func:`measure_interleaved`);
 * :mod:`perfgate.ab.jitcache` — numba's compiled code kept between checks, one folder per tree.

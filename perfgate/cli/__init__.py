@@ -15,8 +15,8 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from perfgate import __version__
-from perfgate.core._redact import mask_url
-from perfgate.core._text import one_line
+from perfgate.core.redact import mask_url
+from perfgate.core.text import one_line
 from perfgate.errors import EXIT_ERROR, PerfgateError, os_error_text
 
 __all__ = ["COMMANDS", "guarded", "main"]

@@ -210,7 +210,7 @@ def _counts(args: argparse.Namespace, policy: Policy) -> int:
     from perfgate.bench.machine import collect_machine, collect_software
     from perfgate.cli._check import with_calibration
     from perfgate.core.codec import format_timestamp
-    from perfgate.orchestrate._counts import CountSide, counts_job, find_valgrind, measure_counts_paired
+    from perfgate.orchestrate.counts import CountSide, counts_job, find_valgrind, measure_counts_paired
 
     if (args.device or "cpu") != "cpu":
         raise InputError(

@@ -29,14 +29,14 @@ from perfgate.cli._common import (
     store_url,
     term_cell,
 )
-from perfgate.core._text import plain
 from perfgate.core.baseline import flat_baseline, pool_runs
 from perfgate.core.codec import format_timestamp
 from perfgate.core.schema import Run
 from perfgate.core.stats import summarize
+from perfgate.core.text import plain
 from perfgate.errors import InputError
 from perfgate.output import check_distinct, output_file
-from perfgate.report._format import fmt_time, fmt_value
+from perfgate.report.formatting import fmt_time, fmt_value
 from perfgate.runfile import load_run, save_run, write_text_atomic
 
 __all__ = ["DEFAULT_DIR", "add_arguments", "baseline_path", "run"]

@@ -30,10 +30,10 @@ from perfgate.cli._common import (
     store_file,
     term,
 )
-from perfgate.core._text import plain
 from perfgate.core.codec import format_timestamp
 from perfgate.core.metrics import SuiteDeclaration, default_suite
 from perfgate.core.schema import Run
+from perfgate.core.text import plain
 from perfgate.errors import InputError
 from perfgate.output import check_distinct, is_replaceable, open_output, output_file
 from perfgate.runfile import save_run
@@ -289,7 +289,7 @@ def worker_options(args: argparse.Namespace) -> dict[str, object]:
 
 def run_worker(options: Mapping[str, Any]) -> int:
     """Measure one model once with ``options`` (from :func:`worker_options`, plus ``model`` and ``output``)."""
-    from perfgate.bench._gitinfo import collect_git
+    from perfgate.bench.gitinfo import collect_git
     from perfgate.bench.machine import collect_machine
     from perfgate.errors import PerfgateError
 
@@ -323,7 +323,7 @@ def _check_counts(args: argparse.Namespace) -> None:
         raise InputError(
             "--time-budget does not apply to --measure counts (the counts do not wobble)", field="--measure"
         )
-    from perfgate.orchestrate._counts import find_valgrind
+    from perfgate.orchestrate.counts import find_valgrind
 
     find_valgrind()
 
@@ -331,7 +331,7 @@ def _check_counts(args: argparse.Namespace) -> None:
 def _counted(args: argparse.Namespace, model: str, machine: dict, git) -> Run:  # type: ignore[no-untyped-def]
     from perfgate.bench.machine import collect_software
     from perfgate.bench.registry import stages_for
-    from perfgate.orchestrate._counts import counts_job, measure_counts
+    from perfgate.orchestrate.counts import counts_job, measure_counts
 
     data = args.data
     default_data_path = hook(find(args.suite), "default_data_path") if data is None else None
@@ -365,7 +365,7 @@ def _counted(args: argparse.Namespace, model: str, machine: dict, git) -> Run:  
 
 
 def _in_processes(args: argparse.Namespace, model: str, threshold_pct: float) -> Run:
-    from perfgate.orchestrate._workers import measure_in_processes
+    from perfgate.orchestrate.workers import measure_in_processes
 
     budget = args.time_budget
     processes = args.processes if budget is None or args.processes > 1 else 20
@@ -408,7 +408,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         _set_up_suite(args)
         models = _own_suite_models(args.suite, requested, args.stages_module)
-    from perfgate.bench._gitinfo import collect_git
+    from perfgate.bench.gitinfo import collect_git
     from perfgate.bench.machine import collect_machine
 
     machine = collect_machine()
@@ -423,7 +423,7 @@ def run(args: argparse.Namespace) -> int:
     save_checkpoint = hook(suite, "save_checkpoint")
     for model in models:
         path = paths[model]
-        from perfgate.bench._disturbance import environment_between, snapshot
+        from perfgate.bench.disturbance import environment_between, snapshot
 
         before = snapshot()
         if args.measure == "counts":

@@ -20,13 +20,13 @@ from perfgate.cli._common import (
     store_file,
     write_reports,
 )
-from perfgate.core._text import plain
 from perfgate.core.compare import CheckResult, budgets_only, compare_runs
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Run
+from perfgate.core.text import plain
 from perfgate.errors import InputError
 from perfgate.output import check_distinct, output_file
-from perfgate.report._format import fmt_change
+from perfgate.report.formatting import fmt_change
 from perfgate.runfile import load_run
 
 __all__ = ["add_arguments", "run"]

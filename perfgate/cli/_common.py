@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import NoReturn, TypeVar
 
 from perfgate.config import Config, load_config
-from perfgate.core._text import plain
 from perfgate.core.codec import dumps
 from perfgate.core.compare import CheckResult, Verdict
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Run, normalize_model
+from perfgate.core.text import plain
 from perfgate.errors import ConfigError, InputError, PerfgateError
-from perfgate.report._format import fmt_change
+from perfgate.report.formatting import fmt_change
 
 __all__ = [
     "FLAG_HELP",
@@ -440,9 +440,9 @@ def exit_code_of(result: CheckResult, args: argparse.Namespace, command: str) ->
 def print_verdict(result: CheckResult) -> None:
     """A few lines on stderr: what regressed, which budgets broke, or that nothing did."""
     console = stderr_console()
-    from perfgate.report._environment import environment_text
-    from perfgate.report._shift import shift_terminal
-    from perfgate.report._terms import shown_change
+    from perfgate.report.environment import environment_text
+    from perfgate.report.shift import shift_terminal
+    from perfgate.report.terms import shown_change
 
     if changed := environment_text(result):
         console.print(f"[yellow]{term(changed)}[/]")

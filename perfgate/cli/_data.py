@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfgate.cli._common import add_flag, add_removed_spelling
-from perfgate.core._text import plain
+from perfgate.core.text import plain
 from perfgate.errors import EXIT_ERROR, EXIT_OK, DataError
 from perfgate.output import output_file
 
@@ -118,7 +118,7 @@ def _iso(ns: int | None) -> str | None:
 
 
 def _summary(dbn: DbnFile) -> dict[str, Any]:
-    from perfgate_pipeline._dbn_schemas import RTYPE_NAMES, stype_name
+    from perfgate_pipeline.dbn import RTYPE_NAMES, stype_name
 
     meta = dbn.metadata
     first_last = dbn.ts_event_range()

@@ -27,12 +27,12 @@ from perfgate.cli._common import (
     store_url,
 )
 from perfgate.config import Config
-from perfgate.core._outgoing_url import parse_outgoing_url
-from perfgate.core._redact import mask_url
-from perfgate.core._text import one_line
 from perfgate.core.compare import CheckResult
+from perfgate.core.outgoing_url import parse_outgoing_url
 from perfgate.core.policy import Policy
+from perfgate.core.redact import mask_url
 from perfgate.core.schema import Run
+from perfgate.core.text import one_line
 from perfgate.errors import ConfigError, InputError, PerfgateError
 from perfgate.output import check_distinct, output_file
 
@@ -77,7 +77,7 @@ def require_extra(module: str, what: str) -> None:
 
 def _reader(args: argparse.Namespace, config: Config) -> Any:
     """A function that opens the store, reads the newest states and closes it again."""
-    from perfgate.export._latest import RunState, latest_states
+    from perfgate.export.latest import RunState, latest_states
     from perfgate.store import open_store
 
     url = store_url(args, config)
@@ -97,7 +97,7 @@ def _reader(args: argparse.Namespace, config: Config) -> Any:
 
 
 def _serve(registry: Any, address: str) -> int:
-    from perfgate.export._outlets import parse_listen_address, serve
+    from perfgate.export.outlets import parse_listen_address, serve
 
     host, port = parse_listen_address(address)
     server = serve(registry, host, port)
@@ -119,7 +119,7 @@ def _serve(registry: Any, address: str) -> int:
 
 def _push_quietly(url: str, states: Sequence[Any], policy: Policy) -> None:
     try:
-        from perfgate.export._outlets import push_states
+        from perfgate.export.outlets import push_states
 
         groups = push_states(url, states, metric_info=policy.metric_info, flag="--push-metrics")
     except (PerfgateError, ModuleNotFoundError) as exc:
@@ -135,7 +135,7 @@ def _shown(url: str) -> str:
 
 def push_check(url: str, result: CheckResult, policy: Policy) -> None:
     """``check --push-metrics``: the current run and its check; a failure is a warning on stderr."""
-    from perfgate.export._latest import RunState
+    from perfgate.export.latest import RunState
 
     state = RunState(run=result.current, result=result, budgets=policy.budgets_for(result.current.model_key))
     _push_quietly(url, [state], policy)
@@ -147,13 +147,13 @@ def push_runs(url: str, runs: Sequence[Run], policy: Policy) -> None:
     Each push replaces its (model, machine, suite) group, so the check metrics of an older
     run do not linger next to the values of the new one.
     """
-    from perfgate.export._latest import fresh_states
+    from perfgate.export.latest import fresh_states
 
     _push_quietly(url, fresh_states(runs, policy), policy)
 
 
 def _history(args: argparse.Namespace, config: Config) -> int:
-    from perfgate.export._history import history_openmetrics, read_history
+    from perfgate.export.history import history_openmetrics, read_history
     from perfgate.export.prometheus import unix_time
     from perfgate.output import write_output
     from perfgate.store import open_store, resolve_store_url
@@ -169,7 +169,7 @@ def _history(args: argparse.Namespace, config: Config) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfgate.export._outlets import push_states
+    from perfgate.export.outlets import push_states
     from perfgate.export.prometheus import PerfgateCollector, exposition, make_registry
     from perfgate.output import write_output
 

@@ -34,13 +34,13 @@ from perfgate.cli._common import (
     term,
     term_cell,
 )
-from perfgate.core._text import plain
 from perfgate.core.changepoints import METHODS, ChangePoint, detect
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import normalised
 from perfgate.core.stats import QUANTILES
+from perfgate.core.text import plain
 from perfgate.errors import InputError
-from perfgate.report._format import fmt_change, fmt_p, fmt_time, fmt_value
+from perfgate.report.formatting import fmt_change, fmt_p, fmt_time, fmt_value
 
 __all__ = ["add_arguments", "run", "sparkline"]
 

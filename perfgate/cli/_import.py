@@ -24,9 +24,9 @@ from perfgate.cli._common import (
     stderr_console,
     store_file,
 )
-from perfgate.core._text import plain
 from perfgate.core.codec import format_timestamp
 from perfgate.core.schema import GitInfo, Machine, Run
+from perfgate.core.text import plain
 from perfgate.importers import FORMATS, TIME_UNITS, ImportOptions, import_file
 from perfgate.output import check_distinct, output_file
 from perfgate.runfile import save_run
@@ -64,7 +64,7 @@ def _provenance(run: Run, args: argparse.Namespace) -> Run:
     changes: dict[str, Any] = {}
     git = run.git
     if git.commit is None or git.branch is None or args.git_commit or args.branch:
-        from perfgate.bench._gitinfo import collect_git
+        from perfgate.bench.gitinfo import collect_git
 
         found = collect_git(args.git_commit or git.commit, args.branch or git.branch)
         # the working tree's state says something only about a commit taken from it

@@ -14,7 +14,7 @@ from perfgate.cli._common import (
     stderr_console,
     store_url,
 )
-from perfgate.core._text import plain
+from perfgate.core.text import plain
 from perfgate.runfile import load_run
 from perfgate.store import RunStatus, open_store
 

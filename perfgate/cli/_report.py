@@ -14,7 +14,7 @@ from perfgate.cli._common import (
     store_file,
     store_url,
 )
-from perfgate.core._text import one_line
+from perfgate.core.text import one_line
 from perfgate.errors import InputError
 from perfgate.output import check_distinct, output_file, write_output
 
@@ -62,7 +62,7 @@ def _machine_history(store, state, series, history: int):  # type: ignore[no-unt
     import numpy as np
 
     from perfgate.core.noise import normalised
-    from perfgate.report._plots import IndexPoint
+    from perfgate.report.plots import IndexPoint
     from perfgate.store import RunQuery
 
     run = state.run
@@ -96,7 +96,7 @@ def _machine_history(store, state, series, history: int):  # type: ignore[no-unt
 
 def run(args: argparse.Namespace) -> int:
     from perfgate.core.compare import budgets_only
-    from perfgate.export._latest import latest_states
+    from perfgate.export.latest import latest_states
     from perfgate.report.html import ReportSection, render_html
     from perfgate.store import mask_url, open_store
 

@@ -1,4 +1,4 @@
-"""One worker process of ``perfgate bench --processes N`` (started by :mod:`perfgate.orchestrate._workers`).
+"""One worker process of ``perfgate bench --processes N`` (started by :mod:`perfgate.orchestrate.workers`).
 
 It reads its options as one JSON object on standard input — the options the parent parsed
 (:func:`perfgate.cli._bench.worker_options`), never a copy of the parent's command line — and

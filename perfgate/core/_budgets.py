@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from perfgate.core._counts import is_counts_run
 from perfgate.core._derived import derived_metrics
+from perfgate.core.counts import is_counts_run
 from perfgate.core.metrics import Direction, metric_info
 from perfgate.core.policy import Budget
 from perfgate.core.result import BudgetCheck

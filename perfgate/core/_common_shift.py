@@ -50,8 +50,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from perfgate.core._distributions import norm_ppf, norm_sf
 from perfgate.core._tail import Tail, robust_to_scale
+from perfgate.core.distributions import norm_ppf, norm_sf
 
 if TYPE_CHECKING:  # the estimate's module reads the result types, which read this one
     from perfgate.core._estimate import Estimate

@@ -31,8 +31,6 @@ import math
 from collections.abc import Callable, Mapping
 
 from perfgate.core._common_shift import CommonShift
-from perfgate.core._counts import Residue, counts_test, history_of, is_count
-from perfgate.core._distributions import norm_ppf, t_isf
 from perfgate.core._estimate import (
     Estimate,
     OneSidedTest,
@@ -44,6 +42,8 @@ from perfgate.core._estimate import (
 )
 from perfgate.core._samplestats import ReferenceStats, SampleStats
 from perfgate.core._significance import log_ratio_se
+from perfgate.core.counts import Residue, counts_test, history_of, is_count
+from perfgate.core.distributions import norm_ppf, t_isf
 from perfgate.core.family import holm_family
 from perfgate.core.metrics import Direction, metric_info
 from perfgate.core.noise import index_shift
@@ -84,7 +84,7 @@ def estimate_unpaired(
     ``paired``: group i of both runs ran side by side, so the test is on paired log ratios
     when there are enough groups. ``counts``: the check's between-process residue of count
     metrics, which a count metric is tested with instead of the run-to-run noise of times
-    (:mod:`perfgate.core._counts`)."""
+    (:mod:`perfgate.core.counts`)."""
     stats = stats if stats is not None else ReferenceStats(policy.confidence)
     sides = sides if sides is not None else sides_of(base, cur, paired=paired)
     n_base, n_cur = len(base.samples), len(cur.samples)

@@ -20,9 +20,9 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from perfgate.core._distributions import t_sf
 from perfgate.core._samplestats import SampleStats
 from perfgate.core._tail import Tail, robust_to_scale
+from perfgate.core.distributions import t_sf
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import (
     CALIBRATED_TAIL_DF,

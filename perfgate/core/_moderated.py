@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfgate.core._distributions import betainc, t_sf
+from perfgate.core.distributions import betainc, t_sf
 
 __all__ = ["OUTLIER_LEVEL", "Moderated", "Prior", "digamma", "fit_prior", "guarded", "trigamma"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from perfgate.core._distributions import norm_ppf, norm_sf
+from perfgate.core.distributions import norm_ppf, norm_sf
 
 __all__ = ["holm", "log_ratio_se", "z_test_worse"]
 

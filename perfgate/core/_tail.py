@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from perfgate.core._distributions import norm_ppf, t_log_pdf, t_ppf, t_sf
+from perfgate.core.distributions import norm_ppf, t_log_pdf, t_ppf, t_sf
 
 __all__ = ["Tail", "robust_to_scale"]
 

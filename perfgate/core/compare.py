@@ -18,12 +18,12 @@ from __future__ import annotations
 import dataclasses
 
 from perfgate.core._budgets import check_budgets, counts_budget_note
-from perfgate.core._counts import is_counts_run, pooled_residues
 from perfgate.core._decision import prepare, unmatched
 from perfgate.core._derived import derived_metrics
 from perfgate.core._estimate import sides_of
 from perfgate.core._samplestats import BatchStats, ReferenceStats, SampleStats
 from perfgate.core.benchmark_names import align
+from perfgate.core.counts import is_counts_run, pooled_residues
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import independent_runs
 from perfgate.core.policy import Policy

@@ -55,10 +55,10 @@ import numpy as np
 
 from perfgate.core._budgets import check_budgets
 from perfgate.core._decision import decide, log_threshold, split_metrics, statistics_of
-from perfgate.core._distributions import t_sf
 from perfgate.core._estimate import Estimate, OneSidedTest
 from perfgate.core._moderated import Prior, fit_prior, guarded
 from perfgate.core.compare import CheckResult, Comparison, Verdict, missing_gated
+from perfgate.core.distributions import t_sf
 from perfgate.core.family import family_members, holm_family
 from perfgate.core.metrics import Direction
 from perfgate.core.policy import Policy

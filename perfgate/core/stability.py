@@ -41,8 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from perfgate.core._distributions import norm_ppf
 from perfgate.core.changepoints import detect
+from perfgate.core.distributions import norm_ppf
 
 __all__ = ["SteadyState", "steady_state", "theil_sen", "trim_warmup"]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfgate.core._distributions import binom_ppf
+from perfgate.core.distributions import binom_ppf
 
 __all__ = [
     "QUANTILES",

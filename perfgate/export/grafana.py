@@ -19,7 +19,7 @@ are not times) follows.
 
 Time series plot the history, one point per run at the run's own time
 (``perfgate_history_*``, backfilled from ``perfgate export prometheus --openmetrics``, see
-:mod:`perfgate.export._history`); a scraped value carries the scrape's time, so plotted over
+:mod:`perfgate.export.history`); a scraped value carries the scrape's time, so plotted over
 time it would only repeat the newest run. The gate panels, the training-step bars, the counts
 bars and the change against the baseline show the newest check (the live ``perfgate_*`` families).
 """
@@ -50,7 +50,7 @@ _GRAFANA_UNIT = {
 }
 _SEL = 'model=~"$model", machine=~"$machine"'
 _WHO = "{{model}} · {{machine}}"
-# what every panel of counts says of them (as perfgate.core._counts.NOT_TIMES does in reports)
+# what every panel of counts says of them (as perfgate.core.counts.NOT_TIMES does in reports)
 _COUNTS_ARE_NOT_TIMES = (
     "Counts, not times (perfgate bench --measure counts), counted under valgrind's callgrind, a simulated CPU. "
     "They repeat to a fraction of a per cent from one process or day to the next, so a small change in a stage's "

@@ -1,7 +1,7 @@
 """perfgate results as Prometheus metrics: a custom Collector on a private registry.
 
 One collection holds, per (model, machine, suite), the newest run and its check
-(:mod:`perfgate.export._latest`). Names follow Prometheus conventions: base units (perfgate's
+(:mod:`perfgate.export.latest`). Names follow Prometheus conventions: base units (perfgate's
 ``ms``/``us`` become seconds, ``MB`` — MiB as measured — becomes bytes, ``%`` a 0–1 ratio),
 no ``_total`` (nothing here is a counter), and bounded labels: ``model``, ``machine`` (the
 fingerprint), ``suite``, ``metric`` (perfgate's metric name, as in reports and the
@@ -36,10 +36,10 @@ family                                value
 ``perfgate_run_info``                 1, with ``run_id``, ``commit`` and ``branch``
 ====================================  ===================================================
 
-The ways out (a textfile, an HTTP endpoint, a Pushgateway) are :mod:`perfgate.export._outlets`.
+The ways out (a textfile, an HTTP endpoint, a Pushgateway) are :mod:`perfgate.export.outlets`.
 Samples carry no timestamps, so an exposition of fixed store content is byte-for-byte
 stable (``tests/golden/*.prom``); the history of every run, each sample at its run's own
-time, is :mod:`perfgate.export._history`. prometheus_client is imported only here, lazily.
+time, is :mod:`perfgate.export.history`. prometheus_client is imported only here, lazily.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from perfgate.core.metrics import MetricInfo
 from perfgate.core.metrics import metric_info as declared_metric
 from perfgate.core.schema import Run
 from perfgate.core.stats import quantile
-from perfgate.export._latest import RunState, state_key
+from perfgate.export.latest import RunState, state_key
 
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from perfgate.notify._settings import EVENTS, NotifyConfig, parse_notify
 from perfgate.notify.base import Notifier, NotifyError, RetryPolicy
+from perfgate.notify.settings import EVENTS, NotifyConfig, parse_notify
 
 __all__ = [
     "EVENTS",

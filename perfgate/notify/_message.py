@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from perfgate.core.compare import CheckResult, Comparison, Verdict
-from perfgate.report._format import fmt_change, fmt_value
+from perfgate.report.formatting import fmt_change, fmt_value
 
 __all__ = ["MAX_ROWS", "Row", "Summary", "events_of", "summarize_check"]
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from perfgate.core import _redact as redact
+from perfgate.core import redact
 from perfgate.errors import PerfgateError
 
 if TYPE_CHECKING:
@@ -92,5 +92,5 @@ def retrying(
 
 
 def mask(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every secret value replaced by :data:`MASK` (:func:`perfgate.core._redact.mask`)."""
+    """``text`` with every secret value replaced by :data:`MASK` (:func:`perfgate.core.redact.mask`)."""
     return redact.mask(text, secrets)

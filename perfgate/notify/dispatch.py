@@ -7,11 +7,11 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from perfgate.core._redact import smtp_secrets, url_secrets
 from perfgate.core.compare import CheckResult
+from perfgate.core.redact import smtp_secrets, url_secrets
 from perfgate.notify._message import events_of, summarize_check
-from perfgate.notify._settings import NotifyConfig
 from perfgate.notify.base import Notifier, NotifyError, mask
+from perfgate.notify.settings import NotifyConfig
 
 __all__ = ["Delivery", "build_targets", "maybe_notify", "notify_check", "run_url", "secrets_of"]
 

@@ -5,8 +5,8 @@ for their threshold."""
 from __future__ import annotations
 
 from perfgate.core.compare import CheckResult
-from perfgate.report._escape import md_text
-from perfgate.report._format import fmt_change
+from perfgate.report.escape import md_text
+from perfgate.report.formatting import fmt_change
 
 __all__ = ["conditions", "index_line"]
 

@@ -8,7 +8,7 @@ that before anything else, since every other section is silent about what was no
 from __future__ import annotations
 
 from perfgate.core.result import CheckResult
-from perfgate.report._escape import md_text
+from perfgate.report.escape import md_text
 
 __all__ = ["missing_markdown"]
 

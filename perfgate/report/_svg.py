@@ -1,6 +1,6 @@
 """Small SVG building blocks for the HTML report's charts: scales, ticks, axes, text.
 
-The charts are drawn in Python when the report is written (see :mod:`perfgate.report._plots`
+The charts are drawn in Python when the report is written (see :mod:`perfgate.report.plots`
 for why). Everything here returns markup strings; every piece of text goes through
 :func:`text`, which escapes it with :func:`html.escape` after showing control characters
 as escapes, so a name from a run can never open an element. Coordinates are rounded to
@@ -14,8 +14,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from perfgate.core._text import plain
-from perfgate.report._format import unit_label
+from perfgate.core.text import plain
+from perfgate.report.formatting import unit_label
 
 __all__ = [
     "TIME_UNITS",

@@ -9,21 +9,22 @@ change, its interval in the same sign, and a word ("+20.0% slower").
 GitHub refuses a comment over 65,536 characters. The form stays under :data:`MAX_BYTES`
 UTF-8 bytes (never fewer than characters) whatever the number of metrics: each table shows
 its largest changes first, and a section cut short ends with "N more metrics, see the full
-report". Every piece of data goes through :mod:`perfgate.report._escape`.
+report". Every piece of data goes through :mod:`perfgate.report.escape`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from perfgate.core._advice import measured_seconds
-from perfgate.core._counts import COUNT_UNITS, NOT_TIMES, informational_line, left_out_line
+from perfgate.core.advice import measured_seconds
 from perfgate.core.compare import BudgetCheck, CheckResult, Comparison, Verdict
+from perfgate.core.counts import COUNT_UNITS, NOT_TIMES, informational_line, left_out_line
 from perfgate.core.metrics import Direction
-from perfgate.report._escape import Markdown, md_cell, md_code, md_prose, md_text
-from perfgate.report._format import fmt_change, fmt_interval, fmt_p, fmt_time, fmt_value, unit_label
-from perfgate.report._shift import shift_markdown
-from perfgate.report._terms import (
+from perfgate.report.escape import Markdown, md_cell, md_code, md_prose, md_text
+from perfgate.report.formatting import fmt_change, fmt_interval, fmt_p, fmt_time, fmt_value, unit_label
+from perfgate.report.markdown import verdict_heading
+from perfgate.report.shift import shift_markdown
+from perfgate.report.terms import (
     VERDICT_TITLES,
     advice,
     change_ci,
@@ -33,7 +34,6 @@ from perfgate.report._terms import (
     shown_change,
     unchanged_note,
 )
-from perfgate.report.markdown import verdict_heading
 
 __all__ = ["MAX_BYTES", "MAX_COLUMNS", "render_comment"]
 

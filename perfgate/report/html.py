@@ -1,5 +1,5 @@
 """The HTML report: one self-contained file, the verdict on top, everything the Markdown
-report says, and charts drawn as SVG (:mod:`perfgate.report._plots` says why SVG).
+report says, and charts drawn as SVG (:mod:`perfgate.report.plots` says why SVG).
 
 Per (model, machine) section: the Markdown report of its check (:func:`render_markdown`,
 rendered with markdown-it-py with raw HTML off, so it holds the same tables, notes,
@@ -11,7 +11,7 @@ says so once.
 No script, no stylesheet or image to fetch: the page works offline and a name from a run
 (model, metric, commit, run id, store URL) cannot run anything. Every such string goes
 through :func:`html.escape` (page and SVG text alike) or through the Markdown escaper
-(:mod:`perfgate.report._escape`) before markdown-it sees it.
+(:mod:`perfgate.report.escape`) before markdown-it sees it.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from functools import cache
 
 from markdown_it import MarkdownIt
 
-from perfgate.core._text import plain
 from perfgate.core.compare import CheckResult, Comparison, Verdict
 from perfgate.core.metrics import describe
-from perfgate.report._format import fmt_time
-from perfgate.report._plots import HistoryPoint, IndexPoint, distribution_chart, history_chart, machine_index_chart
+from perfgate.core.text import plain
+from perfgate.report.formatting import fmt_time
 from perfgate.report.markdown import render_markdown
+from perfgate.report.plots import HistoryPoint, IndexPoint, distribution_chart, history_chart, machine_index_chart
 
 __all__ = ["NO_HISTORY", "ReportSection", "markdown_html", "render_check_html", "render_html"]
 

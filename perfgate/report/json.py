@@ -8,8 +8,8 @@ from dataclasses import asdict
 from typing import Any
 
 from perfgate.core.compare import CheckResult, Comparison
-from perfgate.report._environment import environment_json
-from perfgate.report._shift import shift_json
+from perfgate.report.environment import environment_json
+from perfgate.report.shift import shift_json
 
 __all__ = ["REPORT_VERSION", "render_json", "result_to_dict"]
 

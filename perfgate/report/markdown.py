@@ -4,7 +4,7 @@ Sections, most severe first: regressions (the original specification's table and
 sentences), over budget, inconclusive, improvements, unchanged, new/missing. Each verdict
 class has one table that carries its own statistics, in one sign convention: the change of
 the metric in its own terms (throughput ``-30.0%``), its interval in the same sign, and a
-word for which way that is (:mod:`perfgate.report._terms`). p-values appear only where they
+word for which way that is (:mod:`perfgate.report.terms`). p-values appear only where they
 explain a decision: a regression's, an inconclusive metric's reason, an unchanged metric
 whose significant change is below its threshold. Optional columns nobody's row fills are
 left out. However many metrics there are, the report stays under :data:`MAX_CHARS`
@@ -17,17 +17,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from perfgate.core._advice import measured_seconds
-from perfgate.core._counts import COUNT_UNITS, NOT_TIMES, informational_line, left_out_line
+from perfgate.core.advice import measured_seconds
 from perfgate.core.compare import BudgetCheck, CheckResult, Comparison, Verdict
+from perfgate.core.counts import COUNT_UNITS, NOT_TIMES, informational_line, left_out_line
 from perfgate.core.metrics import Direction
 from perfgate.report._conditions import conditions
-from perfgate.report._environment import environment_markdown
-from perfgate.report._escape import md_cell, md_code, md_prose, md_text
-from perfgate.report._format import fmt_change, fmt_interval, fmt_p, fmt_time, fmt_value, unit_label
 from perfgate.report._missing import missing_markdown
-from perfgate.report._shift import shift_markdown
-from perfgate.report._terms import (
+from perfgate.report.environment import environment_markdown
+from perfgate.report.escape import md_cell, md_code, md_prose, md_text
+from perfgate.report.formatting import fmt_change, fmt_interval, fmt_p, fmt_time, fmt_value, unit_label
+from perfgate.report.shift import shift_markdown
+from perfgate.report.terms import (
     VERDICT_TITLES,
     advice,
     change_ci,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from perfgate.core import _redact as redact
+from perfgate.core import redact
 from perfgate.errors import StorageError
 from perfgate.store._rows import created_key
 from perfgate.store.base import (
@@ -52,7 +52,7 @@ def resolve_store_url(url: str | None, configured: str | None = None) -> str:
 
 
 def mask_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (see :func:`perfgate.core._redact.mask_url`)."""
+    """``url`` with any password replaced by ``***`` (see :func:`perfgate.core.redact.mask_url`)."""
     return redact.mask_url(url)
 
 

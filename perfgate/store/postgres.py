@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from perfgate.core._redact import mask, mask_url, url_secrets
+from perfgate.core.redact import mask, mask_url, url_secrets
 from perfgate.errors import StorageError
 from perfgate.store import _migrations
 from perfgate.store._sql import INSERT_RUN, PreparedRun, SQLStore, check_schema_version, hint, one_line

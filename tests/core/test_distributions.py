@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from perfgate.core._distributions import binom_ppf, norm_isf, norm_ppf, norm_sf, t_isf, t_ppf, t_sf
+from perfgate.core.distributions import binom_ppf, norm_isf, norm_ppf, norm_sf, t_isf, t_ppf, t_sf
 from perfgate.core.stability import theil_sen
 
 

@@ -10,9 +10,9 @@ import math
 import numpy as np
 import pytest
 
-from perfgate.core._distributions import norm_ppf, norm_sf, t_ppf, t_sf
 from perfgate.core._tail import Tail, robust_to_scale
 from perfgate.core.compare import compare_runs
+from perfgate.core.distributions import norm_ppf, norm_sf, t_ppf, t_sf
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import ASSUMED_NORMALISED, ASSUMED_RAW, CALIBRATED_TAIL_DF
 from perfgate.core.policy import Policy

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from perfgate.cli import main
-from perfgate.export._history import history_openmetrics, read_history
-from perfgate.export._latest import latest_states
-from perfgate.export._outlets import push_states
 from perfgate.export.grafana import DASHBOARD_UID, dashboard_json, panel_queries
+from perfgate.export.history import history_openmetrics, read_history
+from perfgate.export.latest import latest_states
+from perfgate.export.outlets import push_states
 from perfgate.export.prometheus import VERDICTS, PerfgateCollector, exposition, make_registry
 from tests.export.conftest import Backfilled, PromStack
 from tests.export.sample_store import (

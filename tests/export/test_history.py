@@ -13,8 +13,8 @@ import pytest
 
 from perfgate.cli import main
 from perfgate.core.codec import run_from_dict
-from perfgate.export._history import history_families, history_openmetrics, read_history
 from perfgate.export.grafana import panel_queries
+from perfgate.export.history import history_families, history_openmetrics, read_history
 from tests.export.conftest import HISTORY_DBN_MS, HISTORY_MACHINE, MACHINE, Backfilled, need
 from tests.export.sample_store import HOSTILE_METRIC, RUNS, STEP_AT, hostile_runs, sample_store
 from tests.export.test_prometheus import samples

@@ -18,8 +18,8 @@ from perfgate.core.codec import run_from_dict
 from perfgate.core.compare import compare_runs
 from perfgate.core.policy import Policy
 from perfgate.errors import InputError
-from perfgate.export._latest import RunState, fresh_states, latest_states
-from perfgate.export._outlets import parse_listen_address, push_states
+from perfgate.export.latest import RunState, fresh_states, latest_states
+from perfgate.export.outlets import parse_listen_address, push_states
 from perfgate.export.prometheus import (
     VERDICTS,
     PerfgateCollector,

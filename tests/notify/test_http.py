@@ -10,9 +10,9 @@ import pytest
 
 from perfgate.notify._http import USER_AGENT, post_json
 from perfgate.notify._message import MAX_ROWS, events_of, summarize_check
-from perfgate.notify._settings import NotifyConfig
 from perfgate.notify.base import NotifyError, RetryPolicy
 from perfgate.notify.dispatch import notify_check
+from perfgate.notify.settings import NotifyConfig
 from perfgate.notify.slack import SlackNotifier, escape
 from perfgate.notify.webhook import SCHEMA, WebhookNotifier
 from tests.notify.conftest import HOSTILE, SECRET_TOKEN, make_result

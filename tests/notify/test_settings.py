@@ -6,8 +6,8 @@ import pytest
 
 from perfgate.config import parse_config
 from perfgate.errors import ConfigError
-from perfgate.notify._settings import NotifyConfig, parse_notify
 from perfgate.notify.base import RetryPolicy, mask
+from perfgate.notify.settings import NotifyConfig, parse_notify
 
 
 def test_full_table():

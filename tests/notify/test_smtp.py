@@ -8,9 +8,9 @@ import email.policy
 import pytest
 
 from perfgate.notify._message import events_of, summarize_check
-from perfgate.notify._settings import NotifyConfig
 from perfgate.notify.base import NotifyError, RetryPolicy
 from perfgate.notify.dispatch import notify_check
+from perfgate.notify.settings import NotifyConfig
 from perfgate.notify.smtp import SmtpNotifier
 from tests.notify.conftest import SMTP_PASSWORD, SMTP_USER, make_result
 

@@ -23,11 +23,11 @@ from perfgate.core.codec import run_from_dict
 from perfgate.core.compare import compare_runs
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Run
-from perfgate.export._latest import latest_states
-from perfgate.report._plots import STRIP_POINTS
+from perfgate.export.latest import latest_states
 from perfgate.report._svg import Scale
 from perfgate.report.html import NO_HISTORY, ReportSection, render_check_html, render_html
 from perfgate.report.markdown import render_markdown
+from perfgate.report.plots import STRIP_POINTS
 from perfgate.store import open_store
 from tests.conftest import SEED_BASELINE, SEED_CURRENT
 from tests.export.sample_store import HOSTILE_METRIC, HOSTILE_MODEL, hostile_runs, sample_store

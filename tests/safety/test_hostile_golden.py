@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from perfgate.cli._common import print_verdict
-from perfgate.export._latest import RunState
+from perfgate.export.latest import RunState
 from perfgate.export.prometheus import PerfgateCollector, exposition, make_registry
 from perfgate.report.html import render_check_html
 from perfgate.report.markdown import render_markdown

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from perfgate.cli._summary import DEFAULT_MARKER, Section, compose
-from perfgate.core._text import plain
-from perfgate.report._escape import md_code, md_link_url, md_prose, md_text
+from perfgate.core.text import plain
+from perfgate.report.escape import md_code, md_link_url, md_prose, md_text
 from perfgate.report.markdown import render_markdown
 from tests.safety.hostile import HOSTILE, benign_names, hostile_result
 

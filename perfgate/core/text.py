@@ -5,6 +5,8 @@ write. A terminal, a CI log or an e-mail subject must show them as they are, nev
 on them: an ANSI escape would recolour or rewrite the screen, a new line would forge a
 second line of output. :func:`plain` shows such characters as Python escapes
 (``\\x1b``, ``\\n``), so nothing is hidden either.
+
+Internal: shared with ``cli``, ``config``, ``report``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations

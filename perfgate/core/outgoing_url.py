@@ -14,6 +14,8 @@ than taken for a path, and every ``%`` must start a ``%XX`` escape.
 
 The query stays in the URL (a receiver may take its token there); the fragment is dropped,
 as a client never sends it.
+
+Internal: shared with ``cli``, ``export``, ``notify``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
-from perfgate.core._redact import MASK, mask_url, url_secrets
+from perfgate.core.redact import MASK, mask_url, url_secrets
 from perfgate.errors import InputError
 
 __all__ = ["OutgoingURL", "parse_outgoing_url"]

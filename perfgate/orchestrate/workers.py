@@ -10,6 +10,8 @@ With a time budget the number of processes adapts: at least two, then more until
 timing metric's location is pinned down to a third of the threshold (95 % interval of the
 mean of log group medians), the budget is spent, or the maximum is reached — quiet metrics
 cost little and noisy ones get the repetitions they need.
+
+Internal: shared with ``cli``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from perfgate.core._distributions import t_ppf
 from perfgate.core.codec import run_from_dict
+from perfgate.core.distributions import t_ppf
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import combine_repetitions, group_locations
 from perfgate.core.schema import Run

@@ -22,6 +22,8 @@ header names the trigger (``desc: Trigger: Client Request: LABEL``) and the tota
 **Estimated cycles** (:func:`est_cycles`): L1 hits + 5 × LL hits + 35 × RAM accesses, the
 weights of iai-callgrind (now gungraun) and CodSpeed, from Itamar Turner-Trauring's
 "Cachegrind for benchmarking" (pythonspeed.com). A model of a CPU, not a CPU.
+
+Internal: shared with ``cli``, ``orchestrate``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations

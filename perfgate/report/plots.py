@@ -19,6 +19,8 @@ given up is interactivity beyond the browser's own tooltips (``<title>`` on the 
   the series normalised by the machine-speed index when it is given (as ``perfgate
   history`` does), and the budgets.
 * :func:`machine_index_chart`: each reference kernel's time per run (``Run.machine_index``).
+
+Internal: shared with ``cli``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ import numpy as np
 from perfgate.core.changepoints import ChangePoint, detect
 from perfgate.core.compare import BudgetCheck, CheckResult
 from perfgate.core.metrics import Direction
-from perfgate.report._format import fmt_change, fmt_time, fmt_value
 from perfgate.report._svg import Scale, is_time_unit, num, text, tick_label, unit_label
+from perfgate.report.formatting import fmt_change, fmt_time, fmt_value
 
 __all__ = [
     "MIN_CHANGEPOINT_RUNS",

@@ -1,14 +1,16 @@
 """The native pass of ``--measure counts``: the stages' set-ups, run once per revision without valgrind.
 
-Started by :mod:`perfgate.orchestrate._counts` as ``python -m perfgate.cli._prepareworker``
+Started by :mod:`perfgate.orchestrate.counts` as ``python -m perfgate.cli.prepareworker``
 (no valgrind) before the counted processes of one revision. It reads the same JSON job as
-:mod:`perfgate.cli._countworker` plus ``prepared`` (the folder to save into), sets the stages
-up in order up to the last one that declares ``prepares`` (:func:`perfgate.bench._counting.prepare_stages`),
+:mod:`perfgate.cli.countworker` plus ``prepared`` (the folder to save into), sets the stages
+up in order up to the last one that declares ``prepares`` (:func:`perfgate.bench.counting.prepare_stages`),
 and writes ``{"prepared": [stage names]}`` to its result file: an empty list when no stage
 prepares, in which case it set nothing up and the counted processes get no folder.
 
 A stage that raises ends the process with exit 2 and, as the last line on standard error,
 ``ExceptionType: message``; the progress file says which stage's set-up it was in.
+
+Internal: shared with ``orchestrate``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ __all__ = ["main"]
 
 def main() -> int:
     def work() -> int:
-        from perfgate.bench._counting import prepare_stages
-        from perfgate.cli._countworker import logged, read_job
+        from perfgate.bench.counting import prepare_stages
+        from perfgate.cli.countworker import logged, read_job
         from perfgate.runfile import write_text_atomic
 
         job, options = read_job()

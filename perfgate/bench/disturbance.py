@@ -3,6 +3,8 @@
 Read from ``/proc`` and ``/sys`` at the start and end of a run (Linux; elsewhere the fields
 are simply absent). Stored in the run's ``config["environment"]`` so that a report can say
 why a metric was noisy.
+
+Internal: shared with ``cli``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations

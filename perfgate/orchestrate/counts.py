@@ -1,9 +1,9 @@
 """Counted worker processes under callgrind, their dumps turned into runs (``bench`` and ``ab --measure counts``).
 
-Each process (at least two per run) runs :mod:`perfgate.cli._countworker` under
+Each process (at least two per run) runs :mod:`perfgate.cli.countworker` under
 ``valgrind --tool=callgrind`` with nothing instrumented until its stages are set up and
-warmed up (:mod:`perfgate.bench._counting`), the simulated caches' geometry given explicitly
-(:data:`perfgate.bench._callgrind.CACHE`), and its own draw of what must not make a
+warmed up (:mod:`perfgate.bench.counting`), the simulated caches' geometry given explicitly
+(:data:`perfgate.bench.callgrind.CACHE`), and its own draw of what must not make a
 systematic difference between revisions: the hash seed, the heap offset and the stack
 padding (:func:`perfgate.ab.layout.draw`, the randomiser ``perfgate ab`` uses). Thread
 counts are pinned to one (BLAS, OpenMP, numba, torch), and recorded. The processes run side
@@ -15,10 +15,10 @@ In ``ab``, pair ``i`` is one process of each revision, started in the order
 its workers; each revision's processes become one run, checked like two stored runs of counts.
 
 Per stage and counted call the run keeps ``<stem>_instructions`` (Ir) and
-``<stem>_est_cycles`` (:func:`perfgate.bench._callgrind.est_cycles`), each with the switch's
+``<stem>_est_cycles`` (:func:`perfgate.bench.callgrind.est_cycles`), each with the switch's
 own cost (the median of the empty calls of that process) taken off; the samples of one
 process form one group, so the decision sees the residue *between* processes
-(:mod:`perfgate.core._counts`). The run records no times. The valgrind version and the
+(:mod:`perfgate.core.counts`). The run records no times. The valgrind version and the
 cache geometry go to the run's ``software``, so a change of either is an environment
 change the report names. A stage whose time counts cannot see (``Stage.uncounted``: TFT's
 training step, bound by memory bandwidth) is left out unless asked, and the run says so.
@@ -29,13 +29,15 @@ line valgrind wrote.
 
 **Set-up products made natively.** When a stage keeps an expensive set-up product
 (``Stage.prepares``: PPO's first rollout), one native process per revision
-(:mod:`perfgate.cli._prepareworker`, no valgrind, the same job and thread pins) runs the
+(:mod:`perfgate.cli.prepareworker`, no valgrind, the same job and thread pins) runs the
 set-ups first and saves the products in a folder of its own, named by the revision and a
 hash of the job. That revision's counted processes load them from it; the folder is made
 read-only, its digest is checked after the counted processes and it is removed with the run.
 Products are never shared between revisions: each side of ``ab`` prepares with its own code.
 ``bench`` asks for the native pass only when one of the model's stages prepares; ``ab``
 asks each revision, whose native process ends at once, having set nothing up, when none does.
+
+Internal: shared with ``api``, ``cli``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations
@@ -62,8 +64,8 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.ab.layout import Layout, draw, start_order, worker_args
-from perfgate.bench._callgrind import CACHE, EVENTS, est_cycles, read_dump, valgrind_argv
-from perfgate.bench._counting import NULL_LABEL
+from perfgate.bench.callgrind import CACHE, EVENTS, est_cycles, read_dump, valgrind_argv
+from perfgate.bench.counting import NULL_LABEL
 from perfgate.core.metrics import Direction
 from perfgate.core.schema import GitInfo, Machine, Metric, Run
 from perfgate.errors import InputError, PerfgateError
@@ -72,6 +74,7 @@ __all__ = [
     "COUNTS_DEFINITION",
     "CYCLES_DEFINITION",
     "MIN_PROCESSES",
+    "OLD_MODULES",
     "PREPARE_MODULE",
     "PROCESS_DEADLINE",
     "WORKER_MODULE",
@@ -84,10 +87,24 @@ __all__ = [
     "find_valgrind",
     "measure_counts",
     "measure_counts_paired",
+    "module_in",
 ]
 
-WORKER_MODULE = "perfgate.cli._countworker"
-PREPARE_MODULE = "perfgate.cli._prepareworker"  # the native pass (set-up products), no valgrind
+WORKER_MODULE = "perfgate.cli.countworker"
+PREPARE_MODULE = "perfgate.cli.prepareworker"  # the native pass (set-up products), no valgrind
+# their names in a revision of perfgate from before they were public (``ab --measure counts`` of an
+# older commit starts the worker its own tree has): a protocol between versions, not an import
+OLD_MODULES = {WORKER_MODULE: "perfgate.cli._countworker", PREPARE_MODULE: "perfgate.cli._prepareworker"}
+
+
+def module_in(tree: Path | None, module: str) -> str:
+    """``module`` (a worker's), or its older name when ``tree`` is a perfgate that has only that one."""
+    if tree is None or tree.joinpath(*module.split(".")).with_suffix(".py").is_file():
+        return module
+    old = OLD_MODULES[module]
+    return old if tree.joinpath(*old.split(".")).with_suffix(".py").is_file() else module
+
+
 MIN_PROCESSES = 2
 # seconds one counted process may take, set-up included: a DQN process takes 70-95 s under
 # callgrind here, Mamba-2's a few minutes; a stage that hangs ends the run at this deadline
@@ -312,14 +329,15 @@ def _prepare(job: Mapping[str, Any], model: str, side: CountSide, root: Path) ->
         out, progress = Path(tmp) / "result.json", Path(tmp) / "progress.txt"
         env = {**(side.env if side.env is not None else os.environ), **_THREADS_ENV}
         payload = {**job, "model": model, "prepared": str(folder), "output": str(out), "progress": str(progress)}
-        argv = [sys.executable, "-m", PREPARE_MODULE]
+        module = module_in(side.cwd, PREPARE_MODULE)
+        argv = [sys.executable, "-m", module]
         try:
             done = _run_worker(argv, payload, env, side.cwd)
         except subprocess.TimeoutExpired as exc:
             said = f"hung for {PROCESS_DEADLINE:g} s (docs/limits.md)"
             done = subprocess.CompletedProcess(argv, -9, _text(exc.stdout), f"{_text(exc.stderr)}\n{said}")
         if done.returncode != 0 or not out.exists():
-            if f"No module named {PREPARE_MODULE}" in done.stderr:
+            if f"No module named {module}" in done.stderr:
                 # a revision that predates set-up products: nothing to prepare, its counted
                 # processes set everything up themselves
                 shutil.rmtree(folder)
@@ -397,7 +415,7 @@ def _one_process(
         argv = [
             *valgrind_argv(valgrind, folder / "callgrind.out", log),
             sys.executable,
-            *worker_args(WORKER_MODULE, randomise=True),
+            *worker_args(module := module_in(side.cwd, WORKER_MODULE), randomise=True),
         ]
         payload = {**job, "model": model, "output": str(out), "progress": str(progress)}
         try:
@@ -406,7 +424,7 @@ def _one_process(
             hung = subprocess.CompletedProcess(argv, -9, _text(exc.stdout), _text(exc.stderr))
             raise _failure(i, model, hung, progress, log, side.label, hung_after=PROCESS_DEADLINE) from None
         if done.returncode != 0 or not out.exists():
-            if f"No module named {WORKER_MODULE}" in done.stderr or "No module named 'perfgate.cli" in done.stderr:
+            if f"No module named {module}" in done.stderr or "No module named 'perfgate.cli" in done.stderr:
                 raise InputError(
                     f"the {side.label or 'measured'} revision's perfgate has no counted worker (it predates "
                     "--measure counts): count each revision with `perfgate bench --measure counts` and check the "
@@ -719,7 +737,7 @@ def counts_run(
             "cache": dict(CACHE),
             "threads": 1,
             "layouts": [c.layout.record() for c in counted],
-            "switch": "valgrind client requests from inside the process (perfgate.bench._callgrind)",
+            "switch": "valgrind client requests from inside the process (perfgate.bench.callgrind)",
             "switch_cost_subtracted": overhead,
             "left_out": [dict(st) for st in left_out],
             "informational": [

@@ -1,4 +1,6 @@
-"""Number, change and timestamp formatting shared by the reports."""
+"""Number, change and timestamp formatting shared by the reports.
+
+Internal: shared with ``cli``, ``notify``; not part of the Python API (README, "Python API")."""
 
 from __future__ import annotations
 

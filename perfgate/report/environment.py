@@ -3,6 +3,8 @@
 A torch, numpy or Python upgrade is compared like any other change (the machine fingerprint
 is hardware only, :mod:`perfgate.core.machine`); the reports say it happened, so a reader
 knows what else changed besides the code.
+
+Internal: shared with ``cli``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import Any
 
 from perfgate.core.compare import CheckResult
 from perfgate.core.machine import SoftwareChange, describe_software_changes, software_changes
-from perfgate.report._escape import md_text
+from perfgate.report.escape import md_text
 
 __all__ = ["environment_changes", "environment_json", "environment_markdown", "environment_text"]
 

@@ -5,6 +5,8 @@ status (passed/flagged) but not the comparisons of its check, so the check is co
 again here, exactly as ``perfgate check --store`` computes it: the baseline ``perfgate
 baseline update`` kept, else the pooled last K unflagged runs of the branch (never the run
 itself). A key with no baseline yet gets a budgets-only check.
+
+Internal: shared with ``cli``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ write, and the report is posted as a pull-request comment, where GitHub renders 
 with a subset of raw HTML. Every piece of data goes through one of:
 
 - :func:`md_text` for running text, headings, bullets and table cells: control characters
-  are shown as escapes (:func:`perfgate.core._text.plain`), so a new line cannot start a
+  are shown as escapes (:func:`perfgate.core.text.plain`), so a new line cannot start a
   heading, a list or a fence, and data never begins a line. Then the characters that
   mean something inside a line are backslash-escaped, which CommonMark makes literal:
   ``\\ ` * [ ] < > ! & | ~ $`` always, ``_`` where it could open or close emphasis (not
@@ -23,13 +23,15 @@ with a subset of raw HTML. Every piece of data goes through one of:
 
 The test renders reports through a CommonMark renderer with raw HTML allowed and checks
 that no element appears that perfgate did not write (``tests/safety/test_markdown.py``).
+
+Internal: shared with ``cli``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations
 
 import re
 
-from perfgate.core._text import plain
+from perfgate.core.text import plain
 from perfgate.errors import InputError
 
 __all__ = ["Markdown", "md_cell", "md_code", "md_link_url", "md_prose", "md_text"]

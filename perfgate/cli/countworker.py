@@ -1,15 +1,17 @@
 """One counted worker process of ``perfgate bench --measure counts``, run under valgrind.
 
-Started by :mod:`perfgate.orchestrate._counts` as
-``valgrind --tool=callgrind ... python -m perfgate.cli._countworker``. It reads its options as
+Started by :mod:`perfgate.orchestrate.counts` as
+``valgrind --tool=callgrind ... python -m perfgate.cli.countworker``. It reads its options as
 one JSON object on standard input (model, suite, stage modules, data, the random seed, params, warmup,
 calls, the native pass's folder of set-up products if there is one, and the paths of its result
 and progress files), counts the stages
-(:func:`perfgate.bench._counting.count_stages`) and writes what the coordinator needs to
+(:func:`perfgate.bench.counting.count_stages`) and writes what the coordinator needs to
 read callgrind's dumps. It records nothing and pushes nothing.
 
 A stage that raises ends the process with exit 2 and, as the last line on standard error,
 ``stage NAME: ExceptionType: message``; the progress file says which step it was in.
+
+Internal: shared with ``orchestrate``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations
@@ -26,15 +28,15 @@ from perfgate.errors import PerfgateError
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from perfgate.bench._counting import CountOptions
+    from perfgate.bench.counting import CountOptions
 
 __all__ = ["main", "read_job"]
 
 
 def read_job() -> tuple[dict[str, Any], CountOptions]:
     """The job on standard input and its options, with the stage modules imported (shared with
-    the native pass, :mod:`perfgate.cli._prepareworker`)."""
-    from perfgate.bench._counting import CountOptions
+    the native pass, :mod:`perfgate.cli.prepareworker`)."""
+    from perfgate.bench.counting import CountOptions
     from perfgate.cli._bench import _import_stage_modules
     from perfgate.suites import find, import_stages
 
@@ -80,8 +82,8 @@ def logged(job: dict[str, Any], step: Callable[[Callable[[str], None]], T]) -> T
 
 def main() -> int:
     def work() -> int:
-        from perfgate.bench._callgrind import Callgrind, presented_isa
-        from perfgate.bench._counting import count_stages
+        from perfgate.bench.callgrind import Callgrind, presented_isa
+        from perfgate.bench.counting import count_stages
         from perfgate.runfile import write_text_atomic
 
         job, options = read_job()

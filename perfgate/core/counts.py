@@ -28,6 +28,8 @@ calls come in two states (a DBN load's simulated cache misses) moved the pooled 
 
 Tested in ``tests/core/test_counts.py``: hand values, seeded A/A simulations of 1,000 checks
 under the measured residue (at most 1 % alarm) and the power for +2 % at a 1 % threshold.
+
+Internal: shared with ``calibration``, ``report``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfgate.core._distributions import t_sf
 from perfgate.core._estimate import OneSidedTest
+from perfgate.core.distributions import t_sf
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import group_locations
 from perfgate.core.schema import Metric, Run

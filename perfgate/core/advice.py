@@ -6,6 +6,8 @@ estimate is built from what the run itself recorded: the time of every timed cal
 samples of its time metrics, plus the reference kernel timed beside them). Set-up, warm-up
 and process start-up are not in a run file, so the estimate is a lower bound, and the
 report says so.
+
+Internal: shared with ``report``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations

@@ -6,17 +6,19 @@ metric: "slower", "faster", "lower throughput", "higher throughput", "more memor
 memory" — or "worse"/"better" for a metric perfgate has no noun for. The change shown is the
 one the verdict and the interval are about (:func:`shown_change`), so the interval always
 contains it.
+
+Internal: shared with ``cli``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations
 
 import math
 
-from perfgate.core._advice import measured_seconds, repetitions, seconds_to_decide
+from perfgate.core.advice import measured_seconds, repetitions, seconds_to_decide
 from perfgate.core.compare import CheckResult, Comparison, Verdict
 from perfgate.core.metrics import Direction
-from perfgate.report._escape import Markdown, md_text
-from perfgate.report._format import fmt_change, fmt_duration, fmt_p, fmt_value
+from perfgate.report.escape import Markdown, md_text
+from perfgate.report.formatting import fmt_change, fmt_duration, fmt_p, fmt_value
 
 __all__ = [
     "VERDICT_TITLES",
@@ -121,7 +123,7 @@ def advice(c: Comparison, result: CheckResult, seconds: float | None = _UNSET) -
 
     Never a bare count of samples, processes or pairs; never ``perfgate ab`` in a report that
     ``perfgate ab`` wrote (its runs carry ``config["ab"]``). ``seconds`` is
-    :func:`~perfgate.core._advice.measured_seconds` of the current run, when the caller has it
+    :func:`~perfgate.core.advice.measured_seconds` of the current run, when the caller has it
     (a report with many inconclusive metrics computes it once).
     """
     if seconds == _UNSET:

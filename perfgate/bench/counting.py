@@ -4,7 +4,7 @@ The process starts with valgrind instrumenting nothing (``--instr-atstart=no``),
 set-up and warm-up run at valgrind's cheapest speed. Then, in order:
 
 1. every stage's set-up and warm-up calls (``warmup``, default 2), uninstrumented;
-2. instrumentation on (:class:`~perfgate.bench._callgrind.Callgrind`);
+2. instrumentation on (:class:`~perfgate.bench.callgrind.Callgrind`);
 3. the switch's own cost: ``calls`` counted calls of an empty function, each with
    collection toggled on right before and off right after it and dumped on its own;
    what they count (a few thousand instructions of ctypes and the interpreter) is
@@ -21,6 +21,8 @@ When a stage keeps an expensive set-up product (``Stage.prepares``,
 per revision, in a native process (no valgrind): the stages' set-ups in order, up to the last
 stage that prepares, each product saved in a folder that the counted processes are given
 (``CountOptions.prepared``) and load from, read-only.
+
+Internal: shared with ``cli``, ``orchestrate``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfgate.bench._callgrind import Callgrind
+from perfgate.bench.callgrind import Callgrind
 from perfgate.bench.registry import Stage, StageContext, stages_and_context
 from perfgate.core.metrics import default_suite
 from perfgate.errors import InputError

@@ -14,6 +14,8 @@ index as ``perfgate_history_machine_reference_seconds``), the same labels, and
 ``perfgate_history_flagged``: 1 for a run the gate flagged as a regression (and nobody accepted
 since), else 0. Different names keep the history apart from the live series, which a scrape
 stamps with its own time. Runs without a ``created_at`` have no place in time and are left out.
+
+Internal: shared with ``cli``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ Two tools, used together:
 - :func:`url_secrets` and :func:`smtp_secrets` list the strings that must never appear in
   output (a password as written and percent-decoded, the base64 forms an SMTP server may
   echo back); :func:`mask` replaces each of them wherever it appears, whatever its length.
+
+Internal: shared with ``cli``, ``export``, ``notify``, ``store``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Git provenance of the measured code (commit, branch, dirty), read with the git CLI."""
+"""Git provenance of the measured code (commit, branch, dirty), read with the git CLI.
+
+Internal: shared with ``api``, ``cli``; not part of the Python API (README, "Python API")."""
 
 from __future__ import annotations
 

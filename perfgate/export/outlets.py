@@ -2,6 +2,8 @@
 endpoint, and a Pushgateway (one group per model, machine and suite).
 
 prometheus_client is imported only inside these functions, lazily.
+
+Internal: shared with ``cli``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from perfgate.core._outgoing_url import OutgoingURL, parse_outgoing_url
-from perfgate.core._redact import mask
 from perfgate.core.metrics import MetricInfo
+from perfgate.core.outgoing_url import OutgoingURL, parse_outgoing_url
+from perfgate.core.redact import mask
 from perfgate.errors import InputError
-from perfgate.export._latest import RunState, state_key
+from perfgate.export.latest import RunState, state_key
 from perfgate.export.prometheus import PerfgateCollector, make_registry
 
 if TYPE_CHECKING:
@@ -96,7 +98,7 @@ def push_states(
     Each push replaces its group (HTTP PUT), so a group always holds one run and the check
     of that run, never metrics left over from an older one. A user and password in
     ``gateway`` are sent as Basic authentication, never as part of the host name (see
-    :mod:`perfgate.core._outgoing_url`); a query (``?token=...``) is kept after the group's path.
+    :mod:`perfgate.core.outgoing_url`); a query (``?token=...``) is kept after the group's path.
 
     Raises:
         InputError: ``gateway`` is not a usable URL (named as ``flag``), or the Pushgateway

@@ -18,6 +18,8 @@ Example::
 A channel is a target when its keys are present. Values that would be secrets (URLs,
 user names, passwords) can only be given as the *name* of an environment variable: a
 key such as ``slack_webhook_url`` is refused, so that no secret is committed by mistake.
+
+Internal: shared with ``config``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations
