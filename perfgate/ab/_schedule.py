@@ -175,7 +175,12 @@ class _Pairs:
         self.request = setup_request(options)
         self.setup_deadlines: dict[int, float] = {}  # per pair: when both workers' start and set-up must be done
         # the worker module each side's tree has (a revision from before perfgate.ab: its older name)
-        self.modules = {name: worker_module(side.path) for name, side in zip("AB", sides, strict=True)}
+        self.modules: dict[str, str] = {}
+        for name, side in zip("AB", sides, strict=True):
+            module = worker_module(side.path)
+            if module is None:
+                raise ProtocolMissing(f"the {side.label} has no resident worker")
+            self.modules[name] = module
 
     def run(self) -> None:
         m, options, cpus = self.measured, self.options, self.cpus

@@ -56,13 +56,15 @@ class WorkerHung(WorkerFailed):
     """A resident worker missed its deadline (and has been killed); the caller says what it was doing."""
 
 
-def worker_module(tree: Path) -> str:
+def worker_module(tree: Path) -> str | None:
     """The module that runs a resident worker in ``tree``, the revision's own tree.
 
     :data:`WORKER_MODULE` when the tree has it; :data:`OLD_WORKER_MODULE` when the tree is a
-    perfgate from before the move and has that file instead; else (a tree that is not perfgate,
-    whose workers import the installed perfgate) :data:`WORKER_MODULE`. A perfgate older than
-    both has neither, and its workers' start says so (:func:`module_missing`). When one side has the
+    perfgate from before the move and has that file instead; ``None`` when the tree is a perfgate
+    older than both (it has no resident worker: the caller falls back); else (a tree that is not
+    perfgate, whose workers import the installed perfgate) :data:`WORKER_MODULE`. The older
+    perfgate is told by its files, not by starting a worker: an editable install of a newer
+    perfgate would otherwise lend that worker its own ``perfgate.ab``. When one side has the
     older name, the two sides' command lines differ in length by five characters, which moves
     that side's initial stack by as many bytes on top of the padding each worker's layout draws
     at random (up to a page).
@@ -71,6 +73,8 @@ def worker_module(tree: Path) -> str:
         return WORKER_MODULE
     if _module_file(tree, OLD_WORKER_MODULE).is_file():
         return OLD_WORKER_MODULE
+    if (tree / "perfgate").is_dir():
+        return None
     return WORKER_MODULE
 
 

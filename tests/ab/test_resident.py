@@ -216,7 +216,7 @@ def test_the_worker_module_is_the_one_the_revisions_tree_has(tmp_path):
     assert worker_module(new) == WORKER_MODULE
     assert worker_module(old) == OLD_WORKER_MODULE
     assert worker_module(both) == WORKER_MODULE
-    assert worker_module(older) == WORKER_MODULE  # and its start says the module is missing: the fallback
+    assert worker_module(older) is None  # a perfgate older than the resident worker: the fallback
     assert worker_module(other) == WORKER_MODULE
 
 
