@@ -144,7 +144,8 @@ def test_the_original_flat_file_example_exits_1_naming_both_metrics(installed, t
         assert metric in report and metric in done.stderr
 
 
-def test_a_user_suite_from_the_readme_runs_on_a_core_install(installed, tmp_path):
+def _readme_suite(installed: Path, tmp_path: Path) -> None:
+    """The README's own-suite example, as written, in ``tmp_path`` with the virtualenv's perfgate."""
     module, commands = _readme_blocks()
     (tmp_path / "mystages.py").write_text(module)
     for line in commands.strip().splitlines():
@@ -155,6 +156,10 @@ def test_a_user_suite_from_the_readme_runs_on_a_core_install(installed, tmp_path
         assert done.returncode in ((0, 1) if argv[1] == "check" else (0,)), f"{line}\n{done.stderr}"
     doc = json.loads((tmp_path / "current.json").read_text())
     assert (doc["suite"], doc["model"]) == ("mine", "tokenizer") and "tokenizer_time_ms" in doc["metrics"]
+
+
+def test_a_user_suite_from_the_readme_runs_on_a_core_install(installed, tmp_path):
+    _readme_suite(installed, tmp_path)
 
 
 def test_the_built_in_pipeline_without_its_extra_says_what_to_install(installed, tmp_path):
@@ -176,16 +181,7 @@ def test_a_user_suite_runs_end_to_end_with_the_pipeline_package_removed(installe
     try:
         probe = _run(installed, tmp_path, str(installed / "python"), "-c", "import perfgate_pipeline")
         assert probe.returncode != 0 and "ModuleNotFoundError" in probe.stderr
-        module, commands = _readme_blocks()
-        (tmp_path / "mystages.py").write_text(module)
-        for line in commands.strip().splitlines():
-            argv = shlex.split(line, comments=True)
-            if argv[0] == "python":
-                argv[0] = str(installed / "python")
-            done = _run(installed, tmp_path, *argv)
-            assert done.returncode in ((0, 1) if argv[1] == "check" else (0,)), f"{line}\n{done.stderr}"
-        doc = json.loads((tmp_path / "current.json").read_text())
-        assert doc["suite"] == "mine" and "tokenizer_time_ms" in doc["metrics"]
+        _readme_suite(installed, tmp_path)
         # the store, the reports and the machine-readable forms of the same check
         for argv in (
             "perfgate record baseline.json current.json --store sqlite:///s.db",

@@ -214,7 +214,7 @@ def _write_stage_module(tmp_path, name="pg_user_stages"):
 def _bench_user_stages(tmp_path, monkeypatch, module: str, *extra: str) -> Path:
     name = _write_stage_module(tmp_path, module)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{Path(__file__).resolve().parent.parent}")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{Path(__file__).resolve().parents[2]}")
     out = tmp_path / "run.json"
     argv = ["bench", "--suite", "userproc", "--stages-module", name, "--model", "dqn", "--output", str(out)]
     assert main([*argv, *extra, "--rounds", "1"]) == 0
@@ -312,7 +312,7 @@ def test_memory_held_by_a_set_up_counts_in_memory_usage(tmp_path, monkeypatch):
     figure is its own peak, and combining them keeps them per process (never a sum)."""
     (tmp_path / "pg_hold_stages.py").write_text(HOLD_STAGES)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{Path(__file__).resolve().parent.parent}")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{Path(__file__).resolve().parents[2]}")
     out = tmp_path / "run.json"
     argv = ["bench", "--suite", "holdsuite", "--stages-module", "pg_hold_stages", "--model", "m", "--output", str(out)]
     assert main([*argv, "--rounds", "2", "--processes", "2"]) == 0

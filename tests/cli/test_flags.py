@@ -231,7 +231,7 @@ def work(ctx):
 def _bench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *extra: str) -> int:
     (tmp_path / "flagstages.py").write_text(STAGES)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{Path(__file__).resolve().parent.parent}")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{Path(__file__).resolve().parents[2]}")
     monkeypatch.syspath_prepend(str(tmp_path))
     argv = ["bench", "--suite", "flagsuite", "--stages-module", "flagstages", "--model", "m"]
     return main([*argv, "--output", str(tmp_path / "run.json"), "--rounds", "1", "--processes", "2", *extra])

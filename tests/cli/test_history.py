@@ -16,7 +16,7 @@ from perfgate.cli._history import sparkline
 from perfgate.store import open_store
 from tests.store.helpers import run, stamp
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _level(i: int) -> dict[str, float]:

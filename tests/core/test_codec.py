@@ -15,7 +15,7 @@ from perfgate.errors import InputError, OutputError, SchemaVersionError
 from perfgate.runfile import load_run, save_run
 from tests.conftest import SCHEMA_PATH, validate_run_file
 
-DATA = Path(__file__).parent / "data" / "runs"
+DATA = Path(__file__).parents[1] / "data" / "runs"
 
 
 def test_version_1_fixture_is_read_forever():

@@ -29,7 +29,7 @@ from tests.ci.conftest import big_result
 from tests.conftest import SEED_BASELINE, SEED_CURRENT
 from tests.safety.hostile import HOSTILE, benign_names, hostile_result
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 
 
 def _golden(name: str, text: str) -> None:
