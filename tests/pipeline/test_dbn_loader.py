@@ -290,9 +290,10 @@ def test_ohlcv_arrays_of_an_empty_file_and_of_a_non_ohlcv_file() -> None:
 
 def test_loader_keeps_the_layer_rule_and_import_perfgate_stays_light() -> None:
     code = (
-        "import sys, perfgate; light = 'numpy' not in sys.modules; import perfgate_pipeline.dbn; "
-        "bad = [m for m in sys.modules if m.split('.')[:2] in (['perfgate','cli'], ['perfgate','core'], "
-        "['perfgate','store'], ['perfgate','report'])]; print(light, bad)"
+        "import sys, perfgate; light = 'numpy' not in sys.modules; before = set(sys.modules); "
+        "import perfgate_pipeline.dbn; "
+        "bad = [m for m in set(sys.modules) - before if m.split('.')[:2] in (['perfgate','cli'], "
+        "['perfgate','core'], ['perfgate','store'], ['perfgate','report'])]; print(light, bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "True []"
