@@ -1,11 +1,13 @@
-"""Fused numba kernels for single-sample inference: the fast paths of :mod:`perfgate_pipeline.serve`.
+"""Fused numba kernels for single-sample inference: the models' fast servers.
 
 At batch 1 the arithmetic of these models is tiny (tens of thousands of multiply-adds)
 and a framework's per-operation dispatch is what costs: a few µs per torch operator, ~4 µs
 more per ``nn.Module`` call (measured on a 2-core runner). Each kernel here runs a
 whole forward (or one streaming step) in one compiled call, reading every weight from one
-flat float32 buffer ``w`` at offsets ``off`` (one per tensor, in the packing order of
-:mod:`perfgate_pipeline.serve`), with scratch space passed in, so a call allocates nothing
+flat float32 buffer ``w`` at offsets ``off`` (one per tensor, packed by
+:func:`perfgate_pipeline.serve.pack` in the order of :class:`perfgate_pipeline.serve.MLPServer`,
+``mamba2_tensors`` of :mod:`perfgate_pipeline.models.mamba2` or ``tft_tensors`` of
+:mod:`perfgate_pipeline.models.tft`), with scratch space passed in, so a call allocates nothing
 and numba's dispatch checks only a handful of arguments.
 
 Two choices make them fast. Every matrix is stored transposed, (inputs, outputs), and
@@ -262,7 +264,7 @@ def mamba2_step(x, w, off, dims, conv, ssm, s, out, eps):  # type: ignore[no-unt
 # TFT: one streaming step (models/tft.py, TFT.step)
 
 _LN_EPS = np.float32(1e-5)
-# tensor indices of the packing (serve.tft_tensors): the selection GRN (its skip and fc1 folded
+# tensor indices of the packing (models/tft.py, tft_tensors): the selection GRN (its skip and fc1 folded
 # onto x), the per-variable GRNs (first layer folded to x_v·p + q), the projection to d_model, ...
 _T_SEL, _T_VAR, _T_VSN_OUT = 2, 12, 20
 _T_W_IH, _T_W_HH, _T_B_IH, _T_B_HH = 22, 23, 24, 25
@@ -359,7 +361,7 @@ def tft_step(x, w, off, dims, st, seen, s, out):  # type: ignore[no-untyped-def]
     for v in range(V):
         for j in range(dv):
             e[v * dv + j] = x[v] * ew[v * dv + j] + eb[v * dv + j]
-    _grn(w, off, _T_SEL, x, V, d, V, True, tmp, sel)  # skip and fc1 folded onto x (serve.tft_tensors)
+    _grn(w, off, _T_SEL, x, V, d, V, True, tmp, sel)  # skip and fc1 folded onto x (tft_tensors)
     m = sel[0]
     for v in range(1, V):
         m = max(m, sel[v])

@@ -2,7 +2,7 @@
 
 load (DBN file -> one instrument's OHLCV bars) -> features (the 16 indicators) ->
 training step of the model -> single-sample inference, served the fast way
-(:func:`perfgate_pipeline.serve.fast_server`) and, as its own metric, in torch eager.
+(:func:`perfgate_pipeline.models.fast_server`) and, as its own metric, in torch eager.
 Without ``--data`` a synthetic one-instrument OHLCV-1m file is written once (outside any
 timing) into ``.perfgate/data/`` and reused.
 
@@ -36,8 +36,11 @@ from perfgate.bench.registry import Stage, StageContext, clear, register, regist
 from perfgate.errors import InputError
 from perfgate_pipeline import models
 from perfgate_pipeline.env import MarketData
+from perfgate_pipeline.models import build_task, default_config
+from perfgate_pipeline.models.dqn import DQNTask
+from perfgate_pipeline.models.ppo import PPOTask
 from perfgate_pipeline.suite import SUITE
-from perfgate_pipeline.train import DQNTask, PPOTask, SequenceTask, Task, Trainer, build_task, default_config
+from perfgate_pipeline.train import SequenceTask, Task, Trainer
 
 __all__ = [
     "DEFAULT_BARS",
@@ -343,9 +346,7 @@ def _serving(ctx: StageContext, make: Callable[[torch.nn.Module], Any]) -> Calla
     kind="interpreter",
 )
 def _inference(ctx: StageContext) -> Callable[[], object]:
-    from perfgate_pipeline.serve import fast_server
-
-    return _serving(ctx, fast_server)
+    return _serving(ctx, models.fast_server)
 
 
 @stage(

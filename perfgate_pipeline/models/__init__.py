@@ -1,12 +1,15 @@
 """The models of the reference pipeline, one file each (nanoGPT style), and their registry.
 
 Each model module has a ``@dataclass`` config with commented defaults and small
-``nn.Module`` blocks whose ``forward`` only computes; the losses sit next to the model they
-train, and the training loop is :mod:`perfgate_pipeline.train`'s, shared by all. A module
-ends with a :class:`ModelSpec` named ``SPEC``: what the rest of the pipeline needs to know
-about its model. Everything that handles models by name reads this registry:
-:func:`perfgate_pipeline.train.build_task` and ``default_config``, the training stages,
-:func:`perfgate_pipeline.stages.load_checkpoint`, :func:`perfgate_pipeline.serve.fast_server`
+``nn.Module`` blocks whose ``forward`` only computes; the losses, the training task and the
+fast single-sample server sit next to the model they belong to, built on the generic parts
+that every model shares: the training loop and sequence tasks of
+:mod:`perfgate_pipeline.train`, the serving buffers and servers of
+:mod:`perfgate_pipeline.serve`. Those two know no model: the model modules import them,
+never the other way round. A module ends with a :class:`ModelSpec` named ``SPEC``: what the
+rest of the pipeline needs to know about its model. Everything that handles models by name
+or by instance reads this registry: :func:`build_task` and :func:`default_config`,
+:func:`fast_server`, the training stages, :func:`perfgate_pipeline.stages.load_checkpoint`
 and ``perfgate bench --model``.
 
 Adding a model takes its file (ending in ``SPEC``) and one :func:`register` line below.
@@ -20,9 +23,25 @@ import importlib
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
-__all__ = ["MODELS", "ModelSpec", "on_register", "register", "spec", "spec_of", "unregister"]
+if TYPE_CHECKING:  # annotations only: the registry imports nothing heavy
+    from perfgate_pipeline.env import MarketData
+    from perfgate_pipeline.serve import Server
+    from perfgate_pipeline.train import Task
+
+__all__ = [
+    "MODELS",
+    "ModelSpec",
+    "build_task",
+    "default_config",
+    "fast_server",
+    "on_register",
+    "register",
+    "spec",
+    "spec_of",
+    "unregister",
+]
 
 
 def _batch_size(config: Any) -> int:
@@ -41,8 +60,8 @@ class ModelSpec:
         task: ``task(config, data, device=..., seed=...)``: the training task
             (:class:`perfgate_pipeline.train.Task`) of the model on a
             :class:`~perfgate_pipeline.env.MarketData`.
-        server: ``server(model)``: the fast single-sample server of a trained model
-            (:mod:`perfgate_pipeline.serve`).
+        server: ``server(model)``: the fast single-sample server of a trained model (a
+            :data:`perfgate_pipeline.serve.Server`).
         kind: what one training step is bound by (``compute``, ``interpreter`` or
             ``memory``; see :mod:`perfgate.bench.registry`), or ``None`` for raw times.
         items_per_call: samples one training step processes, from the config (the
@@ -120,6 +139,36 @@ def spec_of(model: object) -> ModelSpec:
         if isinstance(model, found.model):
             return found
     raise TypeError(f"{type(model).__name__} is not a registered model ({', '.join(_REGISTRY)})")
+
+
+def default_config(name: str) -> Any:
+    """The benchmark's config of model ``name`` (the dataclass defaults)."""
+    return spec(name).config()
+
+
+def build_task(name: str, data: MarketData, *, config: Any = None, device: str = "cpu", seed: int = 0) -> Task:
+    """The training task of model ``name`` on ``data`` (the config's defaults unless one is given).
+
+    What the task is comes from the model's :class:`ModelSpec`: for the sequence models the
+    targets are built from ``data.returns`` (Mamba-2 classifies the next return into terciles
+    of the series' returns; the TFT predicts it in units of its standard deviation, so
+    quantiles are comparable across instruments).
+    """
+    found = spec(name)
+    cfg = config if config is not None else found.config()
+    task: Task = found.task(cfg, data, device=device, seed=seed)
+    return task
+
+
+def fast_server(model: object) -> Server:
+    """The fused numba server of a trained model (weights copied: later training does not change
+    it), as its :class:`ModelSpec` makes it."""
+    try:
+        found = spec_of(model)
+    except TypeError:
+        raise TypeError(f"no fast server for {type(model).__name__}") from None
+    server: Server = found.server(model)
+    return server
 
 
 class _Names(Sequence[str]):

@@ -2,22 +2,27 @@
 
 The network maps one observation of :class:`~perfgate_pipeline.env.TradingEnv` (the
 last ``window`` bars' features flattened, then the current position) to the value of
-each action (short, flat, long). Replay, ε-greedy collection and the target network's
-copies are the trainer's (:class:`perfgate_pipeline.train.DQNTask`); the loss is here.
+each action (short, flat, long). :class:`DQNTask` trains it with
+:class:`perfgate_pipeline.train.Trainer`: replay, ε-greedy collection and the target
+network's copies; the loss is :func:`double_dqn_loss`. It is served by the fused MLP
+kernel (:class:`perfgate_pipeline.serve.MLPServer`).
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
-from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from perfgate_pipeline.env import MarketData, TradingEnv
 from perfgate_pipeline.models import ModelSpec
+from perfgate_pipeline.serve import MLPServer
 
-__all__ = ["SPEC", "DQNConfig", "QNetwork", "double_dqn_loss"]
+__all__ = ["SPEC", "DQNConfig", "DQNTask", "QNetwork", "ReplayBuffer", "double_dqn_loss"]
 
 
 @dataclass
@@ -85,16 +90,113 @@ def double_dqn_loss(
     return F.smooth_l1_loss(q, y, beta=huber_delta)
 
 
-def _task(config: DQNConfig, data: Any, *, device: str = "cpu", seed: int = 0) -> Any:
-    from perfgate_pipeline.train import DQNTask
+@dataclass(slots=True)
+class ReplayBuffer:
+    """A ring of the last ``capacity`` transitions, as preallocated numpy arrays."""
 
+    obs: np.ndarray  # (capacity, obs_dim) float32
+    next_obs: np.ndarray
+    action: np.ndarray  # (capacity,) int64
+    reward: np.ndarray  # float32
+    done: np.ndarray  # float32
+    size: int = 0
+    cursor: int = 0
+
+    @classmethod
+    def empty(cls, capacity: int, obs_dim: int) -> ReplayBuffer:
+        return cls(
+            obs=np.zeros((capacity, obs_dim), dtype=np.float32),
+            next_obs=np.zeros((capacity, obs_dim), dtype=np.float32),
+            action=np.zeros(capacity, dtype=np.int64),
+            reward=np.zeros(capacity, dtype=np.float32),
+            done=np.zeros(capacity, dtype=np.float32),
+        )
+
+    def add(
+        self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, next_obs: np.ndarray, done: np.ndarray
+    ) -> None:
+        n = len(action)
+        idx = (self.cursor + np.arange(n)) % len(self.action)
+        self.obs[idx], self.next_obs[idx], self.action[idx] = obs, next_obs, action
+        self.reward[idx], self.done[idx] = reward, done
+        self.cursor = int(idx[-1] + 1) % len(self.action)
+        self.size = min(self.size + n, len(self.action))
+
+    def sample(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, ...]:
+        idx = rng.integers(0, self.size, n)
+        return self.obs[idx], self.action[idx], self.reward[idx], self.next_obs[idx], self.done[idx]
+
+
+class DQNTask:
+    """Double DQN on the trading environment; one loss = one env step of every episode + one minibatch.
+
+    The replay buffer is filled to capacity with uniformly random actions before the first
+    update (so memory is at its working size from the start, and early updates do not
+    overfit a few hundred transitions).
+    """
+
+    def __init__(self, config: DQNConfig, data: MarketData, *, device: str = "cpu", seed: int = 0) -> None:
+        self.config = cfg = config
+        torch.manual_seed(seed)
+        self.model = QNetwork(cfg).to(device)
+        self.target = copy.deepcopy(self.model).requires_grad_(False)
+        self.lr, self.batch_size = cfg.lr, cfg.batch_size
+        self.device = device
+        self.rng = np.random.default_rng(seed)
+        self.env = TradingEnv(
+            data,
+            window=cfg.window,
+            n_envs=cfg.n_envs,
+            episode_len=cfg.episode_len,
+            cost_bps=cfg.cost_bps,
+            seed=seed,
+        )
+        self.buffer = ReplayBuffer.empty(cfg.buffer_size, cfg.obs_dim)
+        self.obs = self.env.reset()
+        self.updates = 0
+        while self.buffer.size < cfg.buffer_size:
+            self._collect(epsilon=1.0)
+
+    def epsilon(self) -> float:
+        cfg = self.config
+        frac = min(self.updates / max(cfg.eps_decay, 1), 1.0)
+        return cfg.eps_start + frac * (cfg.eps_end - cfg.eps_start)
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, epsilon: float) -> np.ndarray:
+        """ε-greedy actions for a batch of observations."""
+        greedy = self.model(torch.from_numpy(obs).to(self.device)).argmax(dim=1).cpu().numpy()
+        explore = self.rng.random(len(obs)) < epsilon
+        return np.where(explore, self.rng.integers(0, self.config.n_actions, len(obs)), greedy)
+
+    def _collect(self, epsilon: float) -> None:
+        action = self.act(self.obs, epsilon) if epsilon < 1.0 else self.rng.integers(0, 3, self.env.n_envs)
+        next_obs, reward, done = self.env.step(action)
+        self.buffer.add(self.obs, action, reward, next_obs, done.astype(np.float32))
+        self.obs = next_obs
+
+    def loss(self) -> torch.Tensor:
+        self._collect(self.epsilon())
+        obs, action, reward, next_obs, done = (
+            torch.from_numpy(a).to(self.device) for a in self.buffer.sample(self.rng, self.batch_size)
+        )
+        cfg = self.config
+        return double_dqn_loss(
+            self.model, self.target, obs, action, reward, next_obs, done, gamma=cfg.gamma, huber_delta=cfg.huber_delta
+        )
+
+    def after_step(self) -> None:
+        self.updates += 1
+        if self.updates % self.config.target_every == 0:
+            self.target.load_state_dict(self.model.state_dict())
+
+
+def _task(config: DQNConfig, data: MarketData, *, device: str = "cpu", seed: int = 0) -> DQNTask:
     return DQNTask(config, data, device=device, seed=seed)
 
 
-def _server(model: QNetwork) -> Any:
-    from perfgate_pipeline.serve import MLPServer
-
-    return MLPServer(model)
+def _server(model: QNetwork) -> MLPServer:
+    return MLPServer(model.fc1, model.fc2, model.head.weight, model.head.bias, activation="relu")
 
 
 # a small network: one step is bound by the per-call overhead of torch eager (many small kernels)

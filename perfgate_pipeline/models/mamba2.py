@@ -20,16 +20,19 @@ the tests compare them to each other and to a plain sequential loop.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from perfgate_pipeline import _kernels as kernels
+from perfgate_pipeline import serve
+from perfgate_pipeline.env import MarketData
 from perfgate_pipeline.models import ModelSpec
+from perfgate_pipeline.train import SequenceTask, return_classes, sequence_task
 
-__all__ = ["SPEC", "Mamba2", "Mamba2Config", "Mamba2State", "segsum", "ssd_chunked"]
+__all__ = ["SPEC", "Mamba2", "Mamba2Config", "Mamba2Server", "Mamba2State", "mamba2_tensors", "segsum", "ssd_chunked"]
 
 
 @dataclass
@@ -254,10 +257,8 @@ class Mamba2(nn.Module):
         return self.head(self.norm_f(h)), new_state
 
 
-def _task(config: Mamba2Config, data: Any, *, device: str = "cpu", seed: int = 0) -> Any:
+def _task(config: Mamba2Config, data: MarketData, *, device: str = "cpu", seed: int = 0) -> SequenceTask:
     """Windows of the series; the target of a bar is the tercile of the next return among the series' returns."""
-    from perfgate_pipeline.train import return_classes, sequence_task
-
     torch.manual_seed(seed)
     r = data.returns
     edges = (float(np.quantile(r, 1 / 3)), float(np.quantile(r, 2 / 3)))
@@ -272,9 +273,64 @@ def _task(config: Mamba2Config, data: Any, *, device: str = "cpu", seed: int = 0
     return sequence_task(Mamba2(config).to(device), data, config, target_fn=target_fn, loss_fn=loss_fn, seed=seed)
 
 
-def _server(model: Mamba2) -> Any:
-    from perfgate_pipeline.serve import Mamba2Server
+def mamba2_tensors(model: Mamba2) -> list[torch.Tensor]:
+    """The packing order of :func:`perfgate_pipeline._kernels.mamba2_step`."""
+    out = [model.embed.weight.T, model.embed.bias, model.norm_f.weight, model.head.weight.T, model.head.bias]
+    for layer in model.layers:
+        mx = layer.mixer
+        out += [
+            layer.norm.weight,
+            mx.in_proj.weight.T,
+            mx.conv1d.weight[:, 0].T,  # (K, conv_dim): one tap of every channel at a time
+            mx.conv1d.bias,
+            mx.dt_bias,
+            -torch.exp(mx.A_log),  # the same float32 op as Mixer.step, done once
+            mx.D,
+            mx.norm.weight,
+            mx.out_proj.weight.T,
+        ]
+    return out
 
+
+class Mamba2Server:
+    """Mamba-2's recurrent step: one bar's features in, the class logits of the next return out."""
+
+    def __init__(self, model: Mamba2) -> None:
+        cfg = model.config
+        self.config = cfg
+        self.w, self.off = serve.pack(mamba2_tensors(model))
+        self.dims = np.array(
+            [
+                cfg.n_features,
+                cfg.d_model,
+                cfg.n_layers,
+                cfg.d_inner,
+                cfg.d_state,
+                cfg.n_heads,
+                cfg.headdim,
+                cfg.d_conv,
+                cfg.n_classes,
+            ],
+            dtype=np.int64,
+        )
+        # the torch state's axes swapped: (K, conv_dim) and (N, P) put the kernel's inner loops on contiguous memory
+        self.conv = serve.zeros((cfg.n_layers, cfg.d_conv, cfg.conv_dim))
+        self.ssm = serve.zeros((cfg.n_layers, cfg.n_heads, cfg.d_state, cfg.headdim))
+        size = kernels.mamba2_scratch_size(cfg.d_model, cfg.d_inner, cfg.d_state, cfg.n_heads, cfg.headdim)
+        self.scratch = serve.zeros(size)
+        self.out = serve.zeros(cfg.n_classes)
+        self.eps = np.float32(cfg.eps)
+
+    def reset(self) -> None:
+        self.conv[:] = 0.0
+        self.ssm[:] = 0.0
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        kernels.mamba2_step(x, self.w, self.off, self.dims, self.conv, self.ssm, self.scratch, self.out, self.eps)
+        return self.out
+
+
+def _server(model: Mamba2) -> Mamba2Server:
     return Mamba2Server(model)
 
 

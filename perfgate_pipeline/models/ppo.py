@@ -1,23 +1,33 @@
 """PPO: an actor-critic over a window of the 16 features, with GAE and the clipped objective.
 
 One tanh trunk feeds two heads: the policy's logits over (short, flat, long) and the
-state value. Rollouts and minibatch epochs are the trainer's
-(:class:`perfgate_pipeline.train.PPOTask`); the advantage estimate and the loss are here.
+state value. :class:`PPOTask` trains it with :class:`perfgate_pipeline.train.Trainer`:
+rollouts, then minibatch epochs; the advantage estimate is :func:`gae` and the loss
+:func:`ppo_loss`. It is served by the fused MLP kernel
+(:class:`perfgate_pipeline.serve.MLPServer`), its two heads packed as one layer: the
+logits, then the value.
+
+The first rollout can be saved and loaded (:meth:`PPOTask.save_rollout`,
+:meth:`PPOTask.load_rollout`): a counted benchmark collects it once natively instead of in
+every process under valgrind.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from perfgate_pipeline.env import MarketData, TradingEnv
 from perfgate_pipeline.models import ModelSpec
+from perfgate_pipeline.serve import MLPServer
 
-__all__ = ["SPEC", "ActorCritic", "PPOConfig", "gae", "ppo_loss"]
+__all__ = ["SPEC", "ActorCritic", "PPOConfig", "PPOTask", "gae", "ppo_loss"]
 
 
 @dataclass
@@ -119,16 +129,176 @@ def ppo_loss(
     return loss, parts
 
 
-def _task(config: PPOConfig, data: Any, *, device: str = "cpu", seed: int = 0) -> Any:
-    from perfgate_pipeline.train import PPOTask
+class PPOTask:
+    """PPO on the trading environment; one loss = one minibatch of the current rollout."""
 
+    def __init__(self, config: PPOConfig, data: MarketData, *, device: str = "cpu", seed: int = 0) -> None:
+        self.config = cfg = config
+        torch.manual_seed(seed)
+        self.model = ActorCritic(cfg).to(device)
+        self.lr, self.batch_size = cfg.lr, cfg.minibatch
+        self.device = device
+        self.rng = np.random.default_rng(seed)
+        self.generator = torch.Generator(device="cpu").manual_seed(seed)
+        self.env = TradingEnv(
+            data, window=cfg.window, n_envs=cfg.n_envs, episode_len=cfg.episode_len, cost_bps=cfg.cost_bps, seed=seed
+        )
+        T, N = cfg.n_steps, cfg.n_envs
+        self.obs_buf = np.zeros((T, N, cfg.obs_dim), dtype=np.float32)
+        self.action_buf = np.zeros((T, N), dtype=np.int64)
+        self.logp_buf = np.zeros((T, N), dtype=np.float32)
+        self.value_buf = np.zeros((T, N), dtype=np.float32)
+        self.reward_buf = np.zeros((T, N), dtype=np.float32)
+        self.done_buf = np.zeros((T, N), dtype=bool)
+        self.obs = self.env.reset()
+        self.rollouts = 0
+        self._queue: list[np.ndarray] = []
+        self._flat: dict[str, torch.Tensor] = {}
+
+    @torch.no_grad()
+    def collect(self) -> None:
+        """Run the current policy for ``n_steps`` in every episode; compute advantages; queue the minibatches."""
+        cfg = self.config
+        for t in range(cfg.n_steps):
+            logits, value = self.model(torch.from_numpy(self.obs).to(self.device))
+            logp_all = F.log_softmax(logits, dim=-1)
+            action = torch.multinomial(logp_all.exp().cpu(), 1, generator=self.generator).squeeze(1)
+            self.obs_buf[t] = self.obs
+            self.action_buf[t] = action.numpy()
+            self.logp_buf[t] = logp_all.cpu().gather(1, action[:, None]).squeeze(1).numpy()
+            self.value_buf[t] = value.cpu().numpy()
+            self.obs, self.reward_buf[t], self.done_buf[t] = self.env.step(self.action_buf[t])
+        last_value = self.model(torch.from_numpy(self.obs).to(self.device))[1].cpu().numpy()
+        adv, ret = gae(self.reward_buf, self.value_buf, self.done_buf, last_value, gamma=cfg.gamma, lam=cfg.lam)
+        self._flatten(adv, ret)
+        n = cfg.n_steps * cfg.n_envs
+        per_epoch = n // cfg.minibatch
+        self._queue = [
+            chunk
+            for _ in range(cfg.epochs)
+            for chunk in np.split(self.rng.permutation(n)[: per_epoch * cfg.minibatch], per_epoch)
+        ]
+        self._queue.reverse()  # pop() from the end takes them in order
+        self.rollouts += 1
+
+    def _flatten(self, adv: np.ndarray, ret: np.ndarray) -> None:
+        cfg = self.config
+        parts = {
+            "obs": self.obs_buf.reshape(-1, cfg.obs_dim),
+            "action": self.action_buf.reshape(-1),
+            "logp": self.logp_buf.reshape(-1),
+            "adv": adv.reshape(-1),
+            "ret": ret.reshape(-1),
+        }
+        self._flat = {k: torch.from_numpy(v).to(self.device) for k, v in parts.items()}
+
+    def prepare(self) -> None:
+        """Collect the first rollout now, unless one is queued (the first :meth:`loss` would)."""
+        if not self._queue:
+            self.collect()
+
+    _SAVED = ("obs_buf", "action_buf", "logp_buf", "value_buf", "reward_buf", "done_buf", "obs")
+
+    def save_rollout(self, path: Path) -> None:
+        """Write the current rollout to the new folder ``path``: everything :meth:`collect` made or
+        moved (buffers, advantages, the minibatch queue, the environments' and the random
+        generators' states), and the config and the weights it was collected with."""
+        if not self._flat:
+            raise ValueError("no rollout to save: collect() first")
+        path.mkdir(parents=True)
+        env = self.env
+        queue = np.stack(self._queue) if self._queue else np.zeros((0, self.config.minibatch), dtype=np.int64)
+        arrays = {name: getattr(self, name) for name in self._SAVED}
+        arrays.update(
+            adv=self._flat["adv"].cpu().numpy(),
+            ret=self._flat["ret"].cpu().numpy(),
+            queue=queue,
+            env_t=env.t,
+            env_steps=env.steps,
+            env_position=env.position,
+            env_obs=env.obs,
+            generator=self.generator.get_state().numpy(),
+        )
+        np.savez(path / "rollout.npz", **arrays)
+        weights = {k: v.detach().cpu().numpy() for k, v in self.model.state_dict().items()}
+        np.savez(path / "weights.npz", **weights)
+        state = {
+            "config": asdict(self.config),
+            "rollouts": self.rollouts,
+            "rng": self.rng.bit_generator.state,
+            "env_rng": env.rng.bit_generator.state,
+        }
+        (path / "state.json").write_text(json.dumps(state, sort_keys=True), encoding="utf-8")
+
+    def load_rollout(self, path: Path) -> None:
+        """Restore what :meth:`save_rollout` wrote, as if :meth:`collect` had just run here.
+
+        The model takes the weights the rollout was collected with. They are this task's own
+        initial weights, up to the last bits of floating-point rounding: the orthogonal
+        initialisation's QR runs another code path of the BLAS natively than under valgrind
+        (docs/design.md §12). Raises ValueError when they are not (another random seed), or the
+        config differs: it would not be the rollout this task collects.
+        """
+        state = json.loads((path / "state.json").read_text(encoding="utf-8"))
+        if state["config"] != json.loads(json.dumps(asdict(self.config))):
+            raise ValueError(f"the rollout in {path} was collected with another config")
+        own = self.model.state_dict()
+        with np.load(path / "weights.npz") as saved:
+            weights = {k: torch.from_numpy(saved[k]) for k in saved.files}
+        if weights.keys() != own.keys() or not all(
+            torch.allclose(weights[k], own[k].detach().cpu(), rtol=1e-4, atol=1e-6) for k in own
+        ):
+            raise ValueError(f"the rollout in {path} was collected with other weights (another random seed?)")
+        self.model.load_state_dict(weights)
+        env = self.env
+        with np.load(path / "rollout.npz") as saved:
+            for name in self._SAVED:
+                setattr(self, name, saved[name])  # a new array each time it is read
+            adv, ret = saved["adv"], saved["ret"]
+            self._queue = list(saved["queue"])
+            env.t[:], env.steps[:] = saved["env_t"], saved["env_steps"]
+            env.position = saved["env_position"]
+            env.obs[:] = saved["env_obs"]
+            self.generator.set_state(torch.from_numpy(saved["generator"]))
+        self._flatten(adv, ret)
+        self.rng.bit_generator.state = state["rng"]
+        env.rng.bit_generator.state = state["env_rng"]
+        self.rollouts = int(state["rollouts"])
+
+    save_prepared = save_rollout  # ModelSpec.prepares: what the benchmark's native pass saves
+    load_prepared = load_rollout
+
+    def loss(self) -> torch.Tensor:
+        if not self._queue:
+            self.collect()
+        idx = torch.from_numpy(self._queue.pop()).to(self.device)
+        f = self._flat
+        cfg = self.config
+        loss, _ = ppo_loss(
+            self.model,
+            f["obs"][idx],
+            f["action"][idx],
+            f["logp"][idx],
+            f["adv"][idx],
+            f["ret"][idx],
+            clip=cfg.clip,
+            vf_coef=cfg.vf_coef,
+            ent_coef=cfg.ent_coef,
+        )
+        return loss
+
+    def after_step(self) -> None:
+        pass
+
+
+def _task(config: PPOConfig, data: MarketData, *, device: str = "cpu", seed: int = 0) -> PPOTask:
     return PPOTask(config, data, device=device, seed=seed)
 
 
-def _server(model: ActorCritic) -> Any:
-    from perfgate_pipeline.serve import MLPServer
-
-    return MLPServer(model)
+def _server(model: ActorCritic) -> MLPServer:
+    head_weight = torch.cat([model.pi.weight, model.v.weight])
+    head_bias = torch.cat([model.pi.bias, model.v.bias])
+    return MLPServer(model.fc1, model.fc2, head_weight, head_bias, activation="tanh")
 
 
 # one training step is one minibatch; like DQN's, bound by torch eager's per-call overhead

@@ -79,7 +79,7 @@ def test_quick_bench_writes_a_valid_run_and_a_checkpoint(model, bars_file, tmp_p
     assert doc["config"]["quick"] is True
     assert "stage_memory_definition" in doc["config"]
 
-    from perfgate_pipeline.serve import fast_server
+    from perfgate_pipeline.models import fast_server
     from perfgate_pipeline.stages import load_checkpoint
 
     model_obj = load_checkpoint(tmp_path / f"{model}.model.pt")

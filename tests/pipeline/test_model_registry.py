@@ -116,13 +116,13 @@ def test_the_command_line_reads_the_registry():
 
 def test_a_registered_model_is_built_trained_checkpointed_and_served(toy, tmp_path):
     from perfgate.bench.registry import StageContext, stages_for
-    from perfgate_pipeline.serve import eager_server, fast_server
+    from perfgate_pipeline.serve import eager_server
     from perfgate_pipeline.stages import load_checkpoint, save_checkpoint
-    from perfgate_pipeline.train import Trainer, build_task, default_config
+    from perfgate_pipeline.train import Trainer
 
     assert "toy" in models.MODELS and models.MODELS[-1] == "toy"
-    assert default_config("toy") == ToyConfig()
-    task = build_task("toy", _data())
+    assert models.default_config("toy") == ToyConfig()
+    task = models.build_task("toy", _data())
     trainer = Trainer(task)
     losses = trainer.fit(3)
     assert len(losses) == 3 and all(np.isfinite(losses))
@@ -135,7 +135,7 @@ def test_a_registered_model_is_built_trained_checkpointed_and_served(toy, tmp_pa
     ctx = StageContext(model="toy", state={"task": task, "trainer": trainer})
     loaded = load_checkpoint(save_checkpoint(ctx, tmp_path / "toy.pt"))
     assert isinstance(loaded, ToyNet)
-    server = fast_server(loaded)
+    server = models.fast_server(loaded)
     assert isinstance(server, ToyServer)
     x = _data(1).features[0]
     with torch.no_grad():

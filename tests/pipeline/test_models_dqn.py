@@ -8,9 +8,10 @@ import torch
 import torch.nn.functional as F
 
 from perfgate_pipeline.env import MarketData, evaluate_policy, toy_bars
+from perfgate_pipeline.models import build_task, fast_server
 from perfgate_pipeline.models.dqn import DQNConfig, QNetwork, double_dqn_loss
-from perfgate_pipeline.serve import OrtServer, eager_server, fast_server
-from perfgate_pipeline.train import Trainer, build_task
+from perfgate_pipeline.serve import OrtServer, eager_server
+from perfgate_pipeline.train import Trainer
 
 SMALL = DQNConfig(window=2, hidden=32)
 torch.set_num_threads(1)  # tiny ops: a second OpenMP thread only adds wake-ups on a shared machine

@@ -8,9 +8,10 @@ import torch
 import torch.nn.functional as F
 
 from perfgate_pipeline.env import MarketData, toy_bars
+from perfgate_pipeline.models import build_task, fast_server
 from perfgate_pipeline.models.mamba2 import Mamba2, Mamba2Config, Mixer, segsum, ssd_chunked
-from perfgate_pipeline.serve import eager_server, fast_server
-from perfgate_pipeline.train import Trainer, build_task
+from perfgate_pipeline.serve import eager_server
+from perfgate_pipeline.train import Trainer
 
 TINY = Mamba2Config(d_model=16, n_layers=2, d_state=8, headdim=8, chunk_size=8, seq_len=32, batch_size=16)
 torch.set_num_threads(1)  # small ops: a second OpenMP thread only adds wake-ups on a shared machine

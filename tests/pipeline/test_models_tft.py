@@ -10,9 +10,10 @@ import torch
 import torch.nn.functional as F
 
 from perfgate_pipeline.env import MarketData, toy_bars
+from perfgate_pipeline.models import build_task, fast_server
 from perfgate_pipeline.models.tft import TFT, TFTConfig, attention_mask, quantile_loss
-from perfgate_pipeline.serve import eager_server, fast_server
-from perfgate_pipeline.train import Trainer, build_task
+from perfgate_pipeline.serve import eager_server
+from perfgate_pipeline.train import Trainer
 
 TINY = TFTConfig(d_model=16, d_var=4, n_heads=2, attn_window=8, seq_len=32, batch_size=16, lr=3e-3)
 torch.set_num_threads(1)  # small ops: a second OpenMP thread only adds wake-ups on a shared machine

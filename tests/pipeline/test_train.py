@@ -8,17 +8,10 @@ import torch
 
 from perfgate_pipeline.env import BPS, MarketData, TradingEnv, evaluate_policy, toy_bars
 from perfgate_pipeline.features import N_FEATURES
-from perfgate_pipeline.models.dqn import DQNConfig
-from perfgate_pipeline.models.ppo import PPOConfig
-from perfgate_pipeline.train import (
-    PPOTask,
-    ReplayBuffer,
-    SequenceTask,
-    Trainer,
-    build_task,
-    default_config,
-    return_classes,
-)
+from perfgate_pipeline.models import build_task, default_config
+from perfgate_pipeline.models.dqn import DQNConfig, ReplayBuffer
+from perfgate_pipeline.models.ppo import PPOConfig, PPOTask
+from perfgate_pipeline.train import SequenceTask, Trainer, return_classes
 
 
 def _data(n: int = 400, seed: int = 0) -> MarketData:
