@@ -115,14 +115,14 @@ class Worker:
         )
         described = []
         with _imports_frozen():  # every full collection of the set-ups skips what the imports left
-            pipeline_memory = PipelineMemory()  # after the imports, before the first set-up
+            whole_memory = PipelineMemory()  # after the imports, before the first set-up
             notify = self.notify if req.get("progress") is True else None
             for st in stages:
                 reporting = st
                 if notify is not None:
                     notify({"progress": "setup", "stage": st.name})
                     reporting = dataclasses.replace(st, setup=_then_calls(st.setup, st.name, notify))
-                with pipeline_memory.setup():
+                with whole_memory.setup():
                     p = prepare(reporting, ctx, options)
                     spent = sorted(timed_for(p.call, p.sync, _TYPICAL_TIME, 10_000))
                 self.prepared[st.name] = p
@@ -137,7 +137,7 @@ class Worker:
                         "memory_metric": st.memory_metric,
                     }
                 )
-            memory = memory_round(list(self.prepared.values()), pipeline_memory)
+            memory = memory_round(list(self.prepared.values()), whole_memory)
         return {"ok": True, "stages": described, "memory": memory}
 
     def time(self, req: dict[str, Any]) -> dict[str, Any]:

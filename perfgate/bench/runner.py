@@ -303,11 +303,11 @@ def run_benchmark(
         software = collect_software()
     total = len(stages) + options.rounds
     prepared = []
-    pipeline_memory = PipelineMemory()  # the stages' modules are imported: this is the state before them
+    whole_memory = PipelineMemory()  # the stages' modules are imported: this is the state before them
     for i, stage in enumerate(stages):
         if progress:
             progress(f"warm-up {stage.name}", i, total)
-        with pipeline_memory.setup():
+        with whole_memory.setup():
             prepared.append(prepare(stage, ctx, options))
     memory: list[float] = []
     round_memory: list[float] = []
@@ -324,7 +324,7 @@ def run_benchmark(
         gpu_round = GpuRound(torch, options.device) if torch is not None else nullcontext()
         with gpu_round as gpu:
             start, top = _round(prepared, kernels)
-        memory.append(pipeline_memory.round_mb(top))
+        memory.append(whole_memory.round_mb(top))
         round_memory.append(max(0, top - start) / 2**20)
         if gpu is not None:
             gpu_memory.append(gpu.peak_mb)
@@ -371,7 +371,7 @@ def run_benchmark(
         "memory_definition": _MEMORY,
         "round_memory_definition": _ROUND_MEMORY,
         # vmhwm: the kernel's exact high-water mark; sampled: RSS read every millisecond (may miss short peaks)
-        "memory_method": pipeline_memory.method,
+        "memory_method": whole_memory.method,
         **({"stage_memory_definition": _STAGE_MEMORY} if any(p.stage.memory_metric for p in prepared) else {}),
         **(config or {}),
     }
