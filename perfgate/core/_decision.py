@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from perfgate.core._common_shift import CommonShift
 from perfgate.core._estimate import (
@@ -38,6 +39,7 @@ from perfgate.core._estimate import (
     estimate_values,
     paired_test,
     sides_of,
+    test_fields,
     unpaired_test,
 )
 from perfgate.core._samplestats import ReferenceStats, SampleStats
@@ -91,27 +93,25 @@ def estimate_unpaired(
     threshold_only = min(n_base, n_cur) == 1
     values = estimate_values(base, cur, sides, statistic, stats)
     shift = index_shift(base, cur) if sides.kernel else None
-    e = Estimate(
-        base=base,
-        cur=cur,
-        statistic=statistic,
-        threshold=policy.threshold_for(cur.name),
-        base_value=values.base_value,
-        cur_value=values.cur_value,
-        log_worse=values.log_worse,
-        threshold_only=threshold_only,
-        kernel=sides.kernel,
-        raw_change=values.raw_change,
-        normalised_change=values.normalised_change,
-        derived_from=derived_from,
-        index_change=None if shift is None else math.expm1(shift),
-    )
+    fields: dict[str, Any] = {
+        "base": base,
+        "cur": cur,
+        "statistic": statistic,
+        "threshold": policy.threshold_for(cur.name),
+        "threshold_only": threshold_only,
+        "kernel": sides.kernel,
+        "raw_change": values.raw_change,
+        "normalised_change": values.normalised_change,
+        "derived_from": derived_from,
+        "index_change": None if shift is None else math.expm1(shift),
+    }
+    fields.update(base_value=values.base_value, cur_value=values.cur_value, log_worse=values.log_worse)
     if threshold_only:
-        return e
+        return Estimate(**fields)
     needed = min_samples_for(statistic)
     if min(n_base, n_cur) < needed:
         reason = f"{statistic} is compared from {needed} samples per side; this check has {n_base}/{n_cur}"
-        return e.fixed_as(Verdict.INCONCLUSIVE, reason, needed)
+        return Estimate(**fields, fixed=Verdict.INCONCLUSIVE, reason=reason, required_n=needed)
     se = log_ratio_se(
         values.test_base,
         stats.ci(sides.base, statistic),
@@ -126,7 +126,7 @@ def estimate_unpaired(
     if test is None and (values.log_worse is None or se is None):
         side = "baseline" if values.test_base == 0 else "current"
         reason = f"the {side} {statistic} is 0; the log-ratio test is undefined"
-        return dataclasses.replace(e, se=se).fixed_as(Verdict.INCONCLUSIVE, reason)
+        return Estimate(**fields, se=se, fixed=Verdict.INCONCLUSIVE, reason=reason)
     if test is None and counts is not None and is_count(cur):
         assert values.log_worse is not None
         history = history_of(policy.noise, cur.name) if statistic == "median" else None
@@ -134,7 +134,7 @@ def estimate_unpaired(
     if test is None:
         assert values.log_worse is not None and se is not None
         test = unpaired_test(values.log_worse, se, cur, sides, statistic, policy, runs, stats, shift)
-    return e.with_test(test)
+    return Estimate(**{**fields, **test_fields(test, values.base_value, values.cur_value)})  # made once
 
 
 def _required_n(n_now: int, se: float | None, margin: float, z: float) -> int | None:
@@ -209,10 +209,11 @@ def _isf(p: Estimate, a: float) -> float:
     return t_isf(a, p.df)
 
 
-def decide(p: Estimate, policy: Policy, n_tests: int, stats: SampleStats | None = None) -> Comparison:
-    """The verdict of one estimate, ``p.p_adjusted`` being Holm's over a family of ``n_tests``
-    (:func:`perfgate.core.family.holm_family`)."""
-    p_adjusted = p.p_adjusted
+def decide(
+    p: Estimate, policy: Policy, n_tests: int, stats: SampleStats | None = None, *, p_adjusted: float | None = None
+) -> Comparison:
+    """The verdict of one estimate, ``p_adjusted`` being its p-value adjusted by Holm over a family
+    of ``n_tests`` (:func:`perfgate.core.family.holm_family`; ``None`` for an estimate without a test)."""
     direction = p.cur.direction
     worse = None if p.log_worse is None else _worse_from_log(p.log_worse, direction)
     change = None if p.base_value == 0 else p.cur_value / p.base_value - 1.0
@@ -429,7 +430,10 @@ def prepare(
     family = holm_family(estimates, alpha=policy.alpha, confidence=policy.confidence, common=not paired)
     shift = family.shift
     per_metric = policy if shift is None else dataclasses.replace(policy, alpha=family.metric_alpha)
-    decided = [decide(e, per_metric, family.size, stats) for e in family.estimates]
+    decided = [
+        decide(e, per_metric, family.size, stats, p_adjusted=a)
+        for e, a in zip(family.estimates, family.adjusted, strict=True)
+    ]
     if shift is not None and not shift.decided_by:
         decided = [_within_shift(c, shift) for c in decided]
     return decided, fixed, shift

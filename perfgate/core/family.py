@@ -30,7 +30,7 @@ Tested in ``tests/core/test_family.py``, ``tests/core/test_derived.py`` and
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from perfgate.core._common_shift import CommonShift, common_shift
 from perfgate.core._estimate import Estimate
@@ -43,13 +43,15 @@ __all__ = ["Family", "family_members", "holm_family"]
 class Family:
     """A check's estimates once the family has spoken, in the order they were given.
 
-    ``estimates``: every estimate of the check, each member with its ``p_adjusted`` and each
-    derived one outside the family with its source's test. ``size``: the number of tests in
+    ``estimates``: every estimate of the check, each derived one outside the family with its
+    source's test. ``adjusted``: beside each estimate, Holm's adjusted p-value (a member's, or a
+    derived one's source's), ``None`` for an estimate without a test. ``size``: the number of tests in
     Holm's family. ``shift``: the common shift, when that step ran and applied.
     ``metric_alpha``: the α the per-metric tests spend (α less the common step's share).
     """
 
     estimates: tuple[Estimate, ...]
+    adjusted: tuple[float | None, ...]
     size: int
     shift: CommonShift | None
     metric_alpha: float
@@ -77,26 +79,27 @@ def holm_family(estimates: Sequence[Estimate], *, alpha: float, confidence: floa
     """
     members = family_members(estimates)
     out = list(estimates)
-    adjusted = holm([p for i in members if (p := estimates[i].p_value) is not None])
-    for i, p_adjusted in zip(members, adjusted, strict=True):
-        out[i] = replace(out[i], p_adjusted=p_adjusted)
-    by_key = {out[i].key: out[i] for i in members}
+    adjusted: list[float | None] = [None] * len(out)
+    for i, p_adjusted in zip(
+        members, holm([p for i in members if (p := estimates[i].p_value) is not None]), strict=True
+    ):
+        adjusted[i] = p_adjusted
+    by_key = {out[i].key: i for i in members}
     in_family = set(members)
     for i, e in enumerate(out):
         if not e.derived_from or i in in_family or not e.tested:
             continue
-        source = by_key.get((e.derived_from, e.statistic)) or by_key.get((e.derived_from, "median"))
+        source = by_key.get((e.derived_from, e.statistic), by_key.get((e.derived_from, "median")))
         if source is None:
             continue
-        out[i] = replace(
-            e,
-            p_value=source.p_value,
-            p_adjusted=source.p_adjusted,
-            noise=f"derived from {e.derived_from}: tested with it, counted once",
+        out[i] = e.evolve(
+            p_value=out[source].p_value, noise=f"derived from {e.derived_from}: tested with it, counted once"
         )
+        adjusted[i] = adjusted[source]
     shift = common_shift([out[i] for i in members], alpha=alpha, confidence=confidence) if common else None
     return Family(
         estimates=tuple(out),
+        adjusted=tuple(adjusted),
         size=len(members),
         shift=shift,
         metric_alpha=alpha if shift is None else alpha - shift.alpha,

@@ -295,8 +295,8 @@ def decide_look(
         estimates = [retested.get(e.key, e) for e in estimates]
     family = holm_family(estimates, alpha=alpha, confidence=policy.confidence, common=False)
     decided = []
-    for e in family.estimates:
-        c = decide(e, look_policy, family.size)
+    for e, p_adjusted in zip(family.estimates, family.adjusted, strict=True):
+        c = decide(e, look_policy, family.size, p_adjusted=p_adjusted)
         if c.required_n is not None:
             c = replace(c, required_unit="pairs")
         if e.key in blocked and c.verdict is Verdict.INCONCLUSIVE:

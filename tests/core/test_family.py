@@ -46,11 +46,11 @@ def test_a_derived_estimate_beside_its_tested_source_takes_its_test_and_counts_o
     family = holm_family(given, alpha=0.05, confidence=0.95, common=False)
     assert family_members(given) == (0, 2)
     assert family.size == 2 and family.shift is None and family.metric_alpha == 0.05
-    step, rate, load = family.estimates
-    assert (step.p_adjusted, load.p_adjusted) == (0.008, 0.02)  # Holm over two: 2 × 0.004, then 0.02
-    assert (rate.p_value, rate.p_adjusted) == (step.p_value, step.p_adjusted)
+    step, rate, _load = family.estimates
+    assert family.adjusted == (0.008, 0.008, 0.02)  # Holm over two: 2 × 0.004, then 0.02; the rate takes the step's
+    assert rate.p_value == step.p_value
     assert rate.noise == "derived from step: tested with it, counted once"
-    assert all(e.p_adjusted is None for e in given)  # new estimates; the given ones are as they were
+    assert given[1].p_value == 0.3 and given[1].noise == ""  # a new estimate; the given ones are as they were
     with pytest.raises(dataclasses.FrozenInstanceError):
         given[0].p_value = 0.5  # type: ignore[misc]
 
@@ -60,16 +60,16 @@ def test_a_derived_estimate_whose_source_has_no_test_counts_in_its_place():
     given = (untested, _estimate("rate", 0.004, derived_from="step"), _estimate("load", 0.02))
     family = holm_family(given, alpha=0.05, confidence=0.95, common=False)
     assert family_members(given) == (1, 2) and family.size == 2
-    step, rate, load = family.estimates
-    assert step.p_adjusted is None and step.fixed is Verdict.INCONCLUSIVE
-    assert (rate.p_value, rate.p_adjusted, load.p_adjusted) == (0.004, 0.008, 0.02)
+    step, rate, _load = family.estimates
+    assert family.adjusted == (None, 0.008, 0.02) and step.fixed is Verdict.INCONCLUSIVE
+    assert rate.p_value == 0.004
     assert rate.noise == ""  # tested on its own
 
 
 def test_a_derived_statistic_falls_back_to_its_sources_median():
     given = (_estimate("step", 0.01), _estimate("rate", 0.2, derived_from="step", statistic="p99"))
     family = holm_family(given, alpha=0.05, confidence=0.95, common=False)
-    assert family.size == 1 and family.estimates[1].p_adjusted == family.estimates[0].p_adjusted == 0.01
+    assert family.size == 1 and family.adjusted == (0.01, 0.01)
 
 
 # --- both paths, one situation -------------------------------------------------------------
