@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.import_graph import find_cycle
+
 PACKAGE = Path(__file__).resolve().parent.parent / "perfgate"
 # the reference pipeline: a suite like any user's, in its own package beside perfgate's
 PIPELINE = PACKAGE.parent / "perfgate_pipeline"
@@ -234,32 +236,10 @@ def test_no_module_imports_a_private_module_of_another_package():
     assert violations == []
 
 
-def _cycle(graph: dict[str, set[str]]) -> list[str]:
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str]:
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                return [*stack[stack.index(nxt) :], nxt]
-            if nxt not in state and (found := visit(nxt)):
-                return found
-        stack.pop()
-        state[node] = 2
-        return []
-
-    for node in sorted(graph):
-        if node not in state and (found := visit(node)):
-            return found
-    return []
-
-
 def test_no_import_cycle_between_packages():
     """Strings and imports inside functions count: a loop hidden in a function is still a loop."""
     graph: dict[str, set[str]] = {}
     for path in _sources():
         me = _package(_module_of(path))
         graph.setdefault(me, set()).update(p for p in map(_package, _all_imports(path)) if p != me)
-    assert _cycle(graph) == []
+    assert find_cycle(graph) == []

@@ -31,7 +31,7 @@ from perfgate.cli._common import (
     term,
 )
 from perfgate.core.codec import format_timestamp
-from perfgate.core.metrics import SuiteDeclaration, default_suite
+from perfgate.core.metrics import default_suite
 from perfgate.core.schema import Run
 from perfgate.core.text import plain
 from perfgate.errors import InputError
@@ -215,7 +215,7 @@ def _import_stage_modules(names: list[str]) -> None:
             ) from None
 
 
-def _set_up_suite(args: argparse.Namespace) -> SuiteDeclaration | None:
+def _set_up_suite(args: argparse.Namespace) -> None:
     """Import a declared suite's stages (registering them) and resolve the device by its hook."""
     suite = find(args.suite)
     if suite is not None:
@@ -223,7 +223,6 @@ def _set_up_suite(args: argparse.Namespace) -> SuiteDeclaration | None:
         resolve_device = hook(suite, "resolve_device")
         if resolve_device is not None:
             args.device = resolve_device(args.device)
-    return suite
 
 
 def _own_suite_models(suite: str, requested: str, imported: list[str]) -> list[str]:
@@ -398,15 +397,13 @@ def run(args: argparse.Namespace) -> int:
     _import_stage_modules(args.stages_module)
     requested = model_key(args.model)
     suite = find(args.suite)
-    if suite is not None and suite.models:
-        if requested != "all" and requested not in suite.models:
-            raise InputError(
-                f"unknown model {args.model!r}; choose from {', '.join(suite.models)} or all", field="--model"
-            )
-        models = list(suite.models) if requested == "all" else [requested]
-        _set_up_suite(args)
+    declared = list(suite.models) if suite is not None else []
+    if declared and requested != "all" and requested not in declared:  # before its stages are imported
+        raise InputError(f"unknown model {args.model!r}; choose from {', '.join(declared)} or all", field="--model")
+    _set_up_suite(args)
+    if declared:
+        models = declared if requested == "all" else [requested]
     else:
-        _set_up_suite(args)
         models = _own_suite_models(args.suite, requested, args.stages_module)
     from perfgate.bench.gitinfo import collect_git
     from perfgate.bench.machine import collect_machine

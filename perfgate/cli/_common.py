@@ -9,8 +9,6 @@ import math
 import os
 import re
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
@@ -38,7 +36,6 @@ __all__ = [
     "content_run_id",
     "exit_code_of",
     "model_key",
-    "needs_extra",
     "policy_from",
     "print_verdict",
     "stderr_console",
@@ -47,34 +44,6 @@ __all__ = [
     "term",
     "term_cell",
 ]
-
-
-# the third-party packages each optional extra brings (pyproject.toml's [project.optional-dependencies])
-EXTRA_PACKAGES = {
-    "pipeline": frozenset({"torch", "databento_dbn", "zstandard", "numba", "onnx", "onnxruntime"}),
-    "export": frozenset({"prometheus_client", "grafana_foundation_sdk"}),
-}
-_HOW = {
-    "pipeline": "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu (the CPU build), then "
-    "pip install 'perfgate[pipeline]'; a suite of your own needs neither (--suite NAME --stages-module MODULE)",
-    "export": "pip install 'perfgate[export]'",
-}
-
-
-@contextmanager
-def needs_extra(extra: str, what: str) -> Iterator[None]:
-    """Turn a missing package of perfgate's ``extra`` into a one-line error saying what to install.
-
-    A core install (``pip install perfgate``) has no torch; the built-in pipeline, for one,
-    does not work there, and that is an expected error (exit 2), not a crash.
-    """
-    try:
-        yield
-    except ModuleNotFoundError as exc:
-        top = (exc.name or "").split(".")[0]
-        if top not in EXTRA_PACKAGES[extra]:
-            raise
-        raise ConfigError(f"{what} needs {top}, from perfgate's {extra} extra: {_HOW[extra]}") from None
 
 
 class Parser(argparse.ArgumentParser):

@@ -10,13 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfgate.cli._common import add_flag, add_removed_spelling
 from perfgate.core.text import plain
-from perfgate.errors import EXIT_ERROR, EXIT_OK, DataError
+from perfgate.errors import EXIT_ERROR, EXIT_OK, ConfigError, DataError
 from perfgate.output import output_file
 
 if TYPE_CHECKING:
@@ -25,6 +26,20 @@ if TYPE_CHECKING:
 __all__ = ["add_arguments", "run"]
 
 _MAX_SYMBOLS_SHOWN = 10
+
+
+def _pipeline_requirements(what: str) -> AbstractContextManager[None]:
+    """The reference pipeline's own requirements (its declaration, :mod:`perfgate.suites`): a missing
+    one is a one-line error saying what to install, as ``perfgate bench --model dqn`` says it."""
+    from perfgate.suites import find, suite_requirements
+
+    suite = find("pipeline")
+    if suite is None:
+        raise ConfigError(
+            f"{what} reads and writes DBN files with the reference pipeline, which is not installed: "
+            "pip install 'perfgate[pipeline]'"
+        )
+    return suite_requirements(suite, what)
 
 
 MAX_SYNTH_RECORDS = 100_000_000  # about 5 GB of MBP-1 records: more is never a test file
@@ -65,13 +80,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _synth(args: argparse.Namespace) -> int:
-    from perfgate.cli._common import checked_number, needs_extra
+    from perfgate.cli._common import checked_number
 
     checked_number(args.records, "--records", at_least=1, at_most=MAX_SYNTH_RECORDS)
     checked_number(args.seed, "--seed", at_least=0, below=2**63)
     from perfgate.output import open_output
 
-    with needs_extra("pipeline", "perfgate data synth"):
+    with _pipeline_requirements("perfgate data synth"):
         from perfgate_pipeline.synth import write_synthetic_to
 
     with open_output(args.output) as handle:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.import_graph import find_cycle
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "perfgate_pipeline"
 
@@ -73,29 +75,6 @@ def _graph() -> dict[str, set[str]]:
     return {module: _edges(module) for module in MODULES}
 
 
-def _cycle(graph: dict[str, set[str]]) -> list[str]:
-    """One cycle of ``graph`` (its modules in order, the first repeated at the end), or []."""
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(node: str) -> list[str]:
-        state[node] = 1
-        path.append(node)
-        for nxt in sorted(graph[node]):
-            if state.get(nxt) == 1:
-                return [*path[path.index(nxt) :], nxt]
-            if nxt not in state and (found := visit(nxt)):
-                return found
-        path.pop()
-        state[node] = 2
-        return []
-
-    for node in sorted(graph):
-        if node not in state and (found := visit(node)):
-            return found
-    return []
-
-
 def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
     seen, todo = set(), [start]
     while todo:
@@ -118,12 +97,12 @@ def test_the_graph_sees_every_kind_of_edge():
 
 def test_the_cycle_check_finds_a_cycle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
-    assert _cycle(graph) == ["a", "b", "c", "a"]
-    assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+    assert find_cycle(graph) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
 
 
 def test_no_import_cycle_between_the_modules():
-    cycle = _cycle(_graph())
+    cycle = find_cycle(_graph())
     assert cycle == [], " -> ".join(cycle)
 
 
