@@ -473,6 +473,11 @@ def main() -> None:
                 "v3": verdicts(data),
                 "v5": replay(data, 5.0),
                 "worse": {(c["metric"], c["statistic"]): c["worse"] for c in data["comparisons"]},
+                # what a diagnosis needs: the per-pair estimates, the plan, and where the time went
+                "pair_log_ratios": data["ab"].get("pair_log_ratios", {}),
+                "stages": data["ab"].get("stages", []),
+                "setup_seconds": data["ab"].get("setup_seconds", []),
+                "measure_seconds": data["ab"].get("measure_seconds", []),
             }
             records.append(rec)
             print(
