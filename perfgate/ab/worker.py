@@ -103,6 +103,9 @@ class Worker:
             seed=int(req.get("seed", 0)),
             device=str(req.get("device", "cpu")),
             warmup_time=float(req.get("warmup_time", 0.05)),
+            # the coordinator's blocks set how many calls are timed: the runner's calibration of a repeat
+            # count would only spend calls (for a 2 s training step, 2 s of every worker's set-up)
+            repeat=1,
             params=dict(req.get("params", {})),
         )
         ctx = StageContext(
