@@ -34,6 +34,7 @@ process-level design (a fresh ``perfgate bench`` per measurement, ABBA pairs), s
     python benchmarks/ab.py --case dqn --aa 10 --checks 5 --legacy 1
     python benchmarks/ab.py --case dqn --aa 4 --neighbour both --checks 4 --slowdowns 5,10
     python benchmarks/ab.py --case mamba2 --aa 1 --checks 1 --slowdowns 5
+    python benchmarks/ab.py --case tft --aa 0 --checks 4 --slowdowns 5 --unit-scale training=0.11
     python benchmarks/ab.py --case layout --aa 3 --neighbour both --ab-args="--time-budget 40"
 """
 
@@ -298,18 +299,41 @@ def calibrate(repo: Path, model: str) -> dict[str, dict[str, float]]:
     return json.loads(out.stdout)
 
 
-def model_extra(cal: dict[str, dict[str, float]], pct: float, model: str) -> dict[str, int]:
+def model_extra(
+    cal: dict[str, dict[str, float]], pct: float, model: str, scale: dict[str, float] | None = None
+) -> dict[str, int]:
+    """Units of extra work per call and stage for a nominal +``pct`` %, each times its ``scale`` (default 1)."""
     x = pct / 100
     train = f"training_step_{model}"
+    k = {name: (scale or {}).get(name, 1.0) for name in ("dbn_load", "features", train, "inference")}
     return {
-        "dbn_load": round(x * cal["dbn_load"]["median"] / cal["dbn_load"]["unit"]),
-        "features": round(x * cal["features"]["median"] / cal["features"]["unit"]),
-        train: max(1, round(x * cal[train]["median"] / cal[train]["unit"])),
-        "inference": round(x * cal["inference"]["p99"] / cal["inference"]["unit"]),  # X % of the p99
+        "dbn_load": round(k["dbn_load"] * x * cal["dbn_load"]["median"] / cal["dbn_load"]["unit"]),
+        "features": round(k["features"] * x * cal["features"]["median"] / cal["features"]["unit"]),
+        train: max(1, round(k[train] * x * cal[train]["median"] / cal[train]["unit"])),
+        "inference": round(k["inference"] * x * cal["inference"]["p99"] / cal["inference"]["unit"]),  # X % of the p99
     }
 
 
-def make_repo(root: Path, case: str, slowdowns: list[float]) -> tuple[Path, str, dict[float, str], dict]:
+def unit_scales(text: str, model: str) -> dict[str, float]:
+    """``--unit-scale training=0.11,inference=0.5`` as stage names (``training`` is the model's step) and factors."""
+    out = {}
+    for item in filter(None, text.split(",")):
+        name, _, factor = item.partition("=")
+        name = f"training_step_{model}" if name == "training" else name
+        if name not in ("dbn_load", "features", f"training_step_{model}", "inference"):
+            raise SystemExit(f"--unit-scale: no stage {name!r}; use dbn_load, features, training or inference")
+        try:
+            out[name] = float(factor)
+        except ValueError:
+            raise SystemExit(f"--unit-scale: {item!r} is not NAME=FACTOR") from None
+        if not 0 < out[name] < 1e3:
+            raise SystemExit(f"--unit-scale: the factor of {name} must be in (0, 1000), got {factor}")
+    return out
+
+
+def make_repo(
+    root: Path, case: str, slowdowns: list[float], scale: dict[str, float] | None = None
+) -> tuple[Path, str, dict[float, str], dict]:
     repo = root / "repo"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
@@ -317,7 +341,7 @@ def make_repo(root: Path, case: str, slowdowns: list[float]) -> tuple[Path, str,
     if case in MODELS:
         cal = calibrate(repo, case)
         write = lambda pct: (repo / "inject.py").write_text(  # noqa: E731
-            INJECT.format(model=case, extra=model_extra(cal, pct, case) if pct else {})
+            INJECT.format(model=case, extra=model_extra(cal, pct, case, scale) if pct else {})
         )
     elif case == "layout":  # the "slowdowns" index LAYOUT_VARIANTS: 1, 2, … (0 the baseline)
         names = list(LAYOUT_VARIANTS)
@@ -424,6 +448,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="also write every check's figures here (JSON)")
     parser.add_argument("--neighbour", choices=("off", "on", "both"), default="off", help="a bursty CPU burner beside")
     parser.add_argument("--ab-args", default="", help="further perfgate ab flags for every check (space-separated)")
+    parser.add_argument(
+        "--unit-scale",
+        default="",
+        help="correct the calibration of a model's injected work, e.g. training=0.11: a factor on the units of a "
+        "stage (dbn_load, features, training, inference), from the measured/nominal change of an earlier run",
+    )
     args = parser.parse_args()
     if args.case == "layout":
         main_layout(args)
@@ -431,7 +461,10 @@ def main() -> None:
     slowdowns = [float(x) for x in args.slowdowns.split(",") if x]
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="perfgate-bench-ab-") as tmp:
-        repo, base, commits, cal = make_repo(Path(tmp), args.case, slowdowns)
+        scale = unit_scales(args.unit_scale, args.case) if args.case in MODELS else {}
+        repo, base, commits, cal = make_repo(Path(tmp), args.case, slowdowns, scale)
+        if scale:
+            print("units scaled by hand (--unit-scale):", json.dumps(scale))
         if cal:
             print("calibration (s per call):", json.dumps({k: round(v["median"], 7) for k, v in cal.items()}))
             print(
