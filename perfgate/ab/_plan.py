@@ -66,12 +66,6 @@ class ResidentOptions:
         block_time: seconds of work per block and side.
         stage_time: seconds per stage and pair, both sides together (sets the block count).
         min_blocks, max_blocks: bounds on blocks per stage and pair.
-        slow_stage_time, slow_min_blocks: a stage of one call per block whose ``min_blocks`` would
-            take more than ``slow_stage_time`` seconds per pair (both sides; a training step of
-            seconds) gets fewer blocks, as many as fit in it but at least ``slow_min_blocks``: its
-            per-pair estimate is a little noisier, and the pairs it frees give the test across
-            pairs the degrees of freedom it lacks (a TFT check here: 5-6 pairs in 240 s with 8
-            blocks).
         max_pairs: at most this many worker pairs.
         looks: looks at the data (α is spent over them).
         overlap: with two CPUs or more, the next pair sets up on another CPU while a pair measures.
@@ -97,8 +91,6 @@ class ResidentOptions:
     stage_time: float = 1.2
     min_blocks: int = 8
     max_blocks: int = 40
-    slow_stage_time: float = 8.0
-    slow_min_blocks: int = 3
     max_pairs: int = 20
     looks: int = 3
     overlap: bool = True
@@ -116,10 +108,6 @@ class ResidentOptions:
                 raise ValueError(f"{name} must be positive and finite, got {getattr(self, name)}")
         if not 1 <= self.min_blocks <= self.max_blocks:
             raise ValueError(f"need 1 <= min_blocks <= max_blocks, got {self.min_blocks}, {self.max_blocks}")
-        if not 1 <= self.slow_min_blocks <= self.min_blocks:
-            raise ValueError(f"need 1 <= slow_min_blocks <= min_blocks, got {self.slow_min_blocks}, {self.min_blocks}")
-        if not 0 < self.slow_stage_time < math.inf:
-            raise ValueError(f"slow_stage_time must be positive and finite, got {self.slow_stage_time}")
         if self.max_pairs < MIN_PAIRS:
             raise ValueError(f"max_pairs must be >= {MIN_PAIRS}, got {self.max_pairs}")
 
@@ -213,9 +201,7 @@ def _stage_plans(
             continue  # on one side only: reported new or missing (_one_side)
         typical = max(1e-9, math.sqrt(float(s["typical_s"]) * float(other["typical_s"])))
         calls = max(1, min(200_000, round(options.block_time / typical)))
-        blocks = max(options.min_blocks, min(options.max_blocks, round(options.stage_time / (2 * calls * typical))))
-        if calls == 1 and 2 * blocks * typical > options.slow_stage_time:  # a slow stage (class docstring)
-            blocks = max(options.slow_min_blocks, min(blocks, math.floor(options.slow_stage_time / (2 * typical))))
+        blocks = round(options.stage_time / (2 * calls * typical))
         plans.append(
             StagePlan(
                 name=s["name"],
@@ -223,7 +209,7 @@ def _stage_plans(
                 unit=s["unit"],
                 scale=TIME_UNITS[s["unit"]],
                 calls=calls,
-                blocks=blocks,
+                blocks=max(options.min_blocks, min(options.max_blocks, blocks)),
                 throughput_metric=s.get("throughput_metric"),
                 items_per_call=s.get("items_per_call"),
             )

@@ -1,8 +1,7 @@
 """The plan of a resident check: blocks per stage and pair, and what a worker's set-up spends.
 
-A slow stage (a training step of seconds) would spend most of a pair at ``min_blocks``; it gets
-fewer blocks, so that more pairs fit the budget. A worker's set-up times no call the plan does
-not use.
+Every stage gets at least ``min_blocks`` blocks per pair, a training step of seconds too. A
+worker's set-up times no call the plan does not use.
 """
 
 from __future__ import annotations
@@ -13,8 +12,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-
-import pytest
 
 from perfgate.ab._plan import ResidentOptions, plan_check
 
@@ -29,30 +26,13 @@ def _blocks(*typicals: float, **kw: object) -> dict[str, tuple[int, int]]:
     return {p.name: (p.calls, p.blocks) for p in plan.stages}
 
 
-def test_a_fast_stage_keeps_the_minimum_of_blocks_and_a_slow_one_gets_fewer():
-    # 5 ms: 4 calls a block, 1.2 s per pair -> 30 blocks; 0.4 s: 8 blocks take 6.4 s (under 8 s), kept;
-    # 0.6 s: 8 blocks would take 9.6 s, 6 fit; 2.2 s (a TFT training step): 3, the floor
-    assert _blocks(0.005, 0.4, 0.6, 2.2) == {"s0": (4, 30), "s1": (1, 8), "s2": (1, 6), "s3": (1, 3)}
-
-
-def test_the_slow_stage_rule_follows_its_options():
-    assert _blocks(2.2, slow_stage_time=60.0) == {"s0": (1, 8)}  # fits: min_blocks holds
-    assert _blocks(2.2, slow_min_blocks=5) == {"s0": (1, 5)}
-    assert _blocks(0.05, min_blocks=8) == {"s0": (1, 12)}  # several calls' worth is not a slow stage
-
-
-@pytest.mark.parametrize(
-    ("kw", "words"),
-    [
-        ({"slow_min_blocks": 0}, "slow_min_blocks"),
-        ({"slow_min_blocks": 9}, "slow_min_blocks"),
-        ({"slow_stage_time": 0.0}, "slow_stage_time"),
-        ({"slow_stage_time": float("inf")}, "slow_stage_time"),
-    ],
-)
-def test_bad_slow_stage_options_are_refused(kw, words):
-    with pytest.raises(ValueError, match=words):
-        ResidentOptions(model="any", **kw)  # type: ignore[arg-type]
+def test_every_stage_gets_at_least_the_minimum_of_blocks_however_slow():
+    """A slow stage keeps 8 blocks. Fewer were measured: with 3 blocks a pair, the TFT's 2.2 s
+    training step fitted 8-11 pairs in 240 s instead of 5-6, but its per-pair spread rose from
+    1 % to 8-18 % (four A/A checks), so it was decided less often, not more."""
+    # 5 ms: 4 calls a block, 1.2 s per pair -> 30 blocks; 0.4 s and 2.2 s: the minimum, 8
+    assert _blocks(0.005, 0.4, 2.2) == {"s0": (4, 30), "s1": (1, 8), "s2": (1, 8)}
+    assert _blocks(2.2, min_blocks=5) == {"s0": (1, 5)}
 
 
 COUNTING = """\
