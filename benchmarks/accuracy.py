@@ -77,6 +77,7 @@ INJECT = textwrap.dedent(
     from perfgate.bench import registry
 
     FACTOR = float(os.environ["PERFGATE_ACCURACY_SLOWDOWN"])
+    STAGES = os.environ.get("PERFGATE_ACCURACY_STAGES", "features,training_step").split(",")
     _a = np.random.default_rng(0).standard_normal((48, 48)) * 0.1
 
     def _compute(n):
@@ -115,9 +116,9 @@ INJECT = textwrap.dedent(
         return dataclasses.replace(original, setup=setup)
 
     for (suite, name), st in list(registry._REGISTRY.items()):
-        if name == "features":
+        if name == "features" and "features" in STAGES:
             registry.register(slowed(st, _compute))
-        elif name.startswith("training_step_"):
+        elif name.startswith("training_step_") and "training_step" in STAGES:
             registry.register(slowed(st, _interpreter))
     """
 )
@@ -166,7 +167,7 @@ def _env(extra: dict[str, str], path: str) -> dict[str, str]:
     }
 
 
-def _bench(out: Path, factor: float, processes: int, module_dir: Path) -> None:
+def _bench(out: Path, factor: float, processes: int, module_dir: Path, stages: str = "features,training_step") -> None:
     cmd = [
         sys.executable,
         "-m",
@@ -183,6 +184,7 @@ def _bench(out: Path, factor: float, processes: int, module_dir: Path) -> None:
     if factor:
         cmd += ["--stages-module", "perfgate_accuracy_inject"]
         extra["PERFGATE_ACCURACY_SLOWDOWN"] = str(factor)
+        extra["PERFGATE_ACCURACY_STAGES"] = stages
     subprocess.run(
         cmd, check=True, capture_output=True, text=True, cwd=module_dir, env=_env(extra, f"{module_dir}:{ROOT}")
     )
@@ -233,6 +235,19 @@ def _pytest_benchmark(out: Path, factor: float, work: Path) -> None:
     )
 
 
+def _freeze(work: Path) -> str:
+    """HEAD's perfgate and perfgate_pipeline, unpacked in ``work`` (first on the children's PYTHONPATH).
+
+    So the runs measure committed code however the working tree changes while they are recorded.
+    """
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, check=True, capture_output=True, text=True)
+    tar = subprocess.run(
+        ["git", "archive", "HEAD", "perfgate", "perfgate_pipeline"], cwd=ROOT, check=True, capture_output=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(work)], input=tar.stdout, check=True)
+    return commit.stdout.strip()
+
+
 def record(args: argparse.Namespace) -> None:
     WORK["work"] = args.work
     out = Path(args.out)
@@ -241,6 +256,8 @@ def record(args: argparse.Namespace) -> None:
     manifest: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        commit = _freeze(work)
+        print(f"  perfgate of {commit[:12]} (HEAD), frozen in {work}", file=sys.stderr)
         (work / "perfgate_accuracy_inject.py").write_text(INJECT)
         (work / "accuracy_kernel.py").write_text(KERNEL)
         (work / "pyperf_kernel.py").write_text(PYPERF_SCRIPT)
@@ -267,7 +284,7 @@ def record(args: argparse.Namespace) -> None:
             )
             try:
                 for tool, fn in (
-                    ("bench", lambda p, f: _bench(p, f, args.processes, work)),
+                    ("bench", lambda p, f: _bench(p, f, args.processes, work, args.stages)),
                     ("pyperf", lambda p, f: _pyperf(p, f, work)),
                     ("pytest_benchmark", lambda p, f: _pytest_benchmark(p, f, work)),
                 ):
@@ -282,10 +299,78 @@ def record(args: argparse.Namespace) -> None:
                             "index": k,
                             "kind": kind,
                             "factor": factor,
+                            **({"slowed": args.stages.split(",") if factor else []} if tool == "bench" else {}),
                             "file": path.name,
                             "seconds": round(time.perf_counter() - t0, 2),
                             "loaded": loaded,
                             "at": round(time.time(), 1),
+                        }
+                    )
+            finally:
+                for b in burners:
+                    b.kill()
+                    b.wait()
+            (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+            print(f"  {k + 1}/{len(plan)} {kind} {factor:g} ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+
+
+def record_suite(args: argparse.Namespace) -> None:
+    """Runs of benchmarks/suite12.py, both forms per run: unchanged, a third of it slowed, all of it slowed."""
+    import suite12  # beside this script
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    subset = args.slowed.split(",")
+    suite12.slowdowns(",".join(f"{n}=0" for n in subset))  # unknown names fail here, not an hour in
+    factors = [float(v) / 100 for v in args.slowdowns.split(",")]
+    # rounds: one A run each, first in its round; the slowed runs spread evenly over the rounds
+    rounds: list[list[tuple[str, float, list[str]]]] = [[("A", 0.0, [])] for _ in range(args.aa)]
+    for kind, factor, names, n in [
+        *(("B", f, subset, args.ab) for f in factors),
+        ("ALL", args.all / 100, ["all"], args.n_all),
+    ]:
+        for j in range(n):
+            rounds[(j * args.aa) // n + (args.aa // n) // 2].append((kind, factor, names))
+    plan = [run for r in rounds for run in r]
+    manifest: list[dict[str, object]] = []
+    draw = np.random.default_rng(args.seed)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        commit = _freeze(work)
+        suite12.write_work(work)
+        print(f"  {len(plan)} runs; perfgate of {commit[:12]} (HEAD), frozen in {work}", file=sys.stderr)
+        for k, (kind, factor, names) in enumerate(plan):
+            if k and args.gap and kind == "A":
+                time.sleep(args.gap)  # spread the rounds over time
+            tag = f"{k:03d}_{kind}{round(factor * 100)}"
+            slow = ",".join(f"{n}={factor:g}" for n in names) if factor else ""
+            loaded = bool(draw.random() < args.load)
+            burners = (
+                [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+                if loaded
+                else []
+            )
+            try:
+                for tool, fn in (
+                    ("pytest_benchmark", lambda p, s=slow: suite12.run_pytest(p, work, s)),
+                    ("bench", lambda p, s=slow: suite12.run_bench(p, work, s, args.processes)),
+                ):
+                    path = out / f"{tool}_{tag}.json"
+                    t0 = time.perf_counter()
+                    fn(path)
+                    manifest.append(
+                        {
+                            "tool": tool,
+                            "index": k,
+                            "kind": kind,
+                            "factor": factor,
+                            "slowed": sorted(suite12.NAMES) if names == ["all"] else sorted(names),
+                            "file": path.name,
+                            "seconds": round(time.perf_counter() - t0, 2),
+                            "loaded": loaded,
+                            "at": round(time.time(), 1),
+                            "perfgate_commit": commit,
                         }
                     )
             finally:
@@ -729,6 +814,25 @@ def main() -> None:
     rec.add_argument(
         "--work", choices=("numeric", "sort"), default="numeric", help="the pyperf and pytest-benchmark kernel"
     )
+    rec.add_argument(
+        "--stages",
+        default="features,training_step",
+        help="the DQN stages the slowed runs inject extra work into: features, training_step or both",
+    )
+    rs = sub.add_parser("record-suite", help="record runs of benchmarks/suite12.py in pytest-benchmark and perfgate")
+    rs.add_argument("--out", required=True)
+    rs.add_argument("--aa", type=int, default=14, help="unchanged runs (one per round)")
+    rs.add_argument("--ab", type=int, default=6, help="runs per slowdown with the --slowed benchmarks slowed")
+    rs.add_argument("--slowdowns", default="15,30", help="slowdowns of the --slowed benchmarks, in percent")
+    rs.add_argument("--slowed", default="matmul,sort,json,loop", help="the benchmarks slowed in the B runs")
+    rs.add_argument("--all", type=float, default=30.0, help="slowdown of every benchmark in the ALL runs, in percent")
+    rs.add_argument("--n-all", type=int, default=3, help="runs with every benchmark slowed")
+    rs.add_argument("--processes", type=int, default=4, help="worker processes per perfgate bench run")
+    rs.add_argument("--gap", type=float, default=0.0, help="seconds of pause before each round")
+    rs.add_argument(
+        "--load", type=float, default=0.0, help="the share of runs recorded beside a busy loop on every CPU"
+    )
+    rs.add_argument("--seed", type=int, default=0, help="random seed of which runs are loaded")
     ev = sub.add_parser("evaluate", help="check the recorded corpus")
     ev.add_argument("corpus")
     ev.add_argument("--threshold", type=float, default=10.0)
@@ -753,7 +857,8 @@ def main() -> None:
     sh.add_argument("--metrics", type=int, default=600)
     sh.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    {"record": record, "evaluate": evaluate, "shared": shared, "history": history}[args.command](args)
+    commands = {"record": record, "record-suite": record_suite, "evaluate": evaluate, "shared": shared}
+    {**commands, "history": history}[args.command](args)
 
 
 if __name__ == "__main__":
