@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from perfgate import __version__
-from perfgate.core.redact import mask_url
+from perfgate.cli._secrets import forget, scrub
 from perfgate.core.text import one_line
 from perfgate.errors import EXIT_ERROR, PerfgateError, os_error_text
 
@@ -114,12 +114,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def guarded(name: str, command: Callable[[], int]) -> int:
     """Run ``command`` with perfgate's error handling: every error a one-line message and exit 2."""
+    forget()  # the secrets of this command's store URLs, none yet
     try:
         code = command()
         sys.stdout.flush()  # a full disk or a closed pipe on stdout is an error of this command, not of exit
         return code
     except PerfgateError as exc:
-        print(f"perfgate {name}: error: {mask_url(one_line(exc))}", file=sys.stderr)
+        print(f"perfgate {name}: error: {scrub(one_line(scrub(str(exc))))}", file=sys.stderr)
         return EXIT_ERROR
     except OSError as exc:  # stdout or stderr on a full disk, a closed pipe; never a traceback
         return _stream_failed(name, exc)
@@ -127,6 +128,6 @@ def guarded(name: str, command: Callable[[], int]) -> int:
         print(f"perfgate {name}: interrupted", file=sys.stderr)
         return EXIT_ERROR
     except Exception:  # a crash is never 0 (pass) and never 1 (regression)
-        print(mask_url(traceback.format_exc()), end="", file=sys.stderr)  # a URL in it keeps its password hidden
+        print(scrub(traceback.format_exc()), end="", file=sys.stderr)  # a URL in it keeps its password hidden
         print(f"perfgate {name}: internal error (a bug in perfgate); exit code 2", file=sys.stderr)
         return EXIT_ERROR

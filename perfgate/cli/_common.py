@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
+from perfgate.cli._secrets import remember_store_url
 from perfgate.config import Config, load_config
 from perfgate.core.codec import dumps
 from perfgate.core.compare import CheckResult, Verdict
@@ -186,14 +187,14 @@ def chosen_store(args: argparse.Namespace, config: Config) -> str | None:
     url = getattr(args, "store", None)
     if url is None and not os.environ.get("PERFGATE_STORE", "").strip() and config.store is None:
         return None
-    return resolve_store_url(url, config.store)
+    return remember_store_url(resolve_store_url(url, config.store))
 
 
 def store_url(args: argparse.Namespace, config: Config) -> str:
     """The store of a command that needs one: :func:`chosen_store`, else the default SQLite file."""
     from perfgate.store import resolve_store_url
 
-    return resolve_store_url(getattr(args, "store", None), config.store)
+    return remember_store_url(resolve_store_url(getattr(args, "store", None), config.store))
 
 
 def config_from(args: argparse.Namespace) -> Config:
@@ -285,7 +286,7 @@ def store_file(url: str | None, configured: str | None = None) -> Path | None:
     from perfgate.store import resolve_store_url
 
     try:
-        resolved = resolve_store_url(url, configured)
+        resolved = remember_store_url(resolve_store_url(url, configured))
     except PerfgateError:
         return None  # the command itself reports it
     if resolved.startswith("sqlite:///") and len(resolved) > len("sqlite:///"):

@@ -156,9 +156,9 @@ def _history(args: argparse.Namespace, config: Config) -> int:
     from perfgate.export.history import history_openmetrics, read_history
     from perfgate.export.prometheus import unix_time
     from perfgate.output import write_output
-    from perfgate.store import open_store, resolve_store_url
+    from perfgate.store import open_store
 
-    with open_store(resolve_store_url(args.store, config.store)) as store:
+    with open_store(store_url(args, config)) as store:
         runs, flagged = read_history(store, model=args.model, machine=args.machine, branch=args.baseline_branch)
     placed = [r for r in runs if unix_time(r.created_at) is not None]
     if len(placed) < len(runs):

@@ -9,6 +9,7 @@ an embedded SQLite file in the project's ``.perfgate/`` folder; ``PERFGATE_STORE
 from __future__ import annotations
 
 import os
+import re
 
 from perfgate.core import redact
 from perfgate.errors import StorageError
@@ -52,8 +53,9 @@ def resolve_store_url(url: str | None, configured: str | None = None) -> str:
 
 
 def mask_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (see :func:`perfgate.core.redact.mask_url`)."""
-    return redact.mask_url(url)
+    """``url``, one store URL as given (white space included), with any password replaced by
+    ``***`` (see :func:`perfgate.core.redact.mask_one_url`)."""
+    return redact.mask_one_url(url)
 
 
 def open_store(url: str) -> Store:
@@ -74,8 +76,9 @@ def open_store(url: str) -> Store:
         from perfgate.store.memory import MemoryStore
 
         return MemoryStore(url)
-    scheme = url.split(":", 1)[0] if ":" in url else url
+    # only a scheme's letters are named: the text before a ':' may be a libpq string's password
+    scheme = re.match(r"[A-Za-z][A-Za-z0-9+.\-]*(?=:)", url)
+    what = f"unsupported store scheme {scheme.group()!r}" if scheme else "not a store URL (no scheme)"
     raise StorageError(
-        f"unsupported store scheme {scheme!r}; use sqlite:///path/to/file.db, postgresql://user@host/db or memory://",
-        source=mask_url(url),
+        f"{what}; use sqlite:///path/to/file.db, postgresql://user@host/db or memory://", source=mask_url(url)
     )

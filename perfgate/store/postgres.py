@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from perfgate.core.redact import mask, mask_url, url_secrets
+from perfgate.core.redact import mask, mask_one_url, url_secrets
 from perfgate.errors import StorageError
 from perfgate.store import _migrations
 from perfgate.store._sql import INSERT_RUN, PreparedRun, SQLStore, check_schema_version, hint, one_line
@@ -43,7 +43,7 @@ class PostgresStore(SQLStore):
     placeholder = "%s"
 
     def __init__(self, url: str) -> None:
-        self.url = mask_url(url)
+        self.url = mask_one_url(url)
         self._secrets = url_secrets(url)
         try:
             import psycopg
