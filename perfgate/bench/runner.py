@@ -181,7 +181,8 @@ def prepare(stage: Stage, ctx: StageContext, options: BenchOptions) -> _Prepared
 
 def _timed_calls(p: _Prepared, kernels: ReferenceKernels | None) -> None:
     """The round's timed calls of one stage, in blocks led by a reference timing when it has a kind."""
-    if kernels is None or p.stage.kind is None:
+    if kernels is None or p.stage.kind is None or p.sync is not None:
+        # a stage synchronised with a GPU runs on the device's clock: a CPU kernel does not measure it
         p.seconds.extend(time_call(p.call, p.sync) for _ in range(p.repeat))
         return
     done = 0
@@ -365,7 +366,19 @@ def run_benchmark(
         "seed": options.seed,
         "device": options.device,
         "stages": {
-            p.stage.name: {"metric": p.stage.metric, "repeat_per_round": p.repeat, **stability[p.stage.name]}
+            p.stage.name: {
+                "metric": p.stage.metric,
+                "repeat_per_round": p.repeat,
+                **stability[p.stage.name],
+                **(
+                    {
+                        "clock": "cuda",
+                        **({"throughput_metric": p.stage.throughput_metric} if p.stage.throughput_metric else {}),
+                    }
+                    if p.sync is not None
+                    else {}
+                ),
+            }
             for p in prepared
         },
         "memory_definition": _MEMORY,

@@ -9,8 +9,10 @@ average moved far more than any phase could explain by chance.
 
 So the check tests in two steps, with α split between them (:data:`ALPHA_SHARE`):
 
-1. **The common shift.** The mean ``c`` of the direction-adjusted log ratios of the ``k``
-   tested medians that carry a run-to-run (phase) term. Its variance is the shared part,
+1. **The common shift.** The median ``c`` of the direction-adjusted log ratios of the ``k``
+   tested medians that carry a run-to-run (phase) term and moved with the run (a minority
+   that moved apart from it is left out, :mod:`perfgate.core._shared_phase`; a median, so
+   that one far move cannot drag it along). Its variance is the shared part,
    perfectly correlated across the metrics, plus the metrics' own parts averaged over ``k``:
 
        Var(c) = (mean of the shared SDs)² + mean(own variances) / k
@@ -84,13 +86,23 @@ class CommonShift:
     names: frozenset[str] = frozenset()  # the metrics whose medians made the shift
 
     @property
+    def slower_past(self) -> bool:
+        """The whole run moved slower past the threshold (its estimate, tested or not)."""
+        return self.worse > self.threshold
+
+    @property
+    def faster_past(self) -> bool:
+        """The whole run moved faster past the threshold (its estimate, tested or not)."""
+        return -self.worse / (1.0 + self.worse) > self.threshold
+
+    @property
     def significant(self) -> bool:
-        return self.p_value < self.alpha and self.worse > self.threshold
+        return self.p_value < self.alpha and self.slower_past
 
     @property
     def faster(self) -> bool:
         """The whole run is faster beyond the threshold (significant at this step's α)."""
-        return self.p_better < self.alpha and -self.worse / (1.0 + self.worse) > self.threshold
+        return self.p_better < self.alpha and self.faster_past
 
     @property
     def regressed(self) -> bool:
@@ -98,9 +110,15 @@ class CommonShift:
         return self.significant and bool(self.decided_by)
 
     @property
+    def improved(self) -> bool:
+        """The whole run is faster beyond the threshold, and the kernels or a measured noise say it is the code."""
+        return self.faster and bool(self.decided_by)
+
+    @property
     def ambiguous(self) -> bool:
-        """The whole run is slower beyond the threshold, and nothing tells the code from the machine."""
-        return self.significant and not self.decided_by
+        """The whole run moved slower past the threshold, and nothing tells the code from the machine:
+        no kernels or measured noise, or they could not call it significant."""
+        return self.slower_past and not self.regressed
 
     @property
     def factor(self) -> float:
@@ -108,18 +126,25 @@ class CommonShift:
 
     def sentence(self) -> str:
         """One line for the report and the terminal."""
-        if self.faster and not self.significant:
-            return (
-                f"the whole run is {1.0 / self.factor:.2f}× faster ({self.metrics} timing metrics moved together): "
-                + ("an improvement" if self.decided_by else "the code or the machine, so no metric is called improved")
+        if self.faster_past and not self.slower_past:
+            how = (
+                "an improvement"
+                if self.improved
+                else "the code or the machine, so no metric is called improved for moving with it"
             )
-        whole = f"the whole run is {self.factor:.2f}× slower ({self.metrics} timing metrics moved together"
-        whole += f", {self.ci[0]:+.0%} to {self.ci[1]:+.0%})"
+            faster = f"the whole run is {1.0 / self.factor:.2f}× faster"
+            return f"{faster} ({self.metrics} timing metrics moved together): {how}"
+        whole = (
+            f"the whole run is {self.factor:.2f}× slower ({self.metrics} timing metrics moved together "
+            f"by {self.worse:+.0%}; interval {self.ci[0]:+.0%} to {self.ci[1]:+.0%})"
+        )
         if self.regressed:
             return f"{whole}: a regression, since {self.decided_by} take the machine's speed out"
+        if self.decided_by:
+            return f"{whole}: {self.decided_by} cannot tell it from noise; measure again, or compare with perfgate ab"
         return (
             f"{whole}: the code or the machine; the machine-speed index (reference kernels), a calibration "
-            "(perfgate calibrate) or perfgate ab would tell"
+            "(perfgate calibrate), history in a store or perfgate ab would tell"
         )
 
 
@@ -151,7 +176,8 @@ def common_shift(tested: Sequence[Estimate], *, alpha: float, confidence: float)
     k = len(usable)
     if k < MIN_METRICS:
         return None
-    c = math.fsum(p.log_worse for p in usable if p.log_worse is not None) / k
+    # the median, not the mean: a minority that moved far must not drag the run's shift along
+    c = statistics.median(p.log_worse for p in usable if p.log_worse is not None)
     shared_sd = math.fsum(math.sqrt(p.fixed_variance) for p in usable) / k
     own = math.fsum(max((p.se or 0.0) ** 2 - p.fixed_variance, 0.0) for p in usable) / k
     se = math.sqrt(shared_sd**2 + own / k)

@@ -43,6 +43,7 @@ from perfgate.core._estimate import (
     unpaired_test,
 )
 from perfgate.core._samplestats import ReferenceStats, SampleStats
+from perfgate.core._shared_phase import SharedPhase, breadth, relative_to_run
 from perfgate.core._significance import log_ratio_se
 from perfgate.core.counts import Residue, counts_test, history_of, is_count
 from perfgate.core.distributions import norm_ppf, t_isf
@@ -50,7 +51,7 @@ from perfgate.core.family import holm_family
 from perfgate.core.metrics import Direction, metric_info
 from perfgate.core.noise import index_shift
 from perfgate.core.policy import Policy
-from perfgate.core.result import Comparison, Verdict
+from perfgate.core.result import ALONE, Comparison, Verdict
 from perfgate.core.schema import Metric, Run
 from perfgate.core.stats import min_samples_for, summarize
 
@@ -219,6 +220,9 @@ def decide(
     change = None if p.base_value == 0 else p.cur_value / p.base_value - 1.0
     if p.kernel:  # the decided change is the normalised one; the raw one is reported beside it
         change = p.normalised_change
+    if p.relative_to is not None and p.log_worse is not None:
+        # the decided change is the metric's own, relative to its run; the whole one is reported beside it
+        change = _own_terms(p.log_worse, direction)
     ci = None
     # only a test needs a quantile (a threshold-only check of flat files never loads scipy.special)
     z_ci = _isf(p, (1.0 - policy.confidence) / 2.0) if p.se is not None else math.nan
@@ -315,6 +319,7 @@ def decide(
         raw_change=p.raw_change,
         index_change=p.index_change,
         derived_from=p.derived_from,
+        relative_to=p.relative_to,
     )
 
 
@@ -402,11 +407,16 @@ def prepare(
     stats: SampleStats,
     sides: dict[str, Sides],
     counts: Mapping[str, Residue] | None = None,
-) -> tuple[list[Comparison], list[Comparison], CommonShift | None]:
+    clocks: Mapping[str, str] | None = None,
+) -> tuple[list[Comparison], list[Comparison], CommonShift | None, SharedPhase]:
     """Every comparison of a check decided: (the tested ones, the new/missing/informational ones,
-    the run's common shift when that step applies: :mod:`perfgate.core._common_shift`).
+    the run's common shift when that step applies: :mod:`perfgate.core._common_shift`, and the
+    run's own control: :mod:`perfgate.core._shared_phase`).
 
-    With the common step, the per-metric tests spend what it leaves of α."""
+    A stored comparison tests each timing metric against the rest of its run first; the common
+    shift is then tested on the metrics that moved with the run, and the per-metric tests spend
+    what it leaves of α. ``clocks``: the metrics timed on another clock than the CPU's (a CUDA
+    stage: ``"cuda"``), each clock its own control."""
 
     def each(base: Metric, cur: Metric) -> list[Estimate]:
         single = min(len(base.samples), len(cur.samples)) == 1
@@ -427,29 +437,140 @@ def prepare(
         ]
 
     estimates, fixed = split_metrics(baseline, current, policy, each)
-    family = holm_family(estimates, alpha=policy.alpha, confidence=policy.confidence, common=not paired)
+    phase = SharedPhase()
+    tested = estimates
+    shift_of: list[Estimate] | None = None
+    if not paired:
+        tested, phase = relative_to_run(estimates, policy, runs=runs, clocks=clocks)
+        cpu = next((c for c in phase.controls if c.clock == "cpu"), None)
+        if cpu is not None:
+            shift_of = [
+                e for e in estimates if e.statistic == "median" and not e.derived_from and e.cur.name in cpu.moved
+            ]
+    family = holm_family(tested, alpha=policy.alpha, confidence=policy.confidence, common=not paired, shift_of=shift_of)
     shift = family.shift
     per_metric = policy if shift is None else dataclasses.replace(policy, alpha=family.metric_alpha)
     decided = [
         decide(e, per_metric, family.size, stats, p_adjusted=a)
         for e, a in zip(family.estimates, family.adjusted, strict=True)
     ]
-    if shift is not None and not shift.decided_by:
-        decided = [_within_shift(c, shift) for c in decided]
-    return decided, fixed, shift
+    if phase.controls:
+        totals = {e.key: e for e in estimates}
+        decided = _judged_together(decided, phase, per_metric, totals)
+    if shift is not None:
+        totals = {e.key: e for e in estimates}
+        decided = [_within_shift(c, shift, totals.get((c.metric, c.statistic)), policy) for c in decided]
+    return decided, fixed, shift, phase
 
 
-def _within_shift(c: Comparison, shift: CommonShift) -> Comparison:
-    """A claim that rides on a whole-run shift nothing can tell from the machine's is not made:
-    the metric is inconclusive, and the report says why once (:mod:`perfgate.core._common_shift`)."""
-    if c.metric not in shift.names:
+def _own_terms(worse_log: float, direction: Direction) -> float:
+    """A direction-adjusted log change as the metric's own relative change (a throughput's sign flips)."""
+    try:
+        return math.expm1(-worse_log) if direction is Direction.HIGHER else math.expm1(worse_log)
+    except OverflowError:
+        return math.inf
+
+
+def _judged_together(
+    decided: list[Comparison], phase: SharedPhase, policy: Policy, totals: Mapping[tuple[str, str], Estimate]
+) -> list[Comparison]:
+    """Metrics without residual noise of their own (one process a side, no history) make no claim
+    alone; many of them moving the same way past the threshold do (:func:`breadth`)."""
+    out = list(decided)
+    for control in phase.controls:
+        if control.source != "none":
+            continue
+        alone = [
+            i for i, c in enumerate(out) if c.metric in control.tested and c.relative_to is not None and c.noise_assumed
+        ]
+        for i in alone:
+            c = out[i]
+            if c.verdict is not Verdict.UNCHANGED or c.reason:
+                out[i] = dataclasses.replace(c, verdict=Verdict.INCONCLUSIVE, reason=ALONE, noise="", required_n=None)
+        medians = [i for i in alone if out[i].statistic == "median" and not out[i].derived_from]
+        ways = {
+            sign: [
+                i
+                for i in medians
+                if (w := _tested_log(totals, out[i], control.shift)) is not None
+                and sign * w > log_threshold(out[i].threshold, out[i].direction)
+            ]
+            for sign in (1.0, -1.0)
+        }
+        for sign, verdict, word in ((1.0, Verdict.REGRESSED, "slower"), (-1.0, Verdict.IMPROVED, "faster")):
+            past = ways[sign]
+            claimed, p = breadth(len(past), len(ways[-sign]), len(medians), policy.alpha)
+            if not claimed:
+                continue
+            names = {out[i].metric for i in past}
+            reason = (
+                f"{len(past)} of {len(medians)} benchmarks moved {word} together, apart from the run "
+                f"(binomial p = {p:.2g}): more than per-process offsets explain"
+            )
+            for j, c in enumerate(out):
+                if c.metric in names or c.derived_from in names:
+                    if c.statistic == "median" or c.derived_from in names:
+                        out[j] = dataclasses.replace(c, verdict=verdict, reason=reason, required_n=None)
+    return out
+
+
+def _tested_log(totals: Mapping[tuple[str, str], Estimate], c: Comparison, shift: float) -> float | None:
+    e = totals.get((c.metric, c.statistic))
+    if e is None or e.base_value <= 0 or e.cur_value <= 0:
+        return None
+    log_ratio = math.log(e.cur_value / e.base_value)
+    return (-log_ratio if c.direction is Direction.HIGHER else log_ratio) - shift
+
+
+def _within_shift(c: Comparison, shift: CommonShift, total: Estimate | None, policy: Policy) -> Comparison:
+    """A metric's verdict in a run that moved as a whole (:mod:`perfgate.core._common_shift`).
+
+    A shift the kernels or a measured noise call the code's makes each metric that moved with
+    it (past the threshold) regressed, or improved; one that nothing can tell from the machine's
+    makes no claim of them, and a claim against its direction (faster than a run that is slower
+    as a whole) is withheld too: the code or the machine, said once in the report."""
+    moving = shift.slower_past or shift.faster_past
+    if not moving:
         return c
-    if (c.verdict is Verdict.REGRESSED and shift.significant) or (c.verdict is Verdict.IMPROVED and shift.faster):
-        moved = "slower" if shift.significant else "faster"
+    slower = shift.slower_past
+    decided = shift.regressed if slower else shift.improved
+    with_run = c.metric in shift.names
+    whole = None if total is None or total.log_worse is None else total.log_worse
+    past = whole is not None and (whole if slower else -whole) > log_threshold(c.threshold, c.direction)
+    if with_run and c.verdict is not Verdict.REGRESSED and c.verdict is not Verdict.IMPROVED and past:
+        assert whole is not None
+        change = total.normalised_change if total is not None and total.kernel else _own_terms(whole, c.direction)
+        if decided:
+            return dataclasses.replace(
+                c,
+                verdict=Verdict.REGRESSED if slower else Verdict.IMPROVED,
+                change=change,
+                worse=math.expm1(whole),
+                reason=f"moved with the whole run ({shift.factor:.2f}×), which {shift.decided_by} call the code's",
+                required_n=None,
+            )
         return dataclasses.replace(
             c,
             verdict=Verdict.INCONCLUSIVE,
-            reason=f"the whole run is {moved} together ({shift.metrics} metrics): the code or the machine",
+            change=change,
+            reason=f"the whole run is {'slower' if slower else 'faster'} together ({shift.metrics} metrics): "
+            "the code or the machine",
+            required_n=None,
+        )
+    against = Verdict.IMPROVED if slower else Verdict.REGRESSED
+    if not decided and c.verdict is against and c.relative_to is not None:
+        return dataclasses.replace(
+            c,
+            verdict=Verdict.INCONCLUSIVE,
+            reason=f"{'faster' if slower else 'slower'} than a run that moved as a whole: the code or the machine",
+            required_n=None,
+        )
+    if not decided and with_run and c.verdict is (Verdict.REGRESSED if slower else Verdict.IMPROVED):
+        return dataclasses.replace(
+            c,
+            verdict=Verdict.INCONCLUSIVE,
+            reason=f"the whole run is {'slower' if slower else 'faster'} together ({shift.metrics} metrics): "
+            "the code or the machine",
             required_n=None,
         )
     return c

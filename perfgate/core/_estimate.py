@@ -39,14 +39,24 @@ from perfgate.core.result import Verdict
 from perfgate.core.schema import Metric
 from perfgate.core.stats import QUANTILES
 
-__all__ = ["Estimate", "OneSidedTest", "Sides", "Values", "estimate_values", "paired_test", "sides_of", "unpaired_test"]
+__all__ = [
+    "MEMORY_UNITS",
+    "Estimate",
+    "OneSidedTest",
+    "Sides",
+    "Values",
+    "estimate_values",
+    "paired_test",
+    "sides_of",
+    "unpaired_test",
+]
 
 # Degrees of freedom from which consecutive worker processes' own spread may raise the
 # assumed per-process noise (fewer say too little about it)
 _MIN_NOISE_DF = 3
 # pooled runs from which the baseline's own spread between runs is the run-to-run noise
 _MIN_SPREAD_RUNS = 3
-_MEMORY_UNITS = {"B", "KB", "KiB", "MB", "MiB", "GB", "GiB", "bytes"}
+MEMORY_UNITS = {"B", "KB", "KiB", "MB", "MiB", "GB", "GiB", "bytes"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +178,9 @@ class Estimate:
     derived_from: str = ""
     index_change: float | None = None  # the reference kernel's relative change between the runs
     tail: Tail | None = None  # the null distribution of a test whose run-to-run term has a t tail
+    # the run's common shift (direction-adjusted log) this estimate is taken relative to, when it is
+    # tested against the rest of its run (perfgate.core._shared_phase); None: its whole change
+    relative_to: float | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -233,7 +246,7 @@ def _one_sided(log_worse: float, se: float, df: int | None) -> float:
 
 
 def _assumed(policy: Policy, unit: str, kernel: str, statistic: str) -> NoiseModel:
-    if unit in _MEMORY_UNITS:
+    if unit in MEMORY_UNITS:
         return policy.assumed_memory
     model = policy.assumed_normalised if kernel else policy.assumed_raw
     factor = TAIL_FACTOR.get(statistic, 1.0)
@@ -281,7 +294,7 @@ def unpaired_test(
     process_sigma = 0.0
     assumed = False
     kind = policy.assumed_normalised if sides.kernel else policy.assumed_raw
-    tail_df = None if cur_metric.unit in _MEMORY_UNITS else kind.tail_df
+    tail_df = None if cur_metric.unit in MEMORY_UNITS else kind.tail_df
     heavy = 0.0  # the run-to-run variance that has the t tail (a pooled baseline's t test has its own df)
     if calibrated is not None:
         fixed_variance = calibrated**2 * (1.0 / r_base + 1.0 / r_cur)

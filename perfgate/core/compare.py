@@ -20,7 +20,7 @@ import dataclasses
 from perfgate.core._budgets import check_budgets, counts_budget_note
 from perfgate.core._decision import prepare, unmatched
 from perfgate.core._derived import derived_metrics
-from perfgate.core._estimate import sides_of
+from perfgate.core._estimate import Sides, sides_of
 from perfgate.core._samplestats import BatchStats, ReferenceStats, SampleStats
 from perfgate.core.benchmark_names import align
 from perfgate.core.counts import is_counts_run, pooled_residues
@@ -57,6 +57,8 @@ def _check_comparable(baseline: Run, current: Run, allow_machine_mismatch: bool)
             f"baseline was measured on machine {fp_base}, current run on {fp_cur}; timings do not "
             "carry across machines. Record a baseline on this machine, or pass --allow-machine-mismatch"
         )
+    if not allow_machine_mismatch:
+        _check_speed(baseline, current)
     if is_counts_run(baseline) != is_counts_run(current):
         counted, timed = ("baseline", "current run") if is_counts_run(baseline) else ("current run", "baseline")
         raise MismatchError(
@@ -71,6 +73,47 @@ def _check_comparable(baseline: Run, current: Run, allow_machine_mismatch: bool)
                 f"{cur.unit}/{cur.direction.value} now; re-record the baseline"
             )
     return mismatch
+
+
+# the most the reference kernels may have moved between two runs for a check to correct it: past
+# this, stages follow their kernels too loosely (docs/noise.md §4) for any interval to mean much
+MAX_INDEX_RATIO = 2.0
+
+
+def _check_speed(baseline: Run, current: Run) -> None:
+    """Raise when the machine-speed index moved more than a check can correct (one line, said once)."""
+    worst: tuple[float, str, float, float] | None = None
+    for kind, before in baseline.machine_index.items():
+        after = current.machine_index.get(kind)
+        if after is None or before <= 0 or after <= 0:
+            continue
+        ratio = max(before / after, after / before)
+        if worst is None or ratio > worst[0]:
+            worst = (ratio, kind, before, after)
+    if worst is None or worst[0] <= MAX_INDEX_RATIO:
+        return
+    ratio, kind, before, after = worst
+    side = "baseline" if before > after else "current run"
+    raise MismatchError(
+        f"not comparable: the reference kernels ran {ratio:.1f}× slower in the {side} ({kind} kernel "
+        f"{before * 1e3:.3g} ms in the baseline, {after * 1e3:.3g} ms now), more than the {MAX_INDEX_RATIO:g}× a check "
+        "can correct; measure the baseline again on this machine, or pass --allow-machine-mismatch"
+    )
+
+
+def clocks_of(run: Run) -> dict[str, str]:
+    """The metrics a run timed on another clock than the CPU's: a stage synchronised with a CUDA
+    device records ``"clock": "cuda"`` beside its metrics (``config["stages"]``)."""
+    stages = run.config.get("stages")
+    out: dict[str, str] = {}
+    if not isinstance(stages, dict):
+        return out
+    for entry in stages.values():
+        if isinstance(entry, dict) and isinstance(entry.get("clock"), str) and entry["clock"] != "cpu":
+            for key in ("metric", "throughput_metric"):
+                if isinstance(entry.get(key), str):
+                    out[entry[key]] = entry["clock"]
+    return out
 
 
 def missing_gated(baseline: Run | None, current: Run, budgets: tuple[BudgetCheck, ...]) -> tuple[str, ...]:
@@ -120,7 +163,12 @@ def compare_runs(
         for name, cur in current.metrics.items()
         if name in baseline.metrics and cur.direction is not Direction.INFO
     ]
-    sides = {cur.name: sides_of(base, cur, paired=paired) for base, cur in both}
+    # a stage timed on a GPU is compared on its own clock: never in units of a CPU kernel
+    clocks = {**clocks_of(baseline), **clocks_of(current)}
+    sides = {
+        cur.name: Sides(kernel="", base=base, cur=cur) if cur.name in clocks else sides_of(base, cur, paired=paired)
+        for base, cur in both
+    }
     stats: SampleStats
     if vectorised:
         tested = [m for base, cur in both for m in (base, cur)]
@@ -128,7 +176,7 @@ def compare_runs(
         stats = BatchStats(tested, policy.confidence)
     else:
         stats = ReferenceStats(policy.confidence)
-    decided, fixed, shift = prepare(
+    decided, fixed, shift, phase = prepare(
         baseline,
         current,
         policy,
@@ -138,6 +186,7 @@ def compare_runs(
         stats=stats,
         sides=sides,
         counts=pooled_residues(baseline, current),
+        clocks=clocks,
     )
     comparisons = [
         dataclasses.replace(c, reason=aligned.reasons[c.metric])
@@ -156,6 +205,7 @@ def compare_runs(
         baseline_source=baseline_source,
         missing=missing_gated(baseline, current, budgets),
         common_shift=shift,
+        shared_phase=phase,
         notes=(*aligned.notes, *counts_budget_note(current, policy.budgets_for(current.model_key))),
     )
 

@@ -71,11 +71,21 @@ def family_members(estimates: Sequence[Estimate]) -> tuple[int, ...]:
     )
 
 
-def holm_family(estimates: Sequence[Estimate], *, alpha: float, confidence: float, common: bool) -> Family:
+def holm_family(
+    estimates: Sequence[Estimate],
+    *,
+    alpha: float,
+    confidence: float,
+    common: bool,
+    shift_of: Sequence[Estimate] | None = None,
+) -> Family:
     """The family of a check's ``estimates`` at family-wise level ``alpha`` (see the module).
 
     ``common``: test the common shift of the family's medians first (a stored comparison; a
-    paired one passes False). ``confidence``: the level of the common shift's interval.
+    paired one passes False). ``shift_of``: the estimates of the metrics that moved with the
+    run, whose whole change the common shift is tested on, when the run is its own control
+    (:mod:`perfgate.core._shared_phase`); else the family's own. ``confidence``: the level of
+    the common shift's interval.
     """
     members = family_members(estimates)
     out = list(estimates)
@@ -96,7 +106,8 @@ def holm_family(estimates: Sequence[Estimate], *, alpha: float, confidence: floa
             p_value=out[source].p_value, noise=f"derived from {e.derived_from}: tested with it, counted once"
         )
         adjusted[i] = adjusted[source]
-    shift = common_shift([out[i] for i in members], alpha=alpha, confidence=confidence) if common else None
+    shifted = list(shift_of) if shift_of is not None else [out[i] for i in members]
+    shift = common_shift(shifted, alpha=alpha, confidence=confidence) if common else None
     return Family(
         estimates=tuple(out),
         adjusted=tuple(adjusted),

@@ -15,7 +15,15 @@ from perfgate.core.metrics import MetricInfo
 from perfgate.core.noise import ASSUMED_MEMORY, ASSUMED_NORMALISED, ASSUMED_RAW, INDEX_SHIFT, NoiseModel
 from perfgate.core.schema import normalize_model
 
-__all__ = ["BUDGET_STATISTICS", "MIN_LEARNED_RUNS", "MISSING_METRIC_RULES", "Budget", "Policy", "noise_key"]
+__all__ = [
+    "BUDGET_STATISTICS",
+    "MIN_LEARNED_RUNS",
+    "MISSING_METRIC_RULES",
+    "Budget",
+    "Policy",
+    "noise_key",
+    "residual_key",
+]
 
 BUDGET_STATISTICS = ("median", "mean", "p50", "p95", "p99", "max", "min")
 # what a gated metric missing from the current run does: fail the check (exit 1), or make it
@@ -176,6 +184,12 @@ def noise_key(metric: str, statistic: str, *, normalised: bool = False) -> str:
     ``metric@normalised``, ``metric:p99@normalised``."""
     key = metric if statistic in ("median", "p50") else f"{metric}:{statistic}"
     return f"{key}@normalised" if normalised else key
+
+
+def residual_key(metric: str, statistic: str) -> str:
+    """The calibration file's key for a statistic's residual noise: what it moves from run to run
+    once each run's common shift is taken out (``metric@residual``, ``metric:p99@residual``)."""
+    return f"{noise_key(metric, statistic)}@residual"
 
 
 def _check_threshold(name: str, value: float) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from perfgate.core._common_shift import CommonShift
 from perfgate.core.metrics import Direction, describe
@@ -16,7 +17,14 @@ from perfgate.core.schema import Run
 from perfgate.core.stats import Summary
 from perfgate.errors import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION
 
-__all__ = ["BudgetCheck", "CheckResult", "Comparison", "Verdict"]
+if TYPE_CHECKING:  # the shared phase reads the estimates, which read this module
+    from perfgate.core._shared_phase import SharedPhase
+
+__all__ = ["ALONE", "BudgetCheck", "CheckResult", "Comparison", "Verdict"]
+
+# the reason of a metric without residual noise of its own (one process a side, no history), which
+# makes no claim alone (perfgate.core._shared_phase)
+ALONE = "one process a side and no history: not judged alone"
 
 
 class Verdict(StrEnum):
@@ -67,6 +75,9 @@ class Comparison:
     raw_change: float | None = None  # with a reference: the raw relative change, beside the normalised one
     index_change: float | None = None  # with a reference: its kernel's relative change between the runs
     derived_from: str = ""  # the metric this one is derived from ("" = measured on its own)
+    # the run's common shift (direction-adjusted log) the change was measured against, when the metric
+    # was tested against the rest of its run (perfgate.core._shared_phase); None: its whole change
+    relative_to: float | None = None
 
     @property
     def label(self) -> str:
@@ -121,6 +132,7 @@ class CheckResult:
     baseline_source: str = ""
     missing: tuple[str, ...] = ()
     common_shift: CommonShift | None = None  # what every timing metric moved together (stored checks)
+    shared_phase: SharedPhase | None = None  # the run as its own control (stored checks)
     notes: tuple[str, ...] = ()  # imported metrics renamed to follow their benchmark, one line each
 
     def with_verdict(self, verdict: Verdict) -> list[Comparison]:

@@ -15,6 +15,7 @@ long section is summarised in one line. The compact pull-request form is
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from perfgate.core.advice import measured_seconds
@@ -67,7 +68,15 @@ def _sentence(c: Comparison) -> str:
     verb = "increased" if change > 0 else "decreased"
     what = md_text(c.description if c.statistic == "median" else f"{c.description} {c.statistic}")
     size = abs(change) * 100
-    return f"{what} {verb} by {size:.1f}% ({fmt_value(c.baseline_value)} → {fmt_value(c.current_value)})"
+    sentence = f"{what} {verb} by {size:.1f}% ({fmt_value(c.baseline_value)} → {fmt_value(c.current_value)})"
+    if c.relative_to is not None and c.raw_change is not None:
+        run = math.expm1(-c.relative_to if c.direction is Direction.HIGHER else c.relative_to)
+        sentence = (
+            f"{what} {verb} by {size:.1f}% apart from the rest of its run "
+            f"({fmt_value(c.baseline_value)} → {fmt_value(c.current_value)}: {fmt_change(c.raw_change)} in all, "
+            f"the run as a whole {fmt_change(run)})"
+        )
+    return sentence
 
 
 def _threshold_text(regressions: list[Comparison], default: float) -> str:
@@ -160,7 +169,8 @@ def _noise_notes(result: CheckResult) -> list[str]:
         for line in (left_out_line(result.current), informational_line(result.current)):
             if line is not None:
                 notes.append(f"ℹ️ {md_prose(line)}")
-    if any(c.noise_assumed for c in result.comparisons):
+    notes += _control_notes(result)
+    if any(c.noise_assumed and c.relative_to is None for c in result.comparisons):
         processes = result.current.config.get("processes")
         g = processes if isinstance(processes, int) and processes > 0 else 1
         notes.append(
@@ -193,6 +203,32 @@ def _noise_notes(result: CheckResult) -> list[str]:
     elif result.baseline is not None and bool(result.baseline.machine_index) != bool(result.current.machine_index):
         side = "baseline" if not result.baseline.machine_index else "current run"
         notes.append(f"ℹ️ The {side} has no machine-speed index: raw times were compared.")
+    return notes
+
+
+_SOURCES = {
+    "history": "learned from the baseline's runs",
+    "calibration": "learned by perfgate calibrate",
+    "processes": "measured between the runs' worker processes",
+    "none": "unknown (one process a side, no history)",
+}
+
+
+def _control_notes(result: CheckResult) -> list[str]:
+    """How the run served as its own control (:mod:`perfgate.core._shared_phase`), said once."""
+    phase = result.shared_phase
+    if phase is None:
+        return []
+    notes = []
+    for control in phase.controls:
+        shift = math.expm1(control.shift)
+        notes.append(
+            f"ℹ️ The run is its own control on the {md_text(control.clock)}: it moved {fmt_change(shift)} as a whole "
+            f"(the median of {len(control.members)} timing metrics), and each metric's Change is how far it moved "
+            f"apart from that, tested against its residual noise, {_SOURCES[control.source]}. "
+            "The whole change of each is in the details."
+        )
+    notes += [f"ℹ️ {md_prose(n[:1].upper() + n[1:])}." for n in phase.notes]
     return notes
 
 
@@ -348,6 +384,21 @@ def _why(c: Comparison) -> str:
     return f"{c.reason}; {c.noise}" if c.noise else c.reason
 
 
+# rows undecided for one reason from which the reason is said once, above the table
+_SAID_ONCE = 3
+
+
+def _shared_reason(items: Sequence[Comparison]) -> str:
+    """The reason most of ``items`` share, when at least :data:`_SAID_ONCE` do; "" otherwise."""
+    counts: dict[str, int] = {}
+    for c in items:
+        counts[_why(c)] = counts.get(_why(c), 0) + 1
+    if not counts:
+        return ""
+    reason, n = max(counts.items(), key=lambda kv: kv[1])
+    return reason if n >= _SAID_ONCE else ""
+
+
 def _when(created_at: str | None) -> str:
     return md_text(fmt_time(created_at))
 
@@ -378,13 +429,27 @@ def _render(result: CheckResult, cap: int | None) -> str:
     lines += _notes(result)
     lines += _regression_sections(result, by[Verdict.REGRESSED], cap)
     lines += _budget_section(result.budgets, cap)
-    why: Column = ("Why", _why, False)
     seconds = measured_seconds(result.current)
-    decide: Column = ("What would decide it", lambda c: advice(c, result, seconds), False)
-    lines += _section(
+    shared = _shared_reason(by[Verdict.INCONCLUSIVE])
+    same = [c for c in by[Verdict.INCONCLUSIVE] if shared and _why(c) == shared]
+    remedy = {advice(c, result, seconds) for c in same}
+    once = len(remedy) == 1
+    why: Column = ("Why", lambda c: "the reason above" if shared and _why(c) == shared else _why(c), False)
+    decide: Column = (
+        "What would decide it",
+        lambda c: "as above" if once and shared and _why(c) == shared else advice(c, result, seconds),
+        False,
+    )
+    section = _section(
         result, Verdict.INCONCLUSIVE, by[Verdict.INCONCLUSIVE], cap, "inconclusive metrics",
         [_METRIC, _PAIR, _CHANGE, _EFFECT, _CI, why, decide, _N],
     )  # fmt: skip
+    if shared and section:
+        said = f"{len(same)} of them for one reason: {md_prose(shared)}"
+        if once:
+            said += f". What would decide them: {next(iter(remedy))}"
+        section[3:3] = [f"> {said}.", ""]
+    lines += section
     lines += _section(
         result, Verdict.IMPROVED, by[Verdict.IMPROVED], cap, "improvements", [_METRIC, _PAIR, _CHANGE, _EFFECT, _CI, _N]
     )

@@ -16,7 +16,7 @@ __all__ = ["shift_json", "shift_markdown", "shift_terminal"]
 def shift_markdown(result: CheckResult) -> list[str]:
     """Markdown lines for the top of the report (none unless the whole run shifted)."""
     shift = result.common_shift
-    if shift is None or not shift.significant:
+    if shift is None or not (shift.regressed or shift.ambiguous):
         return []
     if shift.regressed:
         return ["", f"> ❌ **The whole run regressed**: {shift.sentence()} (exit 1)."]
@@ -26,7 +26,7 @@ def shift_markdown(result: CheckResult) -> list[str]:
 def shift_terminal(result: CheckResult) -> str:
     """The terminal's line, plain text ("" unless the whole run shifted)."""
     shift = result.common_shift
-    if shift is None or not shift.significant:
+    if shift is None or not (shift.regressed or shift.ambiguous):
         return ""
     return ("✗ " if shift.regressed else "? could not decide: ") + shift.sentence()
 

@@ -17,6 +17,7 @@ import math
 from perfgate.core.advice import measured_seconds, repetitions, seconds_to_decide
 from perfgate.core.compare import CheckResult, Comparison, Verdict
 from perfgate.core.metrics import Direction
+from perfgate.core.result import ALONE
 from perfgate.report.escape import Markdown, md_text
 from perfgate.report.formatting import fmt_change, fmt_duration, fmt_p, fmt_value
 
@@ -136,6 +137,11 @@ def advice(c: Comparison, result: CheckResult, seconds: float | None = _UNSET) -
             budget = math.ceil(c.required_seconds)
             return Markdown(f"a longer run: `--time-budget {budget:,}` (about {fmt_duration(budget)})")
         return Markdown("a longer run: a larger `--time-budget`")
+    if c.reason == ALONE:  # one process a side, no history: a process's offset hides any one metric's change
+        return Markdown(
+            "several processes a side (`--processes 4`), a history recorded on main (`perfgate record`, then "
+            "`check --store`), or `perfgate calibrate`"
+        )
     if c.required_n is None:
         if c.reference and c.index_change is not None and abs(c.index_change) >= _INDEX_MOVED and not ab:
             # the kernel's change between the runs dominates: neither more samples nor a calibration remove it

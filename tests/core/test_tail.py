@@ -62,7 +62,9 @@ def test_the_scale_keeps_the_middle_of_the_robust_sd():
 
 CHECKS = 1000
 ALPHA = 0.01
-NAMES = ("dbn_load_time_ms", "feature_extraction_time_ms", "training_step_time_ms", "inference_latency_us")
+# two timing metrics: fewer than a run needs to be its own control (perfgate.core._shared_phase)
+# or to have a common shift, so each is tested against the run-to-run phase alone, with its tail
+NAMES = ("feature_extraction_time_ms", "training_step_time_ms")
 
 
 def _side(

@@ -1,0 +1,386 @@
+"""A run is its own control: each metric tested against what the rest of its run did.
+
+In a stored comparison every timing metric of one run shares the machine's phase that
+minute, so each metric's log ratio (current over baseline, direction-adjusted) is
+
+    L_i = s + d_i + e_i
+
+the run's **common shift** ``s`` (the machine, or a change of the code that touched
+everything), the metric's **own change** ``d_i`` and its **residual noise** ``e_i``. The
+phase is in ``s`` alone: what most metrics moved together is the machine, what one moved
+apart from the rest, beyond its own residual noise, is the code (``docs/noise.md`` §6).
+
+:func:`relative_to_run` takes a check's estimates and, per clock (the CPU, or a CUDA
+device: a GPU stage's time does not follow the CPU's phase), does three things:
+
+1. **The shift, robustly.** ``s`` is the median of the raw log ratios of the clock's timing
+   medians (a derived throughput is not independent evidence and is left out). A median is
+   what a majority moved together: a minority that moved, however far, does not drag it.
+   Its standard error is the spread of the metrics around it, 1.25 × SD / √k. At least
+   :data:`MIN_CONTROL` medians make a control; with fewer the estimates stay as they are.
+2. **Each metric against the shift.** Every timing estimate of the clock (medians and tail
+   quantiles) is replaced by one of ``d = L − s``, tested against the metric's own residual
+   noise, the first available of:
+
+   * **history** — a baseline pooled from at least :data:`MIN_HISTORY_RUNS` runs spread in
+     time: per metric, the SD over those runs of its log location once each run's own shift
+     is removed (:func:`residual_sigmas`); the current run is one more such run;
+   * **a calibration** (``perfgate calibrate``): the same residual SD, learned the same way
+     from the store's history and kept per machine and model (keys ending ``@residual``);
+   * **the run's own processes** — the spread between the worker processes of both runs,
+     which shared the phase, so their spread is exactly the part that is not shared;
+     never below :data:`PROCESS_FLOOR` per side;
+   * **nothing** — a run of one process has no such spread: a single benchmark can move by
+     25 % or 2× between fresh processes of identical code (string hashing, thread state and
+     memory layout are drawn per process). No metric of it is then called regressed or
+     improved alone; the reason is said once (:data:`SINGLE_PROCESS`).
+
+   Each test also carries the shift's own uncertainty and :data:`SHIFT_SPREAD` × the raw
+   shift: metrics follow a change of the machine's speed by different factors (0.7 to 2.0
+   here between two days), so a run that moved as a whole leaves each metric less certain.
+3. **Breadth.** Where metrics have no residual noise of their own, many of them moving the
+   same way beyond the threshold is still evidence: a per-process offset strikes each
+   benchmark on its own, at most :data:`BREADTH_RATE` of them past the threshold in one
+   direction, and as often faster as slower. When the count that moved one way is improbable
+   under that rate (binomial) and against the count that moved the other way (a sign test),
+   both at the per-metric α, those metrics moved together with the code (:func:`breadth`).
+
+The shift itself is then tested as before (:mod:`perfgate.core._common_shift`), on the
+metrics that moved with it: against the reference kernels where the run has them, against a
+measured noise where there is one; otherwise a shift past the threshold exits 2.
+
+Tested in ``tests/core/test_shared_phase.py``: the partial-regression family (k of n metrics
+moved, every k below n/2), single-process A/A with 25 % and 2× offsets, a majority shift.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfgate.core._estimate import MEMORY_UNITS, Estimate
+from perfgate.core.counts import is_count
+from perfgate.core.distributions import t_sf
+from perfgate.core.metrics import Direction
+from perfgate.core.noise import between_groups, group_locations
+from perfgate.core.policy import Policy, residual_key
+from perfgate.core.stats import QUANTILES
+
+__all__ = [
+    "BREADTH_RATE",
+    "MIN_CONTROL",
+    "MIN_HISTORY_RUNS",
+    "PROCESS_FLOOR",
+    "SHIFT_SPREAD",
+    "SINGLE_PROCESS",
+    "Control",
+    "SharedPhase",
+    "breadth",
+    "relative_to_run",
+    "residual_sigmas",
+    "robust_shift",
+]
+
+# fewer timing medians on one clock than this: no control (the estimates stay as they are)
+MIN_CONTROL = 4
+# runs a pooled baseline needs for its per-metric residual SD to stand for the metric's noise
+MIN_HISTORY_RUNS = 5
+# the least residual SD of one run's log location, when learned from its processes: they
+# share the phase that minute, and a metric's response to the phase differs a little from run
+# to run; and when learned from history (an SD from few runs can come out near 0)
+PROCESS_FLOOR = 0.015
+HISTORY_FLOOR = 0.005
+# the SD of a metric's residual per unit of the run's raw log shift (metrics follow a change of
+# the machine's speed by 0.7-2.0 times, docs/noise.md §4)
+SHIFT_SPREAD = 0.5
+# the most a per-process offset moves benchmarks of one single-process run past the threshold
+# in one direction, as a share of them (about 4-5 % were seen in 45 A/A pairs of a 12-benchmark
+# suite, docs/noise.md §6), and the fewest metrics a breadth claim names
+BREADTH_RATE = 0.10
+BREADTH_MIN = 3
+SINGLE_PROCESS = (
+    "each side is one process and there is no history: a single benchmark can move by 25 % or 2× between "
+    "fresh processes of identical code, so no metric is judged alone. Record runs on main "
+    "(perfgate record, then check --store), calibrate (perfgate calibrate), or measure in several processes "
+    "(--processes 4)"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Control:
+    """One clock's control: the run's common shift on it and where the residual noise came from.
+
+    ``shift`` is the direction-adjusted raw log shift (+0.1: the run took 10.5 % longer);
+    ``members``: the medians it was estimated from; ``moved``: those of them that moved
+    with it (within the threshold of it); ``source``: the residual noise used ("history",
+    "calibration", "processes" or "none")."""
+
+    clock: str
+    shift: float
+    shift_se: float
+    members: frozenset[str]
+    moved: frozenset[str]
+    source: str
+    tested: frozenset[str] = frozenset()  # every metric tested against the shift (throughputs too)
+    runs: int = 0  # history: the runs the residual was learned from
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SharedPhase:
+    """What :func:`relative_to_run` found: a control per clock that had one, and what to say once."""
+
+    controls: tuple[Control, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def control_of(self, name: str) -> Control | None:
+        for c in self.controls:
+            if name in c.members or name in c.tested:
+                return c
+        return None
+
+    @property
+    def single_process(self) -> bool:
+        return any(c.source == "none" for c in self.controls)
+
+
+def robust_shift(logs: Sequence[float]) -> tuple[float, float]:
+    """The median of ``logs`` and its standard error (1.2533 × the robust SD around it / √k)."""
+    x = np.asarray(logs, dtype=float)
+    centre = float(np.median(x))
+    spread = 1.4826 * float(np.median(np.abs(x - centre)))
+    sd = max(spread, float(x.std(ddof=1)) if len(x) > 1 and spread == 0 else spread)
+    return centre, 1.2533 * sd / math.sqrt(len(x))
+
+
+def residual_sigmas(locations: np.ndarray) -> np.ndarray:
+    """Per metric (column), the SD over runs (rows) of its log location once each run's own
+    shift (its median deviation over the metrics) is removed; NaN with fewer than 3 runs."""
+    if locations.shape[0] < 3 or locations.shape[1] < 2:
+        return np.full(locations.shape[1], np.nan)
+    centred = locations - np.median(locations, axis=0)
+    shifts = np.median(centred, axis=1, keepdims=True)
+    residual = centred - shifts
+    sd: np.ndarray = residual.std(axis=0, ddof=1)
+    return sd
+
+
+def _raw_log_worse(e: Estimate) -> float | None:
+    if e.base_value <= 0 or e.cur_value <= 0:
+        return None
+    log_ratio = math.log(e.cur_value / e.base_value)
+    return -log_ratio if e.cur.direction is Direction.HIGHER else log_ratio
+
+
+def _eligible(e: Estimate) -> bool:
+    """A timing estimate the machine's phase moves: it carries a run-to-run term and a test."""
+    return (
+        e.tested
+        and not e.threshold_only
+        and e.sigma_run is None
+        and e.fixed_variance > 0
+        and e.cur.unit not in MEMORY_UNITS
+        and not is_count(e.cur)
+        and e.log_worse is not None
+        and math.isfinite(e.log_worse)
+        and _raw_log_worse(e) is not None
+    )
+
+
+def _history_residuals(estimates: Sequence[Estimate], runs: int) -> dict[tuple[str, str], float]:
+    """Per (metric, statistic): the residual SD learned from the pooled baseline's runs."""
+    out: dict[tuple[str, str], float] = {}
+    by_stat: dict[str, list[Estimate]] = {}
+    for e in estimates:
+        by_stat.setdefault(e.statistic, []).append(e)
+    for statistic, members in by_stat.items():
+        q = QUANTILES[statistic]
+        columns = []
+        keys = []
+        for e in members:
+            logs = group_locations(e.base, q)
+            if len(logs) == runs:
+                columns.append(-logs if e.cur.direction is Direction.HIGHER else logs)
+                keys.append(e.key)
+        if len(columns) < MIN_CONTROL:
+            continue
+        sd = residual_sigmas(np.column_stack(columns))
+        out.update({k: float(s) for k, s in zip(keys, sd, strict=True) if math.isfinite(s)})
+    return out
+
+
+def _relative(
+    e: Estimate,
+    d: float,
+    variance: float,
+    df: int | None,
+    noise: str,
+    shift: float,
+    *,
+    assumed: bool,
+    process_sigma: float = 0.0,
+    process_variance: float = 0.0,
+) -> Estimate:
+    se = math.sqrt(max(variance, 0.0))
+    p = t_sf(d / se, df) if se > 0 else (0.0 if d > 0 else 1.0)
+    return e.evolve(
+        log_worse=d,
+        se=se,
+        p_value=p,
+        df=df,
+        tail=None,
+        noise=noise,
+        noise_assumed=assumed,
+        fixed_variance=max(variance - process_variance, 0.0),
+        process_sigma=process_sigma,
+        kernel="",
+        normalised_change=None,
+        raw_change=e.cur_value / e.base_value - 1.0,
+        index_change=None,
+        relative_to=shift,
+    )
+
+
+def relative_to_run(
+    estimates: Sequence[Estimate],
+    policy: Policy,
+    *,
+    runs: tuple[int, int],
+    clocks: Mapping[str, str] | None = None,
+) -> tuple[list[Estimate], SharedPhase]:
+    """The check's estimates with every timing estimate of a clock that has a control tested
+    against the run's common shift (see the module); the others unchanged."""
+    clocks = clocks or {}
+    out = list(estimates)
+    groups: dict[str, list[int]] = {}
+    for i, e in enumerate(estimates):
+        if _eligible(e):
+            groups.setdefault(clocks.get(e.cur.name, "cpu"), []).append(i)
+    controls: list[Control] = []
+    notes: list[str] = []
+    for clock, indices in groups.items():
+        medians = [i for i in indices if estimates[i].statistic == "median" and not estimates[i].derived_from]
+        if len(medians) < MIN_CONTROL:
+            if len(groups) == 1 or clock == "cpu":
+                notes.append(
+                    f"{len(medians)} comparable timing metric{'s' if len(medians) != 1 else ''} on the {clock}: "
+                    f"fewer than the {MIN_CONTROL} a run needs to be its own control, so each is tested against "
+                    "the run-to-run noise alone"
+                )
+            continue
+        raw = {i: _raw_log_worse(estimates[i]) for i in indices}
+        shift, shift_se = robust_shift([v for i in medians if (v := raw[i]) is not None])
+        history = _history_residuals([estimates[i] for i in indices], runs[0]) if runs[0] >= MIN_HISTORY_RUNS else {}
+        elastic = (SHIFT_SPREAD * shift) ** 2
+        sources: set[str] = set()
+        for i in indices:
+            e = estimates[i]
+            value = raw[i]
+            assert value is not None
+            d = value - shift
+            base_var = shift_se**2 + elastic
+            key = (e.cur.name, e.statistic)
+            learned = policy.noise.get(residual_key(e.cur.name, e.statistic)) if not policy.noise_too_young else None
+            if key in history:
+                tau = max(history[key], HISTORY_FLOOR)
+                var = tau**2 * (1.0 + 1.0 / runs[0]) + e.within_se**2 + base_var
+                noise = f"residual σ {tau:.1%} after the run's shift (learned from the baseline's {runs[0]} runs)"
+                out[i] = _relative(e, d, var, runs[0] - 1, noise, shift, assumed=False)
+                sources.add("history")
+                continue
+            if learned is not None:
+                tau = max(learned, HISTORY_FLOOR)
+                r_base = runs[0] if runs[0] > 1 else 1
+                var = tau**2 * (1.0 / r_base + 1.0 / max(runs[1], 1)) + e.within_se**2 + base_var
+                learned_from = f"learned from {policy.noise_runs} runs of this machine"
+                noise = f"residual σ {tau:.1%} after the run's shift ({learned_from})"
+                out[i] = _relative(e, d, var, max(policy.noise_runs - 1, 1), noise, shift, assumed=False)
+                sources.add("calibration")
+                continue
+            q = QUANTILES[e.statistic]
+            g_base, g_cur = len(e.base.groups or (0,)), len(e.cur.groups or (0,))
+            spread = (
+                between_groups(e.base if g_base > 1 else None, e.cur if g_cur > 1 else None, q)
+                if runs == (1, 1) and max(g_base, g_cur) > 1
+                else None
+            )
+            if spread is not None and spread.df >= 2:
+                floor = 2.0 * PROCESS_FLOOR**2
+                var = max(spread.sigma**2 * (1.0 / g_base + 1.0 / g_cur), floor) + base_var
+                noise = (
+                    f"residual σ {spread.sigma:.1%} per process after the run's shift "
+                    f"(the spread of {g_base} + {g_cur} processes, at least {PROCESS_FLOOR:.1%} a side)"
+                )
+                out[i] = _relative(
+                    e,
+                    d,
+                    var,
+                    spread.df,
+                    noise,
+                    shift,
+                    assumed=False,
+                    process_sigma=spread.sigma,
+                    process_variance=spread.sigma**2 * (1.0 / g_base + 1.0 / g_cur),
+                )
+                sources.add("processes")
+                continue
+            # one process a side, no history: the assumed per-process term gives the interval,
+            # and the decision withholds any claim of this metric alone (SINGLE_PROCESS)
+            process = policy.assumed_raw.process * (
+                1.5 if e.statistic == "p95" else 2.0 if e.statistic == "p99" else 1.0
+            )
+            var = process**2 * 2.0 + e.within_se**2 + base_var
+            noise = "no residual noise of its own: one process a side and no history"
+            out[i] = _relative(e, d, var, 3, noise, shift, assumed=True)
+            sources.add("none")
+        moved = frozenset(
+            estimates[i].cur.name
+            for i in medians
+            if (value := raw[i]) is not None and abs(value - shift) <= math.log1p(estimates[i].threshold)
+        )
+        source = "none" if "none" in sources else min(sources, key=["history", "calibration", "processes"].index)
+        controls.append(
+            Control(
+                clock=clock,
+                shift=shift,
+                shift_se=shift_se,
+                members=frozenset(estimates[i].cur.name for i in medians),
+                moved=moved,
+                tested=frozenset(estimates[i].cur.name for i in indices),
+                source=source,
+                runs=runs[0] if source == "history" else 0,
+            )
+        )
+        if source == "none":
+            notes.append(SINGLE_PROCESS)
+    return out, SharedPhase(controls=tuple(controls), notes=tuple(dict.fromkeys(notes)))
+
+
+def _binomial_sf(m: int, n: int, p: float) -> float:
+    """P(X ≥ m) for X ~ Binomial(n, p)."""
+    if m <= 0:
+        return 1.0
+    if m > n:
+        return 0.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    terms = [
+        math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * log_p + (n - k) * log_q
+        for k in range(m, n + 1)
+    ]
+    top = max(terms)
+    return min(1.0, math.exp(top) * math.fsum(math.exp(t - top) for t in terms))
+
+
+def breadth(moved: int, against: int, of: int, alpha: float) -> tuple[bool, float]:
+    """Whether ``moved`` of ``of`` metrics without noise of their own moving the same way past the
+    threshold (``against`` of them the other way) is more than per-process offsets explain, and its
+    p-value: the larger of two tests. A per-process offset strikes at most :data:`BREADTH_RATE` of
+    the benchmarks past the threshold one way (binomial), and it is as likely to make a benchmark
+    slower as faster (a sign test on the ones that moved either way): a change of the code moves
+    benchmarks one way while the others stay."""
+    if of <= 0 or moved <= 0:
+        return False, 1.0
+    p = max(_binomial_sf(moved, of, BREADTH_RATE), _binomial_sf(moved, moved + against, 0.5))
+    return moved >= BREADTH_MIN and p < alpha, p
