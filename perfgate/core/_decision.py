@@ -459,7 +459,15 @@ def prepare(
         decided = _judged_together(decided, phase, per_metric, totals)
     if shift is not None:
         totals = {e.key: e for e in estimates}
-        decided = [_within_shift(c, shift, totals.get((c.metric, c.statistic)), policy) for c in decided]
+
+        def whole(c: Comparison) -> Comparison | None:
+            """The metric's whole change (not relative to the run), decided for its values and interval."""
+            e = totals.get((c.metric, c.statistic))
+            if e is None or e.p_value is None or e.fixed is not None:
+                return None
+            return decide(e, per_metric, family.size, stats, p_adjusted=e.p_value)
+
+        decided = [_within_shift(c, shift, whole) for c in decided]
     return decided, fixed, shift, phase
 
 
@@ -522,43 +530,55 @@ def _tested_log(totals: Mapping[tuple[str, str], Estimate], c: Comparison, shift
     return (-log_ratio if c.direction is Direction.HIGHER else log_ratio) - shift
 
 
-def _within_shift(c: Comparison, shift: CommonShift, total: Estimate | None, policy: Policy) -> Comparison:
+def _log_of(worse: float, direction: Direction) -> float | None:
+    """The direction-adjusted log change of a ``worse`` (the inverse of :func:`_worse_from_log`)."""
+    try:
+        return math.log1p(worse) if direction is not Direction.HIGHER else -math.log1p(-worse)
+    except ValueError:
+        return None
+
+
+def _within_shift(c: Comparison, shift: CommonShift, whole_of: Callable[[Comparison], Comparison | None]) -> Comparison:
     """A metric's verdict in a run that moved as a whole (:mod:`perfgate.core._common_shift`).
 
     A shift the kernels or a measured noise call the code's makes each metric that moved with
-    it (past the threshold) regressed, or improved; one that nothing can tell from the machine's
-    makes no claim of them, and a claim against its direction (faster than a run that is slower
-    as a whole) is withheld too: the code or the machine, said once in the report."""
+    it (past the threshold) regressed, or improved, on its whole change; one that nothing can tell
+    from the machine's makes no claim of them, and a claim against its direction (faster than a
+    run that is slower as a whole) is withheld too: the code or the machine, said once in the report."""
     moving = shift.slower_past or shift.faster_past
     if not moving:
         return c
     slower = shift.slower_past
     decided = shift.regressed if slower else shift.improved
-    with_run = c.metric in shift.names
-    whole = None if total is None or total.log_worse is None else total.log_worse
-    past = whole is not None and (whole if slower else -whole) > log_threshold(c.threshold, c.direction)
-    if with_run and c.verdict is not Verdict.REGRESSED and c.verdict is not Verdict.IMPROVED and past:
-        assert whole is not None
-        change = total.normalised_change if total is not None and total.kernel else _own_terms(whole, c.direction)
-        if decided:
+    with_run = c.metric in shift.names or c.derived_from in shift.names
+    if with_run and c.verdict is not Verdict.REGRESSED and c.verdict is not Verdict.IMPROVED:
+        whole = whole_of(c)
+        log_whole = None if whole is None or whole.worse is None else _log_of(whole.worse, c.direction)
+        past = log_whole is not None and (log_whole if slower else -log_whole) > log_threshold(c.threshold, c.direction)
+        if whole is not None and past:
+            if decided:
+                return dataclasses.replace(
+                    whole,
+                    verdict=Verdict.REGRESSED if slower else Verdict.IMPROVED,
+                    reason=f"moved with the whole run ({shift.factor:.2f}×), which {shift.decided_by} call the code's",
+                    required_n=None,
+                )
             return dataclasses.replace(
-                c,
-                verdict=Verdict.REGRESSED if slower else Verdict.IMPROVED,
-                change=change,
-                worse=math.expm1(whole),
-                reason=f"moved with the whole run ({shift.factor:.2f}×), which {shift.decided_by} call the code's",
+                whole,
+                verdict=Verdict.INCONCLUSIVE,
+                reason=f"the whole run is {'slower' if slower else 'faster'} together ({shift.metrics} metrics): "
+                "the code or the machine",
                 required_n=None,
             )
-        return dataclasses.replace(
-            c,
-            verdict=Verdict.INCONCLUSIVE,
-            change=change,
-            reason=f"the whole run is {'slower' if slower else 'faster'} together ({shift.metrics} metrics): "
-            "the code or the machine",
-            required_n=None,
-        )
     against = Verdict.IMPROVED if slower else Verdict.REGRESSED
     if not decided and c.verdict is against and c.relative_to is not None:
+        # slower than the rest of a run that is faster as a whole: the code, if the metric is
+        # also slower than its baseline past the threshold; else it may be the rest that moved
+        whole = whole_of(c)
+        log_whole = None if whole is None or whole.worse is None else _log_of(whole.worse, c.direction)
+        sign = -1.0 if slower else 1.0
+        if log_whole is not None and sign * log_whole > log_threshold(c.threshold, c.direction):
+            return c
         return dataclasses.replace(
             c,
             verdict=Verdict.INCONCLUSIVE,

@@ -38,9 +38,9 @@ from perfgate.core.policy import MIN_LEARNED_RUNS, Policy
 from perfgate.core.result import Verdict
 from perfgate.core.schema import Metric
 from perfgate.core.stats import QUANTILES
+from perfgate.core.units import MEMORY_UNITS
 
 __all__ = [
-    "MEMORY_UNITS",
     "Estimate",
     "OneSidedTest",
     "Sides",
@@ -56,7 +56,6 @@ __all__ = [
 _MIN_NOISE_DF = 3
 # pooled runs from which the baseline's own spread between runs is the run-to-run noise
 _MIN_SPREAD_RUNS = 3
-MEMORY_UNITS = {"B", "KB", "KiB", "MB", "MiB", "GB", "GiB", "bytes"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,9 @@ device: a GPU stage's time does not follow the CPU's phase), does three things:
 
    Each test also carries the shift's own uncertainty and :data:`SHIFT_SPREAD` × the raw
    shift: metrics follow a change of the machine's speed by different factors (0.7 to 2.0
-   here between two days), so a run that moved as a whole leaves each metric less certain.
+   here between two days), so a run that moved as a whole leaves each metric less certain. A
+   residual learned from history already holds that for shifts as large as its runs' (up to
+   :data:`LEARNED_SHIFT`); only the part beyond is added.
 3. **Breadth.** Where metrics have no residual noise of their own, many of them moving the
    same way beyond the threshold is still evidence: a per-process offset strikes each
    benchmark on its own, at most :data:`BREADTH_RATE` of them past the threshold in one
@@ -61,13 +63,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfgate.core._estimate import MEMORY_UNITS, Estimate
+from perfgate.core._estimate import Estimate
+from perfgate.core._moderated import OUTLIER_LEVEL, _f_sf, fit_prior
 from perfgate.core.counts import is_count
 from perfgate.core.distributions import t_sf
 from perfgate.core.metrics import Direction
-from perfgate.core.noise import between_groups, group_locations
+from perfgate.core.noise import MIN_CONTROL, between_groups, group_locations, residual_sigmas
 from perfgate.core.policy import Policy, residual_key
 from perfgate.core.stats import QUANTILES
+from perfgate.core.units import MEMORY_UNITS
 
 __all__ = [
     "BREADTH_RATE",
@@ -84,8 +88,6 @@ __all__ = [
     "robust_shift",
 ]
 
-# fewer timing medians on one clock than this: no control (the estimates stay as they are)
-MIN_CONTROL = 4
 # runs a pooled baseline needs for its per-metric residual SD to stand for the metric's noise
 MIN_HISTORY_RUNS = 5
 # the least residual SD of one run's log location, when learned from its processes: they
@@ -96,6 +98,10 @@ HISTORY_FLOOR = 0.005
 # the SD of a metric's residual per unit of the run's raw log shift (metrics follow a change of
 # the machine's speed by 0.7-2.0 times, docs/noise.md §4)
 SHIFT_SPREAD = 0.5
+# the run shifts a residual learned from history already covers: runs of this machine minutes
+# apart differ by a few percent to about 10 % as a whole (docs/noise.md §6: SD 1.8 % on a quiet
+# hour), and each metric's residual over them holds how it follows such phases
+LEARNED_SHIFT = 0.10
 # the most a per-process offset moves benchmarks of one single-process run past the threshold
 # in one direction, as a share of them (about 4-5 % were seen in 45 A/A pairs of a 12-benchmark
 # suite, docs/noise.md §6), and the fewest metrics a breadth claim names
@@ -155,18 +161,6 @@ def robust_shift(logs: Sequence[float]) -> tuple[float, float]:
     return centre, 1.2533 * sd / math.sqrt(len(x))
 
 
-def residual_sigmas(locations: np.ndarray) -> np.ndarray:
-    """Per metric (column), the SD over runs (rows) of its log location once each run's own
-    shift (its median deviation over the metrics) is removed; NaN with fewer than 3 runs."""
-    if locations.shape[0] < 3 or locations.shape[1] < 2:
-        return np.full(locations.shape[1], np.nan)
-    centred = locations - np.median(locations, axis=0)
-    shifts = np.median(centred, axis=1, keepdims=True)
-    residual = centred - shifts
-    sd: np.ndarray = residual.std(axis=0, ddof=1)
-    return sd
-
-
 def _raw_log_worse(e: Estimate) -> float | None:
     if e.base_value <= 0 or e.cur_value <= 0:
         return None
@@ -208,6 +202,30 @@ def _history_residuals(estimates: Sequence[Estimate], runs: int) -> dict[tuple[s
             continue
         sd = residual_sigmas(np.column_stack(columns))
         out.update({k: float(s) for k, s in zip(keys, sd, strict=True) if math.isfinite(s)})
+    return out
+
+
+def _moderate(
+    variances: Mapping[int, tuple[float, int]], groups: Mapping[int, tuple[str, str]]
+) -> dict[int, tuple[float, int, int]]:
+    """Each residual variance shrunk toward its group's (same source and statistic), in the
+    empirical-Bayes way the paired gate uses (:mod:`perfgate.core._moderated`): (s̃², df, df lent).
+    A metric whose own variance is improbably large for its group (a benchmark that is bimodal
+    between processes among quiet ones) keeps its own."""
+    out: dict[int, tuple[float, int, int]] = {}
+    by_group: dict[tuple[str, str], list[int]] = {}
+    for i in variances:
+        by_group.setdefault(groups[i], []).append(i)
+    for members in by_group.values():
+        prior = fit_prior([variances[i] for i in members])
+        if prior is None:
+            continue
+        for i in members:
+            s2, df = variances[i]
+            lent = prior.df_for(df)
+            if lent <= 0 or s2 <= 0 or _f_sf(s2 / prior.s0_sq, df, max(lent, 1)) < OUTLIER_LEVEL:
+                continue
+            out[i] = ((lent * prior.s0_sq + df * s2) / (lent + df), df + lent, lent)
     return out
 
 
@@ -273,68 +291,85 @@ def relative_to_run(
         raw = {i: _raw_log_worse(estimates[i]) for i in indices}
         shift, shift_se = robust_shift([v for i in medians if (v := raw[i]) is not None])
         history = _history_residuals([estimates[i] for i in indices], runs[0]) if runs[0] >= MIN_HISTORY_RUNS else {}
-        elastic = (SHIFT_SPREAD * shift) ** 2
+        base_var = shift_se**2 + (SHIFT_SPREAD * shift) ** 2
+        # a residual learned across runs already holds how the metric follows phases as large as
+        # theirs: only a shift beyond LEARNED_SHIFT adds to it
+        learned_var = shift_se**2 + (SHIFT_SPREAD * max(abs(shift) - LEARNED_SHIFT, 0.0)) ** 2
         sources: set[str] = set()
+        # the residual variance of each estimate, from its source: (source, s², df, processes a side)
+        found: dict[int, tuple[str, float, int, tuple[int, int]]] = {}
+        for i in indices:
+            e = estimates[i]
+            learned = policy.noise.get(residual_key(e.cur.name, e.statistic)) if not policy.noise_too_young else None
+            g_base, g_cur = len(e.base.groups or (0,)), len(e.cur.groups or (0,))
+            if e.key in history:
+                found[i] = ("history", history[e.key] ** 2, runs[0] - 1, (g_base, g_cur))
+            elif learned is not None:
+                found[i] = ("calibration", learned**2, max(policy.noise_runs - 1, 1), (g_base, g_cur))
+            else:
+                q = QUANTILES[e.statistic]
+                spread = (
+                    between_groups(e.base if g_base > 1 else None, e.cur if g_cur > 1 else None, q)
+                    if runs == (1, 1) and max(g_base, g_cur) > 1
+                    else None
+                )
+                if spread is not None and spread.df >= 2:
+                    found[i] = ("processes", spread.sigma**2, spread.df, (g_base, g_cur))
+        moderated = _moderate(
+            {i: (f[1], f[2]) for i, f in found.items() if f[0] != "calibration"},
+            {i: (found[i][0], estimates[i].statistic) for i in found},
+        )
         for i in indices:
             e = estimates[i]
             value = raw[i]
             assert value is not None
             d = value - shift
-            base_var = shift_se**2 + elastic
-            key = (e.cur.name, e.statistic)
-            learned = policy.noise.get(residual_key(e.cur.name, e.statistic)) if not policy.noise_too_young else None
-            if key in history:
-                tau = max(history[key], HISTORY_FLOOR)
-                var = tau**2 * (1.0 + 1.0 / runs[0]) + e.within_se**2 + base_var
-                noise = f"residual σ {tau:.1%} after the run's shift (learned from the baseline's {runs[0]} runs)"
-                out[i] = _relative(e, d, var, runs[0] - 1, noise, shift, assumed=False)
-                sources.add("history")
+            if i not in found:
+                # one process a side, no history: the assumed per-process term gives the interval,
+                # and the decision withholds any claim of this metric alone (SINGLE_PROCESS)
+                factor = 1.5 if e.statistic == "p95" else 2.0 if e.statistic == "p99" else 1.0
+                var = (policy.assumed_raw.process * factor) ** 2 * 2.0 + e.within_se**2 + base_var
+                noise = "no residual noise of its own: one process a side and no history"
+                out[i] = _relative(e, d, var, 3, noise, shift, assumed=True)
+                sources.add("none")
                 continue
-            if learned is not None:
-                tau = max(learned, HISTORY_FLOOR)
+            source, s2, df, (g_base, g_cur) = found[i]
+            s2, df, lent = moderated.get(i, (s2, df, 0))
+            sources.add(source)
+            borrowed = f", {lent} df borrowed from the run's other metrics" if lent else ""
+            if source == "history":
+                tau = max(math.sqrt(s2), HISTORY_FLOOR)
+                var = tau**2 * (1.0 + 1.0 / runs[0]) + e.within_se**2 + learned_var
+                noise = (
+                    f"residual σ {tau:.1%} after the run's shift (learned from the baseline's {runs[0]} runs{borrowed})"
+                )
+                out[i] = _relative(e, d, var, df, noise, shift, assumed=False)
+            elif source == "calibration":
+                tau = max(math.sqrt(s2), HISTORY_FLOOR)
                 r_base = runs[0] if runs[0] > 1 else 1
-                var = tau**2 * (1.0 / r_base + 1.0 / max(runs[1], 1)) + e.within_se**2 + base_var
+                var = tau**2 * (1.0 / r_base + 1.0 / max(runs[1], 1)) + e.within_se**2 + learned_var
                 learned_from = f"learned from {policy.noise_runs} runs of this machine"
                 noise = f"residual σ {tau:.1%} after the run's shift ({learned_from})"
-                out[i] = _relative(e, d, var, max(policy.noise_runs - 1, 1), noise, shift, assumed=False)
-                sources.add("calibration")
-                continue
-            q = QUANTILES[e.statistic]
-            g_base, g_cur = len(e.base.groups or (0,)), len(e.cur.groups or (0,))
-            spread = (
-                between_groups(e.base if g_base > 1 else None, e.cur if g_cur > 1 else None, q)
-                if runs == (1, 1) and max(g_base, g_cur) > 1
-                else None
-            )
-            if spread is not None and spread.df >= 2:
-                floor = 2.0 * PROCESS_FLOOR**2
-                var = max(spread.sigma**2 * (1.0 / g_base + 1.0 / g_cur), floor) + base_var
+                out[i] = _relative(e, d, var, df, noise, shift, assumed=False)
+            else:
+                sigma = math.sqrt(s2)
+                process_variance = s2 * (1.0 / g_base + 1.0 / g_cur)
+                var = max(process_variance, 2.0 * PROCESS_FLOOR**2) + base_var
                 noise = (
-                    f"residual σ {spread.sigma:.1%} per process after the run's shift "
-                    f"(the spread of {g_base} + {g_cur} processes, at least {PROCESS_FLOOR:.1%} a side)"
+                    f"residual σ {sigma:.1%} per process after the run's shift "
+                    f"(the spread of {g_base} + {g_cur} processes{borrowed}, at least {PROCESS_FLOOR:.1%} a side)"
                 )
                 out[i] = _relative(
                     e,
                     d,
                     var,
-                    spread.df,
+                    df,
                     noise,
                     shift,
                     assumed=False,
-                    process_sigma=spread.sigma,
-                    process_variance=spread.sigma**2 * (1.0 / g_base + 1.0 / g_cur),
+                    process_sigma=sigma,
+                    process_variance=process_variance,
                 )
-                sources.add("processes")
-                continue
-            # one process a side, no history: the assumed per-process term gives the interval,
-            # and the decision withholds any claim of this metric alone (SINGLE_PROCESS)
-            process = policy.assumed_raw.process * (
-                1.5 if e.statistic == "p95" else 2.0 if e.statistic == "p99" else 1.0
-            )
-            var = process**2 * 2.0 + e.within_se**2 + base_var
-            noise = "no residual noise of its own: one process a side and no history"
-            out[i] = _relative(e, d, var, 3, noise, shift, assumed=True)
-            sources.add("none")
         moved = frozenset(
             estimates[i].cur.name
             for i in medians

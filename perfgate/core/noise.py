@@ -59,6 +59,7 @@ __all__ = [
     "ASSUMED_RAW",
     "CALIBRATED_TAIL_DF",
     "INDEX_SHIFT",
+    "MIN_CONTROL",
     "TAIL_FACTOR",
     "BetweenGroups",
     "NoiseModel",
@@ -72,6 +73,7 @@ __all__ = [
     "index_shift",
     "median_index",
     "normalised",
+    "residual_sigmas",
 ]
 
 
@@ -158,6 +160,22 @@ def independent_runs(run: Run) -> int:
     if isinstance(pooled, list | tuple) and len(pooled) > 1:
         return len(pooled)
     return 1
+
+
+# fewer timing medians on one clock than this make no control of a run (perfgate.core._shared_phase)
+MIN_CONTROL = 4
+
+
+def residual_sigmas(locations: np.ndarray) -> np.ndarray:
+    """Per metric (column), the SD over runs (rows) of its log location once each run's own
+    shift (its median deviation over the metrics) is removed; NaN with fewer than 3 runs."""
+    if locations.shape[0] < 3 or locations.shape[1] < 2:
+        return np.full(locations.shape[1], np.nan)
+    centred = locations - np.median(locations, axis=0)
+    shifts = np.median(centred, axis=1, keepdims=True)
+    residual = centred - shifts
+    sd: np.ndarray = residual.std(axis=0, ddof=1)
+    return sd
 
 
 # median(|X - Y|) for X, Y iid N(0, s^2) is 0.6745 * sqrt(2) * s

@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-__all__ = ["TIME_UNITS"]
+__all__ = ["MEMORY_UNITS", "TIME_UNITS"]
 
 #: unit -> how many of it make one second
 TIME_UNITS: Mapping[str, float] = MappingProxyType({"ns": 1e9, "us": 1e6, "ms": 1e3, "s": 1.0})
+
+#: units of memory, which does not follow the machine's speed
+MEMORY_UNITS = frozenset({"B", "KB", "KiB", "MB", "MiB", "GB", "GiB", "bytes"})

@@ -126,13 +126,13 @@ def _with_kernel(pair: tuple[Metric, Metric], kernel_factor: float) -> tuple[Met
 
 
 def _kernels() -> CheckResult:
-    """Reference kernels that moved: the normalised change and the raw one differ, even in sign."""
+    """Reference kernels that moved: the normalised change and the raw one differ, even in sign.
+    Three metrics, fewer than a run needs to be its own control: each is tested on its own."""
     t, r = ("ms", LOWER), ("items/s", HIGHER)
     pairs = [
         _with_kernel(_pair("k_time_up_ms", *t, 100, 1.20, 0.02, 21), 1.30),  # raw +20 %, normalised -7.7 %
         _with_kernel(_pair("k_time_down_ms", *t, 100, 0.80, 0.02, 21, 3), 0.70),  # raw -20 %, normalised +14 %
         _with_kernel(_pair("k_rate_up", *r, 1000, 1.20, 0.02, 21, 5), 0.70),  # raw +20 %, normalised -16 %
-        _with_kernel(_pair("k_rate_down", *r, 1000, 0.80, 0.02, 21, 7), 1.30),  # raw -20 %, normalised +4 %
     ]
     return _check(pairs, Policy())
 
