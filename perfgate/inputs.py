@@ -13,6 +13,9 @@ importers' formats, gzip-compressed or not — goes through :func:`read_json`:
 - **Duplicate keys** in an object are an error: with "the last one wins", a second
   ``training_step_time_ms`` would silently hide the first.
 - Text must be UTF-8.
+- **Regular files only.** A FIFO would block until a writer came (perhaps forever),
+  ``/dev/zero`` never ends, a directory is no file: each is refused before a byte is read
+  (:func:`check_input_file`, which the command line applies to every input it is given).
 
 Every failure is an :class:`~perfgate.errors.InputError` naming the file.
 """
@@ -22,13 +25,23 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import stat
 import zlib
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from perfgate.errors import ConfigError, InputError, os_error_text
 
-__all__ = ["DEFAULT_MAX_JSON_MB", "MAX_JSON_ENV", "max_json_bytes", "parse_json", "read_capped", "read_json"]
+__all__ = [
+    "DEFAULT_MAX_JSON_MB",
+    "MAX_JSON_ENV",
+    "check_input_file",
+    "max_json_bytes",
+    "not_a_file",
+    "parse_json",
+    "read_capped",
+    "read_json",
+]
 
 DEFAULT_MAX_JSON_MB = 64
 MAX_JSON_ENV = "PERFGATE_MAX_JSON_MB"
@@ -112,13 +125,57 @@ def parse_json(raw: bytes, *, source: str) -> object:
         ) from None
 
 
+def not_a_file(mode: int) -> str | None:
+    """What a file of ``mode`` is when it is not a regular file ("a FIFO (named pipe)"); None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a file"
+
+
+def check_input_file(path: Path | str, *, flag: str) -> None:
+    """Refuse an input that exists and is not a regular file, without opening it (opening a FIFO
+    waits for its writer). A path that does not exist passes: the reader says so in its words.
+
+    Raises:
+        InputError: naming the path, the flag and what the path is.
+    """
+    try:
+        info = Path(path).stat()
+    except (OSError, ValueError):  # missing, unreadable, a NUL byte: the reader reports it
+        return
+    if (kind := not_a_file(info.st_mode)) is not None:
+        raise InputError(f"{flag} is {kind}, not a regular file; give the path of a file", source=str(path))
+
+
+def _open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file; a FIFO is not waited for (``O_NONBLOCK``)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        kind = not_a_file(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise InputError(f"is {kind}, not a regular file; give the path of a JSON file", source=str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_json(path: Path | str) -> object:
     """Read and decode a JSON file (``.gz``: gzip-compressed) within the size cap."""
     p = Path(path)
     source = str(p)
     limit = max_json_bytes()
     try:
-        with p.open("rb") as handle:
+        with _open_regular(p) as handle:
             if p.suffix == ".gz":
                 with gzip.GzipFile(fileobj=handle, mode="rb") as unzipped:
                     stream = cast(BinaryIO, unzipped)
@@ -127,8 +184,6 @@ def read_json(path: Path | str) -> object:
                 raw = read_capped(handle, limit, source=source, what="the JSON file", env=MAX_JSON_ENV)
     except FileNotFoundError:
         raise InputError("file not found; check the path", source=source) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, expected a JSON file", source=source) from None
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise InputError(f"cannot read gzip file: {exc}", source=source) from None
     except OSError as exc:

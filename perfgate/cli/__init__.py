@@ -107,6 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = parser.parse_args(args_list[1:])
         except SystemExit as exc:  # argparse: --help exits 0, a usage error exits 2
             return int(exc.code or 0)
+        from perfgate.cli._files import check_files
+
+        check_files(parser, args)  # no FIFO for an input, no output over an input, before any work
         return int(module.run(args))  # type: ignore[attr-defined]
 
     return guarded(name, command)

@@ -136,6 +136,11 @@ def _split(arg: str) -> tuple[str, str]:
     return label, path
 
 
+def report_path(arg: str) -> str:
+    """The file of a ``[LABEL=]REPORT.md`` argument."""
+    return _split(arg)[1]
+
+
 def _section(arg: str) -> Section:
     label, path = _split(arg)
     try:

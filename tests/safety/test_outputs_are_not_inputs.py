@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,67 @@ def test_a_budget_on_a_missing_metric_says_one_thing(tmp_path, seed_files, rule,
     err = capsys.readouterr().err
     assert "not checked" not in err
     assert ("fails the check" if rule == "fail" else "undecided") in err
+
+
+_STAGES = """\
+from perfgate.bench import stage
+
+@stage("split", metric="split_time_ms", unit="ms", suite="{suite}", models=["m"])
+def split(ctx):
+    text = "a b c " * 100
+    return lambda: text.split()
+"""
+
+
+@pytest.mark.parametrize("how", ["name", "dot-slash", "symlink", "hardlink", "package-init"])
+def test_an_output_over_the_stages_module_is_refused(how, tmp_path, monkeypatch, capsys):
+    """Regression for ``bench --stages-module tinystages --output tinystages.py`` replacing the
+    user's code with the run file (exit 0)."""
+    module = f"outstages_{how.replace('-', '_')}"  # a name of its own: no module of another test is reused
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    if how == "package-init":
+        (tmp_path / module).mkdir()
+        (tmp_path / module / "__init__.py").write_text("# the package's own code\n")
+        source = tmp_path / module / "stages.py"
+        source.write_text(_STAGES.format(suite=module))
+        name, target = f"{module}.stages", f"{module}/__init__.py"
+        source = tmp_path / target
+    else:
+        source = tmp_path / f"{module}.py"
+        source.write_text(_STAGES.format(suite=module))
+        name, target = module, f"{module}.py"
+        if how == "dot-slash":
+            target = f"./{module}.py"
+        elif how == "symlink":
+            target = "link.py"
+            (tmp_path / target).symlink_to(source)
+        elif how == "hardlink":
+            target = "hard.py"
+            (tmp_path / target).hardlink_to(source)
+    before = source.read_bytes()
+    argv = ["bench", "--suite", module, "--stages-module", name, "--model", "m", "--output", target]
+    code = main([*argv, "--rounds", "1", "--repeat", "1", "--warmup", "0"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"same file as the input --stages-module {name}" in err, err
+    assert [line for line in err.splitlines() if line.strip()] == [err.strip()], err
+    assert source.read_bytes() == before
+    assert name not in sys.modules  # refused before the module was imported: no work done
+
+
+def test_the_stages_module_is_found_without_running_it(tmp_path, monkeypatch):
+    """The module's file is found as its import would find it, from the working directory, and
+    neither the module nor its package runs."""
+    from perfgate.cli._files import module_files
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "quietpkg").mkdir()
+    (tmp_path / "quietpkg" / "__init__.py").write_text("raise SystemExit('the package ran')\n")
+    (tmp_path / "quietpkg" / "stages.py").write_text("raise SystemExit('the module ran')\n")
+    assert module_files("quietpkg.stages") == [
+        tmp_path / "quietpkg" / "__init__.py",
+        tmp_path / "quietpkg" / "stages.py",
+    ]
+    assert "quietpkg" not in sys.modules
+    assert module_files("no_such_module_here") == []
