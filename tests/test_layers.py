@@ -28,7 +28,7 @@ ALLOWED = {
     "notify": {"notify", "core", "errors", "report"},
     "importers": {"importers", "core", "errors", "runfile"},
     # the A/B engine of `perfgate ab`: both revisions' worker processes, the fallback, the paired decision
-    "ab": {"ab", "bench", "core", "errors"},
+    "ab": {"ab", "bench", "core", "errors", "usercode"},
     # starts perfgate's own processes (bench workers, counted processes): above the measurement layer;
     # counted processes get their memory layouts from the randomiser the A/B engine uses
     "orchestrate": {"orchestrate", "bench", "core", "errors", "runfile", "store", "report", "ab.layout"},
@@ -41,7 +41,9 @@ ALLOWED = {
     "calibration": {"core", "errors", "runfile"},
     "config": {"core", "errors", "notify.settings"},
     # the suites installed packages declare (entry points), declared to the core
-    "suites": {"core", "errors"},
+    "suites": {"core", "errors", "usercode"},
+    # importing the user's code (declarations, stages modules): what it raises or exits with is an error, exit 2
+    "usercode": {"errors"},
     "api": {"api", "bench", "core", "errors", "runfile", "orchestrate"},  # count_stages starts valgrind workers
     # the root re-exports the public names (README, "Python API"), imported on first use only
     "__init__": {"api", "bench", "core", "errors", "report", "runfile", "store", "suites"},

@@ -140,7 +140,8 @@ PUBLIC_MODULES = {
     # the data model and the decision's parts that the docs describe (docs/design.md, docs/noise.md)
     "perfgate.core.baseline", "perfgate.core.benchmark_names", "perfgate.core.changepoints", "perfgate.core.codec",
     "perfgate.core.machine", "perfgate.core.noise", "perfgate.core.paired", "perfgate.core.stability",
-    "perfgate.core.stats", "perfgate.core.units", "perfgate.calibration", "perfgate.config", "perfgate.inputs",
+    "perfgate.core.stats", "perfgate.core.units", "perfgate.core.reduced", "perfgate.calibration", "perfgate.config",
+    "perfgate.inputs",
     "perfgate.output",
     # the entry point group by which installed packages declare their suites
     "perfgate.suites",
@@ -173,6 +174,8 @@ PUBLIC_MODULES = {
     "perfgate.core.family",
     # processes that perfgate ab --measure counts starts by name in each revision's tree
     "perfgate.cli.countworker", "perfgate.cli.prepareworker",
+    # importing the user's code, shared with suites, ab and cli: an exit or error on import is exit 2
+    "perfgate.usercode",
 }  # fmt: skip
 
 

@@ -132,6 +132,8 @@ def _finish_setup(ch: Channel, clock: _Clock, deadline: float) -> dict[str, Any]
             within = clock.within(deadline, clock.options.setup_floor, "every set-up")
             if stage is None:  # a worker that predates the progress lines: the stage is not known
                 what = "did not finish its stages' set-up"
+            elif step == "import":
+                what = f"stages module {stage!r} did not finish importing"
             elif step == "calls":
                 what = f"stage {stage!r} did not return from its first calls (its warm-up)"
             else:
@@ -139,7 +141,8 @@ def _finish_setup(ch: Channel, clock: _Clock, deadline: float) -> dict[str, Any]
             raise PerfgateError(f"{what} {within}, on the {ch.label}; {_HUNG_HINT}{_tail(ch)}") from None
         if "progress" not in reply:
             return reply
-        step, stage = str(reply["progress"]), str(reply.get("stage"))
+        step = str(reply["progress"])
+        stage = str(reply.get("module") if step == "import" else reply.get("stage"))
 
 
 def schedule(

@@ -16,9 +16,10 @@ speaks first and answers every request with one line:
   stage's set-up and warm-up in registration order (:func:`perfgate.bench.runner.prepare`),
   times a few more calls for ``typical_s`` and measures memory once (one value per process
   is enough: memory is not noisy); with ``"progress": true`` in the request the worker first
-  sends ``{"progress": "setup", "stage": NAME}`` before each stage's set-up and ``{"progress":
+  sends ``{"progress": "import", "module": NAME}`` before it imports each stage module,
+  ``{"progress": "setup", "stage": NAME}`` before each stage's set-up and ``{"progress":
   "calls", "stage": NAME}`` before its first calls, so that a coordinator whose deadline passes
-  can say which stage hung and where (a coordinator that does not ask gets none);
+  can say which module or stage hung and where (a coordinator that does not ask gets none);
 * ``{"op": "time", "stage": NAME, "calls": K}`` → ``{"ok": true, "seconds": [K floats]}``:
   K timed calls of one stage, each timed on its own as the runner times them; with
   ``"encoding": "f64"`` in the request the reply is ``{"ok": true, "seconds_f64": "…"}``, the
@@ -46,13 +47,16 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from perfgate.core.metrics import declared_suites
+from perfgate.core.metrics import declared_suite
+from perfgate.errors import PerfgateError
+from perfgate.usercode import loading
 
 __all__ = ["PROTOCOL", "PROTOCOL_VERSION", "Worker", "main"]
 
 PROTOCOL = "perfgate-resident"
 # History: 1 — setup / time / exit; later, setup's optional "progress" lines (only when asked for),
-# then time's optional "encoding": "f64" (packed samples, only when asked for).
+# then time's optional "encoding": "f64" (packed samples, only when asked for), then setup's "import"
+# progress lines (only when asked for).
 PROTOCOL_VERSION = 1
 _TYPICAL_TIME = 0.05  # seconds of extra calls after the warm-up that give a stage's typical call time
 _MAX_CALLS = 1_000_000
@@ -66,15 +70,27 @@ class Worker:
         self.notify = notify  # sends a progress line to the coordinator
 
     def load(self, req: dict[str, Any]) -> dict[str, Any]:
-        """Import the suite's stage modules."""
-        for name in req.get("stages_modules", []):
-            try:
-                importlib.import_module(name)
-            except ImportError as exc:
-                return _error(f"cannot import {name!r}: {exc}; is it in this revision's tree?")
-        suite = declared_suites().get(str(req.get("suite")))
-        if suite is not None:  # a declared suite (perfgate.suites) registers its stages on import
-            importlib.import_module(suite.stages_module)
+        """Import the suite's stage modules; one that raises, exits or interrupts itself on import is
+        an error answer naming it (:mod:`perfgate.usercode`), never the worker's end."""
+        notify = self.notify if req.get("progress") is True else None
+        try:
+            for name in req.get("stages_modules", []):
+                if notify is not None:
+                    notify({"progress": "import", "module": name})
+                with loading(f"stages module {name!r}", field="--stages-module"):
+                    try:
+                        importlib.import_module(name)
+                    except ImportError as exc:
+                        return _error(f"cannot import {name!r}: {exc}; is it in this revision's tree?")
+            suite = declared_suite(str(req.get("suite")))
+            if suite is not None:  # a declared suite (perfgate.suites) registers its stages on import
+                what = f"the stages module {suite.stages_module!r} of suite {suite.name!r}"
+                if notify is not None:
+                    notify({"progress": "import", "module": suite.stages_module})
+                with loading(what, field="stages_module", advice="install what it imports, or fix the module"):
+                    importlib.import_module(suite.stages_module)
+        except PerfgateError as exc:
+            return _error(str(exc))
         return {"ok": True}
 
     def setup(self, req: dict[str, Any]) -> dict[str, Any]:

@@ -199,20 +199,24 @@ def _import_stage_modules(names: list[str]) -> None:
     """
     import importlib
 
+    from perfgate.usercode import loading
+
     if not names:
         return
     here = str(Path.cwd())
     if here not in sys.path and "" not in sys.path:
         sys.path.insert(0, here)
     for name in names:
-        try:
-            importlib.import_module(name)
-        except ImportError as exc:
-            raise InputError(
-                f"cannot import {name!r}: {exc}; perfgate looks for it in the working directory ({here}) "
-                "and on PYTHONPATH",
-                field="--stages-module",
-            ) from None
+        # a module that raises, exits or interrupts itself on import is an error of its own, exit 2
+        with loading(f"stages module {name!r}", field="--stages-module"):
+            try:
+                importlib.import_module(name)
+            except ImportError as exc:
+                raise InputError(
+                    f"cannot import {name!r}: {exc}; perfgate looks for it in the working directory ({here}) "
+                    "and on PYTHONPATH",
+                    field="--stages-module",
+                ) from None
 
 
 def _set_up_suite(args: argparse.Namespace) -> None:

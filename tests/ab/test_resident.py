@@ -187,6 +187,31 @@ def test_an_unimportable_revision_names_it(tmp_path):
     assert resident_processes(tmp_path) == []
 
 
+@pytest.mark.parametrize("text", ["import sys\nsys.exit(0)\n", "raise KeyboardInterrupt\n"])
+def test_a_revision_whose_stages_module_exits_on_import_names_it(text, tmp_path):
+    """Regression for a worker whose stages module calls sys.exit(0) on import: it ended without a word."""
+    base = tree(tmp_path, "base")
+    cur = tree(tmp_path, "cur", text=text)
+    with pytest.raises(PerfgateError) as err:
+        measure_resident(sides(base, cur), options(), Policy())
+    message = str(err.value)
+    assert "\n" not in message
+    assert "current `cur`" in message and "stages module 'mystages'" in message
+    assert "mystages.py, line" in message
+    assert resident_processes(tmp_path) == []
+
+
+def test_a_revision_whose_stages_module_hangs_on_import_names_it(tmp_path):
+    base = tree(tmp_path, "base")
+    cur = tree(tmp_path, "cur", text="import time\ntime.sleep(3600)\n")
+    with pytest.raises(PerfgateError) as err:
+        measure_resident(sides(base, cur), options(time_budget=1, setup_floor=1), Policy())
+    message = str(err.value)
+    assert "\n" not in message
+    assert "stages module 'mystages' did not finish importing" in message and "current `cur`" in message
+    assert resident_processes(tmp_path) == []
+
+
 def test_a_perfgate_without_the_resident_worker_asks_for_the_fallback(tmp_path):
     base = tree(tmp_path, "base")
     old = tree(tmp_path, "old")
