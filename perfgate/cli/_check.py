@@ -111,6 +111,18 @@ def with_calibration(noise: Path | None, policy: Policy, current: Run) -> Policy
     return dataclasses.replace(policy, noise={**sigma, **policy.noise}, noise_runs=runs)
 
 
+def _suite_usable(run: Run, source: object) -> None:
+    """Refuse a run of an installed suite whose declaration cannot be used (:mod:`perfgate.suites`):
+    without it, what gates its metrics (units, statistics) is not known."""
+    from perfgate.errors import ConfigError
+    from perfgate.suites import find
+
+    try:
+        find(run.suite)
+    except ConfigError as exc:
+        raise ConfigError(str(exc), source=str(source)) from None
+
+
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     if args.baseline_runs < 1:
@@ -128,9 +140,11 @@ def run(args: argparse.Namespace) -> int:
     )
     policy = policy_from(config, args)
     current = load_run(args.current, policy.metric_info)
+    _suite_usable(current, args.current)
     policy = with_calibration(args.noise, policy, current)
     if args.baseline is not None:
         baseline = load_run(args.baseline, policy.metric_info)
+        _suite_usable(baseline, args.baseline)
         result = compare_runs(
             baseline,
             current,

@@ -11,6 +11,12 @@ Installed suites declare themselves through the ``perfgate.suites`` entry point 
 are read on the first lookup (:func:`install_loader`, set by ``perfgate/__init__.py``), so
 the core itself reads no package metadata. A process that names no suite falls back to
 :data:`FALLBACK_SUITE`.
+
+An installed declaration that cannot be used (its package fails to import, a field is wrong,
+it clashes with another package's) is not declared; the loader records why (:func:`refuse`),
+and only a lookup of what it spoils — its suite's name, a metric two packages declare
+differently, the default suite — raises :class:`~perfgate.errors.ConfigError` with that
+reason. Everything else keeps working.
 """
 
 from __future__ import annotations
@@ -23,11 +29,13 @@ from types import MappingProxyType
 
 __all__ = [
     "FALLBACK_SUITE",
+    "STATISTICS",
     "DashboardPanel",
     "Direction",
     "MetricInfo",
     "SuiteDeclaration",
     "declare_suite",
+    "declared_suite",
     "declared_suites",
     "default_suite",
     "describe",
@@ -35,9 +43,13 @@ __all__ = [
     "install_loader",
     "known_metrics",
     "metric_info",
+    "refuse",
 ]
 
 FALLBACK_SUITE = "default"  # the suite of a run or stage that names none, when no installed suite is the default
+# the statistics a metric may gate on: the keys of perfgate.core.stats.QUANTILES (a test holds them equal;
+# that module imports numpy, this one must not)
+STATISTICS = ("median", "p50", "p95", "p99")
 
 
 class Direction(StrEnum):
@@ -56,6 +68,15 @@ class MetricInfo:
     direction: Direction
     label: str  # noun phrase for report sentences ("DBN data loading time")
     statistics: tuple[str, ...] = ("median",)  # the location statistics that gate
+
+    def __post_init__(self) -> None:
+        stats = self.statistics
+        if isinstance(stats, str) or not isinstance(stats, tuple | list) or not stats:
+            raise ValueError(f"statistics must be a non-empty tuple of names among {STATISTICS}, got {stats!r}")
+        unknown = [s for s in stats if s not in STATISTICS]
+        if unknown:
+            raise ValueError(f"statistics: {unknown[0]!r} is not one of {', '.join(STATISTICS)}")
+        object.__setattr__(self, "statistics", tuple(stats))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,6 +144,8 @@ _suites: dict[str, SuiteDeclaration] = {}
 _metrics: dict[str, MetricInfo] = {}
 _loader: list[Callable[[], None]] = []  # run once, on the first lookup
 _loaded = [False]
+# what the loader could not declare, and why: ("suite", name), ("metric", name) or ("default", "")
+_refused: dict[tuple[str, str], str] = {}
 
 
 def install_loader(load: Callable[[], None]) -> None:
@@ -130,6 +153,32 @@ def install_loader(load: Callable[[], None]) -> None:
     with _lock:
         _loader[:] = [load]
         _loaded[0] = False
+        _refused.clear()
+
+
+def refuse(why: str, *, suite: str | None = None, metrics: Sequence[str] = (), default: bool = False) -> None:
+    """Record that an installed declaration cannot be used: from now on looking up the suite
+    ``suite``, one of ``metrics`` or (``default``) the default suite raises ``ConfigError(why)``.
+
+    ``why`` is the whole message: which package, which field, what to do. The first reason
+    recorded for a name is kept.
+    """
+    with _lock:
+        keys = [("metric", m) for m in metrics]
+        if suite is not None:
+            keys.append(("suite", suite))
+        if default:
+            keys.append(("default", ""))
+        for key in keys:
+            _refused.setdefault(key, why)
+
+
+def _refusal(kind: str, name: str) -> None:
+    why = _refused.get((kind, name))
+    if why is not None:
+        from perfgate.errors import ConfigError  # here: `import perfgate` imports this module and stays light
+
+        raise ConfigError(why)
 
 
 def _ensure_loaded() -> None:
@@ -184,14 +233,37 @@ def known_metrics() -> Mapping[str, MetricInfo]:
     return MappingProxyType(_metrics)
 
 
+def declared_suite(name: str) -> SuiteDeclaration | None:
+    """The declared suite ``name``, or ``None``.
+
+    Raises:
+        ConfigError: an installed declaration of that name cannot be used (:func:`refuse`).
+    """
+    suites = declared_suites()
+    _refusal("suite", name)
+    return suites.get(name)
+
+
 def metric_info(name: str) -> MetricInfo | None:
-    """What a declared suite says about ``name``, or ``None``."""
-    return known_metrics().get(name)
+    """What a declared suite says about ``name``, or ``None``.
+
+    Raises:
+        ConfigError: an installed declaration of that metric cannot be used (:func:`refuse`).
+    """
+    known = known_metrics()
+    _refusal("metric", name)
+    return known.get(name)
 
 
 def default_suite() -> str:
-    """The suite a run or stage belongs to when it names none: the declared default, else :data:`FALLBACK_SUITE`."""
-    return next((s.name for s in declared_suites().values() if s.default), FALLBACK_SUITE)
+    """The suite a run or stage belongs to when it names none: the declared default, else :data:`FALLBACK_SUITE`.
+
+    Raises:
+        ConfigError: which installed suite is the default cannot be told (:func:`refuse`).
+    """
+    suites = declared_suites()
+    _refusal("default", "")
+    return next((s.name for s in suites.values() if s.default), FALLBACK_SUITE)
 
 
 def describe(name: str) -> str:

@@ -36,6 +36,8 @@ def test_broken_pyproject_found_by_discovery_is_an_error(tmp_path, seed_files, m
         (b"budgets = [1]\n", "expected a table"),
         (b"[metrics.x]\nunit = 'ms'\ndirection = ['a']\n", "direction must be one of"),
         (b"[metrics.x]\nunit = 'ms'\ndirection = 'lower_is_better'\nstatistics = 5\n", "statistics must be"),
+        # regression: a statistic perfgate does not compute was a KeyError in the first check that gated on it
+        (b"[metrics.x]\nunit = 'ms'\ndirection = 'lower_is_better'\nstatistics = ['p999']\n", "'p999' is not one"),
         (b"[budgets.dqn]\ninference_latency_us = { p99 = -5 }\n", "negative"),
         (b"[budgets.dqn]\nmemory_usage_mb = { min = 10, max = 1 }\n", "empty range"),
     ],
