@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from datetime import UTC, datetime
 
 from perfgate.calibration import DEFAULT_NOISE_FILE, PROCESS_DF_KEY, estimate_noise, save_noise
@@ -22,7 +23,7 @@ from perfgate.core.codec import format_timestamp
 from perfgate.errors import InputError
 from perfgate.output import check_distinct, output_file
 from perfgate.store import open_store
-from perfgate.store.base import RunQuery
+from perfgate.store.base import RunQuery, Store
 
 __all__ = ["add_arguments", "run"]
 
@@ -40,6 +41,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 _COUNTS_SCAN = 500  # newest runs of a model looked through for counts machines
+
+
+def _counted(values: list[str | None], *, none: str) -> str:
+    """``a (7 runs), b (3 runs)``: the most frequent first, at most 5."""
+    counts = Counter(v if v else none for v in values)
+    shown = ", ".join(f"{v} ({n} run{'s' if n > 1 else ''})" for v, n in counts.most_common(5))
+    return shown + (" …" if len(counts) > 5 else "")
+
+
+def _nothing_learned(store: Store, args: argparse.Namespace, machine: str, unshared: list[tuple[str, str, int]]) -> str:
+    """Why no noise was learned, and the flag that would find the runs where there are some."""
+    branch = args.baseline_branch
+    if unshared:
+        model, fingerprint, n = unshared[0]
+        return (
+            f"no metric is shared by enough runs to learn the noise: of the {n} runs of {model} on {branch} from "
+            f"machine {fingerprint}, no metric is in 3 or more; record runs that measure the same metrics "
+            "(nothing was written)"
+        )
+    wanted = None if model_key(args.model) == "all" else model_key(args.model)
+    what = f"model {wanted}" if wanted else "any model"
+    head = f"no model has 3 runs on {branch} from machine {machine}"
+    on_branch = store.runs(RunQuery(model=wanted, branch=branch, limit=_COUNTS_SCAN))
+    others = [fp for r in on_branch if (fp := r.machine.fingerprint) != machine]
+    if others:  # an imported run carries the machine of the file it came from, not this one
+        return (
+            f"{head}; runs of {what} on {branch} come from machine(s) {_counted(others, none='unknown')}: "
+            "calibrate one of them with --machine FINGERPRINT"
+        )
+    elsewhere = store.runs(RunQuery(model=wanted, limit=_COUNTS_SCAN))
+    here = [r for r in elsewhere if r.machine.fingerprint == machine]
+    if here:
+        return (
+            f"{head}; the runs of {what} from that machine are on branch(es) "
+            f"{_counted([r.git.branch for r in here], none='no branch')}: choose one with --baseline-branch, "
+            f"or record runs with --branch {branch}"
+        )
+    if elsewhere:
+        return (
+            f"{head}; runs of {what} are on branch(es) {_counted([r.git.branch for r in elsewhere], none='no branch')} "
+            f"from machine(s) {_counted([r.machine.fingerprint for r in elsewhere], none='unknown')}: choose them "
+            "with --baseline-branch and --machine FINGERPRINT"
+        )
+    return f"{head}; record more runs first"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
             else [model_key(args.model)]
         )
         done = 0
+        unshared: list[tuple[str, str, int]] = []  # (model, machine, runs) with runs but no metric shared by 3
         for model in models:
             machines = [machine]
             if args.machine is None:
@@ -83,6 +129,13 @@ def run(args: argparse.Namespace) -> int:
                     continue
                 runs.reverse()  # oldest first: successive differences follow time
                 sigma = estimate_noise(runs)
+                if not sigma:  # each metric in fewer than 3 of the runs: nothing to learn, nothing written
+                    unshared.append((model, fingerprint, len(runs)))
+                    console.print(
+                        f"{term(model)}: no metric is in 3 or more of its {len(runs)} run(s) from machine "
+                        f"{term(fingerprint)} — skipped"
+                    )
+                    continue
                 save_noise(
                     args.output,
                     machine=fingerprint,
@@ -99,12 +152,9 @@ def run(args: argparse.Namespace) -> int:
                 )
                 what = "between-process residue" if fingerprint.startswith("counts-") else "run-to-run σ"
                 console.print(f"{term(model)}: {what} from {len(runs)} runs: {term(shown)}")
+        if not done:
+            raise InputError(_nothing_learned(store, args, machine, unshared), source=store.url)
     finally:
         store.close()
-    if not done:
-        raise InputError(
-            f"no model has 3 runs on {args.baseline_branch} from machine {machine}; record more runs first",
-            source=store.url,
-        )
     console.print(f"written: {term(args.output)}")
     return 0

@@ -18,7 +18,7 @@ import argparse
 import itertools
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from perfgate.core.stats import QUANTILES
 from perfgate.core.text import plain
 from perfgate.errors import InputError
 from perfgate.report.formatting import fmt_change, fmt_p, fmt_time, fmt_value
+
+if TYPE_CHECKING:
+    from perfgate.store.base import Store
 
 __all__ = ["add_arguments", "run", "sparkline"]
 
@@ -226,6 +229,34 @@ def _print(reports: list[dict[str, Any]], head: dict[str, Any], args: argparse.N
         console.print(cp_table)
 
 
+_SCAN = 500  # newest runs looked through to say why none matched
+
+
+def _why_no_runs(store: Store, args: argparse.Namespace, branch: str | None) -> str:
+    """What the store has instead, and the flag that widens the filter that left it out: the
+    branch (--baseline-branch, --all-branches), the machine (--machine), or the model's name."""
+    from perfgate.store import RunQuery
+    from perfgate.store.baseline import branch_advice
+
+    where = f" on branch {branch!r}" if branch else ""
+    on = f" on machine {args.machine}" if args.machine else ""
+    head = f"no runs of model {args.model!r}{on}{where}"
+    if branch is not None:
+        elsewhere = store.runs(RunQuery(model=args.model, machine=args.machine, limit=_SCAN))
+        if elsewhere:
+            return f"{head}; of its runs, {branch_advice(elsewhere, branch)}; or show every branch with --all-branches"
+    if args.machine is not None:
+        machines = sorted({r.machine.fingerprint or "unknown" for r in store.latest(RunQuery(model=args.model))})
+        if machines:
+            return f"{head}; it has runs of this model from machine(s) {', '.join(machines)}: choose one with --machine"
+    known = sorted({r.model for r in store.latest(RunQuery(branch=branch))})
+    if known:
+        return f"{head}; it has {', '.join(known)}"
+    if branch is not None and store.latest(RunQuery()):
+        return f"{head}; it has no run on that branch: show every branch with --all-branches"
+    return f"{head}; it has no runs (record some with perfgate record)"
+
+
 def run(args: argparse.Namespace) -> int:
     from perfgate.store import RunQuery, created_key, open_store
 
@@ -239,11 +270,7 @@ def run(args: argparse.Namespace) -> int:
     with open_store(store_url(args, config_from(args))) as store:
         newest = store.latest(RunQuery(model=args.model, machine=args.machine, branch=branch))
         if not newest:
-            known = sorted({r.model for r in store.latest(RunQuery(branch=branch))})
-            where = f" on branch {branch!r}" if branch else ""
-            on = f" on machine {args.machine}" if args.machine else ""
-            have = f"; it has {', '.join(known)}" if known else "; it has no runs (record some with perfgate record)"
-            raise InputError(f"no runs of model {args.model!r}{on}{where}{have}", source=store.url)
+            raise InputError(_why_no_runs(store, args, branch), source=store.url)
         newest.sort(key=lambda r: created_key(r.created_at), reverse=True)
         latest = newest[0]
         machine = latest.machine.fingerprint

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from perfgate.cli._common import (
     add_config_argument,
+    add_flag,
     add_store_argument,
     config_from,
     content_run_id,
@@ -15,6 +16,7 @@ from perfgate.cli._common import (
     store_url,
 )
 from perfgate.core.text import plain
+from perfgate.errors import InputError
 from perfgate.runfile import load_run
 from perfgate.store import RunStatus, open_store
 
@@ -23,6 +25,7 @@ __all__ = ["add_arguments", "run"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN.json", help="run files to record")
+    add_flag(parser, "--branch", default=None, default_text="the run file's")
     add_store_argument(parser)
     add_config_argument(parser)
 
@@ -34,6 +37,10 @@ def run(args: argparse.Namespace) -> int:
     # read every file first: one bad file records nothing
     runs = [load_run(path, config.policy.metric_info) for path in args.runs]
     runs = [r if r.run_id else dataclasses.replace(r, run_id=content_run_id(r)) for r in runs]
+    if args.branch is not None:  # as perfgate import --branch: the branch the runs are recorded on
+        if not args.branch.strip():
+            raise InputError("is empty; give the branch name (e.g. main)", field="--branch")
+        runs = [dataclasses.replace(r, git=dataclasses.replace(r.git, branch=args.branch)) for r in runs]
     console = stderr_console()
     store = open_store(store_url(args, config))
     try:

@@ -10,6 +10,8 @@ verdict for the current run, so a run that regressed stays out of later baseline
 
 from __future__ import annotations
 
+import dataclasses
+from collections import Counter
 from collections.abc import Sequence
 
 from perfgate.core.baseline import pool_runs
@@ -24,6 +26,7 @@ __all__ = [
     "align_with_history",
     "baseline_for",
     "baseline_runs",
+    "branch_advice",
     "pooled_baseline",
     "record_verdict",
     "stored_baseline",
@@ -37,18 +40,52 @@ def _ids(runs: Sequence[Run]) -> str:
     return ", ".join(f"`{(r.run_id or '?')[:12]}`" for r in runs)
 
 
+_SCAN = 500  # newest runs looked through to say why none matched
+
+
+def branch_advice(runs: Sequence[Run], branch: str) -> str:
+    """Where ``runs`` (none of them on ``branch``) are and how to reach them, as a clause:
+    ``2 are on other branches (feature 2), which --baseline-branch NAME selects; 3 were recorded
+    without a branch ...``. A run without a branch (a run file with no ``git.branch``, recorded
+    where git could not say) is selected by no branch: ``--branch`` names it when recording."""
+    named = Counter(r.git.branch for r in runs if r.git.branch)
+    unnamed = len(runs) - sum(named.values())
+    parts = []
+    if named:
+        shown = ", ".join(f"{b} {n}" for b, n in named.most_common(5)) + (" …" if len(named) > 5 else "")
+        parts.append(f"{sum(named.values())} are on other branches ({shown}), which --baseline-branch NAME selects")
+    if unnamed:
+        parts.append(
+            f"{unnamed} were recorded without a branch, which no --baseline-branch selects: record runs with "
+            f"--branch {branch} (perfgate record, import or bench)"
+        )
+    return "; ".join(parts)
+
+
 def _no_runs(store: Store, current: Run, branch: str | None) -> MismatchError:
-    others = store.latest(RunQuery(model=current.model_key, suite=current.suite))
-    prints = sorted({r.machine.fingerprint or "unknown" for r in others})
+    """Why no run could form the baseline: the machine, the branch, the gate's flags, or the
+    current run being the only one; each names what to do."""
+    machine = current.machine.fingerprint
     where = f" on branch {branch!r}" if branch else ""
-    have = (
-        f"; it has runs of this model from machine(s) {', '.join(prints)}"
-        if prints
-        else "; it has no runs of this model at all (record some with perfgate record)"
-    )
+    head = f"the store {store.url} has no run of model {current.model!r} on machine {machine or 'unknown'}{where}"
+    query = RunQuery(model=current.model_key, suite=current.suite, limit=_SCAN)
+    mine = [r for r in store.runs(dataclasses.replace(query, machine=machine)) if r.run_id != current.run_id]
+    if not mine:
+        others = store.latest(query)
+        prints = sorted({r.machine.fingerprint or "unknown" for r in others} - {machine or "unknown"})
+        if prints:
+            return MismatchError(
+                f"{head}; it has runs of this model from other machine(s) only: {', '.join(prints)} "
+                "(timings do not carry across machines: record runs on this one)"
+            )
+        alone = " but the current run itself" if store.has_run(current.run_id or "") else ""
+        return MismatchError(f"{head}; it has no run of this model{alone} (record some with perfgate record)")
+    on_branch = [r for r in mine if branch is None or r.git.branch == branch]
+    if not on_branch:
+        return MismatchError(f"{head}; of this machine's runs of this model, {branch_advice(mine, branch or '')}")
     return MismatchError(
-        f"the store {store.url} has no run of model {current.model!r} on machine "
-        f"{current.machine.fingerprint or 'unknown'}{where}{have}"
+        f"{head} that a check did not flag: its {len(on_branch)} run(s) there regressed; accept one as the new "
+        "normal with perfgate baseline accept RUN_ID, or record runs of the fixed code"
     )
 
 
