@@ -31,6 +31,7 @@ from perfgate.cli._common import (
 )
 from perfgate.core.baseline import flat_baseline, pool_runs
 from perfgate.core.codec import format_timestamp
+from perfgate.core.reduced import metric_summary
 from perfgate.core.schema import Run
 from perfgate.core.stats import summarize
 from perfgate.core.text import plain
@@ -130,7 +131,7 @@ def _print_table(base: Run, title: str, footer: str) -> None:
     for col in ("metric", "unit", "n", "median", "p95", "p99", "min", "max"):
         table.add_column(col, justify="left" if col in ("metric", "unit") else "right")
     for name, metric in base.metrics.items():
-        s = summarize(metric.samples)
+        s = metric_summary(metric) if metric.sizes is not None else summarize(metric.samples)
         values = (fmt_value(v) for v in (s.median, s.p95, s.p99, s.min, s.max))
         table.add_row(term_cell(name), term_cell(metric.unit), str(s.n), *values)
     console = console_for()

@@ -23,6 +23,7 @@ from perfgate.core._derived import derived_metrics
 from perfgate.core.counts import is_counts_run
 from perfgate.core.metrics import Direction, metric_info
 from perfgate.core.policy import Budget
+from perfgate.core.reduced import metric_summary
 from perfgate.core.result import BudgetCheck
 from perfgate.core.schema import Run
 from perfgate.core.stats import QUANTILES, min_samples_for, quantile
@@ -100,12 +101,14 @@ def check_budgets(run: Run, budgets: tuple[Budget, ...]) -> tuple[BudgetCheck, .
         if source and budget.statistic in OVERALL_RATE_STATISTICS:
             value = overall_rate(metric.samples)
             note = f"the run's overall rate (total items / total time), derived from {source}"
+        elif metric.sizes is not None:  # the bounded form: the statistic of the samples it stands for
+            value = getattr(metric_summary(metric), budget.statistic)
         else:
             value = statistic_value(metric.samples, budget.statistic)
         ok = value >= budget.limit if metric.direction is Direction.HIGHER else value <= budget.limit
-        if budget.statistic in QUANTILES and len(metric.samples) < min_samples_for(budget.statistic):
+        if budget.statistic in QUANTILES and metric.n < min_samples_for(budget.statistic):
             note = (
-                f"estimated from {len(metric.samples)} samples; {min_samples_for(budget.statistic)} "
+                f"estimated from {metric.n} samples; {min_samples_for(budget.statistic)} "
                 f"give a reliable {budget.statistic}"
             )
         results.append(
@@ -114,7 +117,7 @@ def check_budgets(run: Run, budgets: tuple[Budget, ...]) -> tuple[BudgetCheck, .
                 unit=metric.unit,
                 direction=metric.direction,
                 value=value,
-                n=len(metric.samples),
+                n=metric.n,
                 ok=ok,
                 note=note,
                 derived_from=source,

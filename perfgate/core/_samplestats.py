@@ -9,6 +9,10 @@ rows, so a check of a thousand metrics costs a few numpy calls instead of a few 
 (the order-statistic ranks of an interval depend only on the sample count, and are
 computed once per count). Both give the same figures to rounding; a seeded test on random
 data holds them to that (``tests/core/test_vectorised.py``).
+
+A metric in its bounded form (:mod:`perfgate.core.reduced`: per group its order statistics
+and its true count) is answered by that module's functions in both, with the ranks of its true
+sample count.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from perfgate.core import reduced
 from perfgate.core.noise import group_locations
 from perfgate.core.schema import Metric
 from perfgate.core.stats import QUANTILES, Summary, order_statistic_ranks, quantile, quantile_ci, summarize
@@ -45,12 +50,18 @@ class ReferenceStats:
         self.confidence = confidence
 
     def summary(self, metric: Metric) -> Summary:
+        if metric.sizes is not None:
+            return reduced.metric_summary(metric)
         return summarize(metric.samples)
 
     def value(self, metric: Metric, statistic: str) -> float:
+        if metric.sizes is not None:
+            return reduced.metric_quantile(metric, QUANTILES[statistic])
         return quantile(metric.samples, statistic)
 
     def ci(self, metric: Metric, statistic: str) -> tuple[float, float]:
+        if metric.sizes is not None:
+            return reduced.metric_ci(metric, statistic, self.confidence)
         return quantile_ci(metric.samples, statistic, self.confidence)
 
     def group_logs(self, metric: Metric, q: float) -> NDArray[np.float64]:
@@ -107,6 +118,8 @@ class BatchStats:
         by_n: dict[int, list[Metric]] = {}
         seen: set[int] = set()
         for m in metrics:
+            if m.sizes is not None:
+                continue  # a bounded metric: answered by the reference path (perfgate.core.reduced)
             if id(m) not in seen:
                 seen.add(id(m))
                 by_n.setdefault(len(m.samples), []).append(m)

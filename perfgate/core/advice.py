@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from perfgate.core.metrics import Direction
+from perfgate.core.reduced import metric_summary
 from perfgate.core.schema import Run
 
 __all__ = ["TIME_UNIT_SECONDS", "measured_seconds", "repetitions", "seconds_to_decide"]
@@ -45,7 +46,10 @@ def measured_seconds(run: Run) -> float | None:
         scale = TIME_UNIT_SECONDS.get(metric.unit)
         if scale is None or metric.direction is not Direction.LOWER:
             continue
-        total += scale * math.fsum(s for s in metric.samples if math.isfinite(s) and s > 0)
+        if metric.sizes is not None:  # the bounded form: its mean times the samples it stands for
+            total += scale * max(metric_summary(metric).mean, 0.0) * metric.n
+        else:
+            total += scale * math.fsum(s for s in metric.samples if math.isfinite(s) and s > 0)
         if metric.reference is not None:
             total += math.fsum(s for s in metric.reference.seconds if math.isfinite(s) and s > 0)
     return total if total > 0 else None
@@ -58,7 +62,7 @@ def repetitions(run: Run, metric: str, unit: str) -> int:
         return 1
     if unit == "processes":
         return max(len(m.groups) if m.groups is not None else 1, 1)
-    return max(len(m.samples), 1)
+    return max(m.n, 1)
 
 
 def seconds_to_decide(required: int, have: int, seconds: float) -> float:

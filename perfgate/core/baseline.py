@@ -22,7 +22,9 @@ same machine (K = 10 for ``perfgate baseline update``). Two ways were considered
 Each pooled run stays one group (its worker processes together): the runs were measured at
 different times, so the spread between them is the run-to-run noise itself, and the check
 tests against it (:func:`perfgate.core.compare.compare_runs`, :mod:`perfgate.core.noise`).
-References of the machine-speed index are pooled with their samples.
+References of the machine-speed index are pooled with their samples. A run whose metric is in
+its bounded form (:mod:`perfgate.core.reduced`) is pooled as its order statistics and its true
+sample count, so it weighs in the pool by the samples it measured.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import numpy as np
 
 from perfgate.core.benchmark_names import BENCHMARK_NAMES, pooled_benchmark_names
 from perfgate.core.noise import concat_references, median_index
+from perfgate.core.reduced import metric_quantile, pooled_group
 from perfgate.core.schema import Metric, Run
 
 __all__ = ["flat_baseline", "pool_runs"]
@@ -56,9 +59,20 @@ def pool_runs(runs: Sequence[Run]) -> Run:
     for name in names:
         parts = [r.metrics[name] for r in runs if name in r.metrics]
         first = parts[0]
-        samples = tuple(s for m in parts for s in m.samples)
         # every pooled run is one group (its worker processes together): the runs were measured
         # at different times, so the spread between them is the run-to-run noise itself
+        if any(m.sizes is not None for m in parts):
+            pooled = [pooled_group(m) for m in parts]
+            metrics[name] = Metric(
+                name=name,
+                unit=first.unit,
+                direction=first.direction,
+                samples=tuple(s for values, _ in pooled for s in values),
+                groups=tuple(len(values) for values, _ in pooled),
+                sizes=tuple(n for _, n in pooled),
+            )
+            continue
+        samples = tuple(s for m in parts for s in m.samples)
         groups = tuple(len(m.samples) for m in parts)
         metrics[name] = Metric(
             name=name,
@@ -96,7 +110,10 @@ def flat_baseline(baseline: Run, *, timestamp: str | None) -> dict[str, object]:
     metric, the median.
     """
     doc: dict[str, object] = {
-        name: float(np.median(np.asarray(metric.samples, dtype=float))) for name, metric in baseline.metrics.items()
+        name: metric_quantile(metric, 0.5)
+        if metric.sizes is not None
+        else float(np.median(np.asarray(metric.samples, dtype=float)))
+        for name, metric in baseline.metrics.items()
     }
     doc["model_type"] = baseline.model
     doc["git_commit"] = baseline.git.commit

@@ -2,7 +2,7 @@
 
 Two formats are read:
 
-* the versioned run format (``schema_version`` 4, documented in
+* the versioned run format (``schema_version`` 5, documented in
   ``perfgate/schemas/run.schema.json``), upgraded step by step from
   older versions through :data:`UPGRADES` and refused when newer than this perfgate;
 * the original specification's flat format (one number per metric plus ``timestamp``, ``git_commit``,
@@ -79,6 +79,12 @@ def _upgrade_2_to_3(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def _upgrade_4_to_5(doc: dict[str, Any]) -> dict[str, Any]:
+    # version 5 only adds ``sizes`` to a metric in its bounded form; in a version-4 file every
+    # group keeps every sample
+    return doc
+
+
 def _upgrade_3_to_4(doc: dict[str, Any]) -> dict[str, Any]:
     # ``measure`` says what the metrics are; a version-3 run counted under callgrind said so in
     # its config (``perfgate bench --measure counts``), every other one measured times
@@ -111,6 +117,7 @@ UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
     1: _upgrade_1_to_2,
     2: _upgrade_2_to_3,
     3: _upgrade_3_to_4,
+    4: _upgrade_4_to_5,
 }
 
 FLAT_FIELDS = ("timestamp", "git_commit", "model_type")
@@ -227,7 +234,29 @@ def _metric(name: str, raw: object, *, source: str | None, extra: Mapping[str, M
     reference = None
     if raw.get("reference") is not None:
         reference = _reference(raw["reference"], len(values), source=source, where=f"{where}.reference")
-    return Metric(name=name, unit=unit, direction=direction, samples=values, groups=groups, reference=reference)
+    sizes = _sizes(raw.get("sizes"), groups or (len(values),), source=source, where=f"{where}.sizes")
+    try:
+        return Metric(
+            name=name, unit=unit, direction=direction, samples=values, groups=groups, reference=reference, sizes=sizes
+        )
+    except ValueError as exc:
+        raise InputError(str(exc), source=source, field=where) from None
+
+
+def _sizes(raw: object, kept: tuple[int, ...], *, source: str | None, where: str) -> tuple[int, ...] | None:
+    """How many samples each group measured (version 5, a metric in its bounded form)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list | tuple) or not all(isinstance(s, int) and not isinstance(s, bool) for s in raw):
+        raise InputError("expected a list of sample counts, one per group", source=source, field=where)
+    if len(raw) != len(kept):
+        raise InputError(f"{len(raw)} sample counts for {len(kept)} groups", source=source, field=where)
+    for i, (size, stored) in enumerate(zip(raw, kept, strict=True)):
+        if size < stored:
+            raise InputError(
+                f"group {i} measured {size} samples but keeps {stored} values", source=source, field=f"{where}[{i}]"
+            )
+    return tuple(raw)
 
 
 def _reference(raw: object, n: int, *, source: str | None, where: str) -> Reference:
@@ -429,6 +458,8 @@ def _metric_doc(metric: Metric) -> dict[str, Any]:
     doc: dict[str, Any] = {"unit": metric.unit, "direction": metric.direction.value, "samples": list(metric.samples)}
     if metric.groups is not None:
         doc["groups"] = list(metric.groups)
+    if metric.sizes is not None:
+        doc["sizes"] = list(metric.sizes)
     if metric.reference is not None:
         seconds: list[float] = []
         counts: list[int] = []

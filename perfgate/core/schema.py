@@ -6,6 +6,7 @@ confidence intervals) is derived from the raw samples, never read from a file.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -42,7 +43,12 @@ __all__ = [
 #      ``counts`` (instructions and estimated cycles under callgrind, no times). A perfgate that
 #      reads only version 3 refuses a counts run instead of taking its counts for times; the
 #      upgrade names a version-3 run ``counts`` when its config said so.
-SCHEMA_VERSION = 4
+#   5: ``sizes`` on a metric in its bounded form (perfgate.core.reduced): per group, how many
+#      samples it measured; a group of more than 1,001 keeps its 1,001 evenly spaced order
+#      statistics, sorted. A perfgate that reads only version 4 refuses such a file instead of
+#      taking 1,001 values for the whole sample (its intervals would be ten times too wide). A
+#      version-4 file is a version-5 file whose groups keep every sample.
+SCHEMA_VERSION = 5
 # what a run's metrics are (Run.measure)
 MEASURES = ("times", "counts")
 
@@ -95,6 +101,11 @@ class Metric:
     means three processes of 40 samples each. Samples inside one group share the process's
     memory layout and the machine's phase; the spread *between* groups is the run-to-run
     noise the decision must not mistake for a change. ``None`` means one group.
+
+    ``sizes`` is set on a metric in its bounded form (:mod:`perfgate.core.reduced`): how many
+    samples each group measured. A group that measured more than it keeps holds its evenly
+    spaced order statistics, sorted, instead of every sample; ``None`` means every group
+    keeps every sample. :attr:`n` is the number of samples measured.
     """
 
     name: str
@@ -103,6 +114,7 @@ class Metric:
     samples: tuple[float, ...]
     groups: tuple[int, ...] | None = None
     reference: Reference | None = None
+    sizes: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -132,6 +144,34 @@ class Metric:
             raise ValueError(
                 f"metric {self.name!r}: {len(self.reference.seconds)} reference timings for {len(self.samples)} samples"
             )
+        if self.sizes is not None:
+            self._check_sizes()
+
+    def _check_sizes(self) -> None:
+        assert self.sizes is not None
+        kept = self.groups if self.groups is not None else (len(self.samples),)
+        if len(self.sizes) != len(kept) or any(isinstance(s, bool) or not isinstance(s, int) for s in self.sizes):
+            raise ValueError(f"metric {self.name!r}: sizes must give one sample count per group, got {self.sizes!r}")
+        start = 0
+        for i, (size, stored) in enumerate(zip(self.sizes, kept, strict=True)):
+            values = self.samples[start : start + stored]
+            start += stored
+            if size < stored:
+                raise ValueError(f"metric {self.name!r}: group {i} keeps {stored} values of {size} samples")
+            if size > stored and (stored < 2 or any(b < a for a, b in itertools.pairwise(values))):
+                raise ValueError(
+                    f"metric {self.name!r}: group {i} stands for {size} samples, so its {stored} values must be "
+                    "its order statistics (at least 2, sorted)"
+                )
+        if self.reference is not None and any(s > k for s, k in zip(self.sizes, kept, strict=True)):
+            raise ValueError(f"metric {self.name!r}: a metric with reference timings keeps every sample")
+        if all(s == k for s, k in zip(self.sizes, kept, strict=True)):
+            object.__setattr__(self, "sizes", None)  # every sample kept: the plain form
+
+    @property
+    def n(self) -> int:
+        """How many samples were measured (more than are kept in the bounded form)."""
+        return sum(self.sizes) if self.sizes is not None else len(self.samples)
 
     def group_samples(self) -> list[tuple[float, ...]]:
         """The samples split by group (one group when ``groups`` is None)."""

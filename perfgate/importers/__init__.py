@@ -43,9 +43,22 @@ def parse_document(fmt: str, data: object, *, source: str, options: ImportOption
 
 
 def import_file(fmt: str, path: Path | str, options: ImportOptions | None = None) -> ImportResult:
-    """Read ``path``, a result file of format ``fmt`` (a key of :data:`FORMATS`), as a perfgate run."""
+    """Read ``path``, a result file of format ``fmt`` (a key of :data:`FORMATS`), as a perfgate run.
+
+    A format whose module has ``parse_stream`` (pytest-benchmark) is read as a stream, in
+    bounded memory and within ``PERFGATE_MAX_IMPORT_MB`` (:mod:`perfgate.importers._stream`);
+    the others are decoded whole within ``PERFGATE_MAX_JSON_MB``.
+    """
     path = Path(path)
     options = options or ImportOptions()
+    if fmt in FORMATS:
+        module = importlib.import_module(FORMATS[fmt])
+        if hasattr(module, "parse_stream"):
+            from perfgate.importers._stream import open_stream
+
+            with open_stream(path) as handle:
+                streamed: ImportResult = module.parse_stream(handle, source=str(path), options=options)
+            return streamed
     data = _read(path)
     if fmt == "asv":
         from perfgate.importers import asv

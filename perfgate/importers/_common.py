@@ -31,6 +31,7 @@ from typing import Any
 from perfgate.core.benchmark_names import BENCHMARK_NAMES, MAX_BASE, hashed_stem, sanitize
 from perfgate.core.codec import parse_timestamp
 from perfgate.core.metrics import Direction
+from perfgate.core.reduced import bound_metric
 from perfgate.core.schema import MAX_METRICS, GitInfo, Machine, Metric, Run
 from perfgate.core.units import TIME_UNITS
 from perfgate.errors import InputError
@@ -85,6 +86,7 @@ class MetricSpec:
     samples: tuple[float, ...]
     field: str  # where in the file it came from, for error messages
     groups: tuple[int, ...] | None = None  # sample counts of the tool's worker processes, in order
+    size: int | None = None  # samples measured, when ``samples`` are their order statistics (one group)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,9 +118,16 @@ def scale(seconds: Iterable[float], unit: str) -> tuple[float, ...]:
 
 
 def time_spec(
-    base: str, seconds: Iterable[float], unit: str, field: str, groups: tuple[int, ...] | None = None
+    base: str,
+    seconds: Iterable[float],
+    unit: str,
+    field: str,
+    groups: tuple[int, ...] | None = None,
+    *,
+    size: int | None = None,
 ) -> MetricSpec:
-    """A timing benchmark: its samples in seconds, converted to ``unit``; lower is better."""
+    """A timing benchmark: its samples in seconds, converted to ``unit``; lower is better.
+    ``size``: how many samples ``seconds`` stands for, when it holds their order statistics."""
     return MetricSpec(
         base=base,
         quantity="time",
@@ -127,6 +136,7 @@ def time_spec(
         samples=scale(seconds, unit),
         field=field,
         groups=groups,
+        size=size,
     )
 
 
@@ -272,12 +282,18 @@ def build_run(
                 field=spec.field,
             )
         try:
-            metrics[name] = Metric(
-                name=name,
-                unit=spec.unit,
-                direction=spec.direction,
-                samples=spec.samples,
-                groups=spec.groups if spec.groups and len(spec.groups) > 1 else None,
+            sizes = (spec.size,) if spec.size is not None and spec.size > len(spec.samples) else None
+            # every import is kept in its bounded form: a group of more than 1,001 samples as its
+            # order statistics and its count (perfgate.core.reduced)
+            metrics[name] = bound_metric(
+                Metric(
+                    name=name,
+                    unit=spec.unit,
+                    direction=spec.direction,
+                    samples=spec.samples,
+                    groups=spec.groups if spec.groups and len(spec.groups) > 1 else None,
+                    sizes=sizes,
+                )
             )
         except ValueError as exc:
             raise InputError(str(exc), source=source, field=spec.field) from None

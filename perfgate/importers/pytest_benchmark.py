@@ -5,12 +5,17 @@ Each entry of ``benchmarks`` has ``name``, ``fullname`` and ``stats``; with
 every round — the raw samples perfgate wants. Without it only summaries exist, and the
 ``median`` is imported as a single sample (perfgate then gates on the threshold alone, and
 says so). The file layout has been the same since pytest-benchmark 3.0.
+
+A fast benchmark has a round for every call it made in its ``max_time``: a real suite's file
+holds millions (300 MB for 64 benchmarks). :func:`parse_stream` reads the file as a stream
+(:mod:`perfgate.importers._stream`): each ``data`` array goes into the bounded form of its
+metric (:mod:`perfgate.core.reduced`) as it is read, so memory is bounded by what is kept.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, BinaryIO
 
 from perfgate.core.schema import GitInfo
 from perfgate.errors import InputError
@@ -27,8 +32,9 @@ from perfgate.importers._common import (
     summary_note,
     time_spec,
 )
+from perfgate.importers._stream import Samples, stream_document
 
-__all__ = ["DEFAULT_TIME_UNIT", "FORMAT", "parse"]
+__all__ = ["DEFAULT_TIME_UNIT", "FORMAT", "parse", "parse_stream"]
 
 FORMAT = "pytest-benchmark"
 DEFAULT_TIME_UNIT = "us"
@@ -90,14 +96,17 @@ def parse(data: object, *, source: str, options: ImportOptions) -> ImportResult:
             raise InputError("expected an object", source=source, field=where)
         name = require(bench, "name", str, source=source, field=f"{where}.name")
         stats = require(bench, "stats", dict, source=source, field=f"{where}.stats")
-        if "data" in stats:
+        size = None
+        if isinstance(stats.get("data"), Samples):  # read as a stream: already checked, maybe bounded
+            seconds, size = stats["data"].values, stats["data"].count
+        elif "data" in stats:
             seconds = numbers(stats["data"], source=source, field=f"{where}.stats.data")
         else:
             if "median" not in stats:
                 raise InputError("neither 'data' nor 'median' present", source=source, field=f"{where}.stats")
             seconds = (number(stats["median"], source=source, field=f"{where}.stats.median"),)
             summaries_only.append(name)
-        specs.append(time_spec(name, seconds, unit, f"{where}.stats"))
+        specs.append(time_spec(name, seconds, unit, f"{where}.stats", size=size))
     notes = []
     if summaries_only:
         notes.append(summary_note(len(summaries_only), "benchmark(s)", "run pytest with --benchmark-save-data"))
@@ -116,4 +125,21 @@ def parse(data: object, *, source: str, options: ImportOptions) -> ImportResult:
         software=_software(data.get("machine_info")),
         config={"tool_version": version} if isinstance(version, str) else {},
         notes=notes,
+    )
+
+
+def _is_data(prefix: str) -> bool:
+    return prefix == "benchmarks.item.stats.data"
+
+
+def _field(path: list[object]) -> str:
+    # ["benchmarks", 3, "stats", "data"] -> benchmarks[3].stats.data
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+
+
+def parse_stream(handle: BinaryIO, *, source: str, options: ImportOptions) -> ImportResult:
+    """Read a pytest-benchmark JSON file from ``handle`` as a stream, each benchmark's rounds in
+    bounded memory (:mod:`perfgate.importers._stream`); the run is what :func:`parse` gives."""
+    return parse(
+        stream_document(handle, source=source, samples_at=_is_data, field_of=_field), source=source, options=options
     )

@@ -10,6 +10,7 @@ import math
 import re
 from typing import NamedTuple
 
+from perfgate.core.reduced import metric_summary
 from perfgate.core.schema import Run
 
 __all__ = ["MetricRow", "created_from_key", "created_key", "metric_rows"]
@@ -72,6 +73,14 @@ def metric_rows(run: Run) -> list[MetricRow]:
     """
     rows = []
     for name, metric in run.metrics.items():
+        if metric.sizes is not None:  # the bounded form: the summary of the samples it stands for
+            s = metric_summary(metric)
+            rows.append(
+                MetricRow(
+                    name, metric.unit, metric.direction.value, s.n, s.mean, s.median, s.p95, s.p99, s.min, s.max
+                )
+            )
+            continue
         ordered = sorted(metric.samples)
         rows.append(
             MetricRow(

@@ -5,7 +5,9 @@ SQLite and PostgreSQL run the same statements (``ON CONFLICT``, window functions
 its write transaction and its migrations (:mod:`perfgate.store._migrations`, where the DDL
 is). The tables, after all migrations, the same columns, types and ``NOT NULL`` in both:
 
-``runs``        one row per run: the keys queries filter on and the whole JSON document
+``runs``        one row per run: the keys queries filter on and the whole JSON document (its
+                metrics in their bounded form since perfgate.core.reduced; ``compact`` rewrites
+                older rows so)
 ``metrics``     one summary row per (run, metric): n, mean, median, p95, p99, min, max,
                 with the run's keys copied so that a series is one index range scan
 ``run_status``  the verdict of the last check of a run, or a person's acceptance
@@ -18,16 +20,17 @@ order is time order; empty when the run had no timestamp).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from perfgate.core.codec import format_timestamp, run_from_dict, run_to_dict
+from perfgate.core.reduced import bound_run
 from perfgate.core.schema import Run, normalize_model
 from perfgate.errors import PerfgateError, StorageError
 from perfgate.store._rows import MetricRow, created_from_key, created_key, metric_rows
-from perfgate.store.base import SERIES_STATISTICS, BaselineRecord, RunQuery, RunStatus, SeriesPoint
+from perfgate.store.base import SERIES_STATISTICS, BaselineRecord, Compaction, RunQuery, RunStatus, SeriesPoint
 
 __all__ = [
     "INSERT_METRIC",
@@ -132,6 +135,7 @@ class SQLStore:
     url: str
     placeholder = "?"
     driver_errors: tuple[type[BaseException], ...] = ()
+    _conn: Any  # the backend's connection (sqlite3 or psycopg), in autocommit outside write transactions
 
     # --- hooks -----------------------------------------------------------------------
     def _transaction(self) -> AbstractContextManager[Any]:
@@ -188,6 +192,7 @@ class SQLStore:
         for run in runs:
             if not run.run_id:
                 raise StorageError("a run needs a run_id to be stored (runs written by perfgate bench have one)")
+            run = bound_run(run)  # a group of more than 1,001 samples is stored in its bounded form
             doc = json.dumps(run_to_dict(run), sort_keys=True, allow_nan=False, separators=(",", ":"))
             prepared.append(PreparedRun(run, created_key(run.created_at), doc, metric_rows(run)))
         what = f"record run {runs[0].run_id}" if len(runs) == 1 else f"record {len(runs)} runs"
@@ -215,6 +220,62 @@ class SQLStore:
         rows = [values for p in prepared for values in p.metric_values()]
         if rows:
             cur.executemany(self._sql(INSERT_METRIC), rows)
+
+    def compact(self, *, batch: int = 20, progress: Callable[[int, int], None] | None = None) -> Compaction:
+        """Rewrite every stored run whose metrics have a group of more than 1,001 samples in its
+        bounded form (:func:`perfgate.core.reduced.bound_run`), then give the space back.
+
+        Rows are rewritten ``batch`` runs to a transaction, each run's document and its metric
+        rows together, so a compaction killed at any moment leaves every run whole, in one form or
+        the other, and running it again finishes the work: a run already bounded is left as it is.
+        ``progress(done, total)`` is called after each committed batch.
+        """
+        with self._guard("list the stored runs"):
+            ids = [row[0] for row in self._fetch(self._sql("SELECT run_id FROM runs ORDER BY run_id"))]
+        rewritten = 0
+        for start in range(0, len(ids), max(batch, 1)):
+            chunk = ids[start : start + max(batch, 1)]
+            with self._guard("compact the store"), self._transaction() as cur:
+                for run_id in chunk:  # one document at a time: an old one may hold millions of samples
+                    row = cur.execute(self._sql("SELECT document FROM runs WHERE run_id = ?"), (run_id,)).fetchone()
+                    if row is None:
+                        continue
+                    old = self._decode(run_id, row[0])
+                    bounded = bound_run(old)
+                    if bounded is old:
+                        continue
+                    doc = json.dumps(run_to_dict(bounded), sort_keys=True, allow_nan=False, separators=(",", ":"))
+                    p = PreparedRun(bounded, created_key(bounded.created_at), doc, metric_rows(bounded))
+                    cur.execute(self._sql("UPDATE runs SET document = ? WHERE run_id = ?"), (doc, run_id))
+                    cur.execute(self._sql("DELETE FROM metrics WHERE run_id = ?"), (run_id,))
+                    self._insert_metrics(cur, [p])
+                    rewritten += 1
+            if progress is not None:
+                progress(start + len(chunk), len(ids))
+        before = self._size()
+        with self._guard("give the compacted space back"):
+            self._reclaim()
+        return Compaction(runs=len(ids), rewritten=rewritten, bytes_before=before, bytes_after=self._size())
+
+    def _reclaim(self) -> None:
+        """Give the space of rewritten rows back: VACUUM, which runs outside a transaction (both
+        backends' connections are in autocommit outside their write transactions). SQLite then
+        folds its write-ahead log back into the file and truncates the log."""
+        if self.placeholder == "?":
+            self._conn.execute("VACUUM")
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        else:
+            self._conn.execute("VACUUM runs, metrics")
+
+    def _size(self) -> int | None:
+        """The bytes the store's tables take (SQLite: the whole file, without its log)."""
+        if self.placeholder == "?":
+            sql = "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"
+        else:
+            sql = "SELECT pg_total_relation_size('runs') + pg_total_relation_size('metrics')"
+        with self._guard("read the store's size"):
+            rows = self._fetch(sql)
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def set_status(self, run_id: str, status: RunStatus, note: str = "") -> None:
         status = RunStatus(status)

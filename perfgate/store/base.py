@@ -4,13 +4,15 @@ Every backend keeps, per run: the whole run document (raw samples, git commit an
 machine fingerprint and details, config), one summary row per metric (n, mean, median, p95,
 p99, min, max) so that series and baseline queries never decode documents, the verdict of
 the last check of that run (:class:`RunStatus`), and the baselines formed from the history
-(:class:`BaselineRecord`). Writes are transactions: a run and its metric rows are stored
-together or not at all.
+(:class:`BaselineRecord`). A metric's samples are kept in their bounded form
+(:mod:`perfgate.core.reduced`: a group of more than 1,001 samples as its order statistics and
+its count), so a run of a real suite costs about 1 MB, not hundreds. Writes are transactions: a
+run and its metric rows are stored together or not at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import NamedTuple, Protocol
@@ -21,6 +23,7 @@ __all__ = [
     "DEFAULT_STORE_URL",
     "SERIES_STATISTICS",
     "BaselineRecord",
+    "Compaction",
     "RunQuery",
     "RunStatus",
     "SeriesPoint",
@@ -52,6 +55,16 @@ class RunQuery:
     suite: str | None = None
     limit: int | None = None
     include_flagged: bool = True  # False: leave out runs a check flagged (and nobody accepted)
+
+
+class Compaction(NamedTuple):
+    """What :meth:`Store.compact` did: runs looked at, runs rewritten in their bounded form,
+    and the store's size in bytes before and after (None where the backend cannot say)."""
+
+    runs: int
+    rewritten: int
+    bytes_before: int | None
+    bytes_after: int | None
 
 
 class SeriesPoint(NamedTuple):
@@ -149,6 +162,12 @@ class Store(Protocol):
 
     def baselines(self, model: str | None = None) -> list[BaselineRecord]:
         """The current baseline of every key (of one model), ordered by model, machine, branch."""
+        ...
+
+    def compact(self, *, batch: int = 20, progress: Callable[[int, int], None] | None = None) -> Compaction:
+        """Rewrite every stored run in its bounded form (:func:`perfgate.core.reduced.bound_run`),
+        ``batch`` runs to a transaction, and give the space back; killed at any moment, it loses
+        nothing, and running it again finishes it. ``progress(done, total)`` after each batch."""
         ...
 
     def close(self) -> None: ...

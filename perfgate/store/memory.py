@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from perfgate.core.reduced import bound_run
 from perfgate.core.schema import Run, normalize_model
 from perfgate.errors import StorageError
 from perfgate.store._rows import MetricRow, created_key, metric_rows
-from perfgate.store.base import SERIES_STATISTICS, BaselineRecord, RunQuery, RunStatus, SeriesPoint
+from perfgate.store.base import SERIES_STATISTICS, BaselineRecord, Compaction, RunQuery, RunStatus, SeriesPoint
 
 __all__ = ["MemoryStore", "matches"]
 
@@ -46,6 +47,7 @@ class MemoryStore:
     def add_runs(self, runs: Sequence[Run]) -> list[bool]:
         if any(not r.run_id for r in runs):
             raise StorageError("a run needs a run_id to be stored", source=self.url)
+        runs = [bound_run(r) for r in runs]  # a group of more than 1,001 samples is kept in its bounded form
         rows = {r.run_id: metric_rows(r) for r in runs}  # everything computed before anything is kept
         added = []
         for r in runs:
@@ -56,6 +58,20 @@ class MemoryStore:
                 self._rows[r.run_id] = rows[r.run_id]
             added.append(new)
         return added
+
+    def compact(self, *, batch: int = 20, progress: Callable[[int, int], None] | None = None) -> Compaction:
+        """Each kept run in its bounded form (:meth:`perfgate.store._sql.SQLStore.compact`)."""
+        ids = sorted(self._runs)
+        rewritten = 0
+        for done, run_id in enumerate(ids, start=1):
+            bounded = bound_run(self._runs[run_id])
+            if bounded is not self._runs[run_id]:
+                self._runs[run_id] = bounded
+                self._rows[run_id] = metric_rows(bounded)
+                rewritten += 1
+            if progress is not None and (done % max(batch, 1) == 0 or done == len(ids)):
+                progress(done, len(ids))
+        return Compaction(runs=len(ids), rewritten=rewritten, bytes_before=None, bytes_after=None)
 
     def get_run(self, run_id: str) -> Run:
         try:

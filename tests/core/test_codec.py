@@ -45,13 +45,13 @@ def test_round_trip_is_identical_and_deterministic(tmp_path):
     again = load_run(out)
     assert again == run
     assert dumps(again) == dumps(run) == out.read_text()
-    # a version-1 file comes back as version 4: version 2 only added optional fields, version 3 moved
+    # a version-1 file comes back as version 5: version 2 only added optional fields, version 3 moved
     # the software versions out of the machine (a fingerprint not computed by perfgate stays as it was),
-    # version 4 says what the metrics are (times)
+    # version 4 says what the metrics are (times), version 5 only adds the bounded form's sizes
     old = json.loads((DATA / "v1_dqn.json").read_text())
     machine = {k: v for k, v in old["machine"].items() if k not in ("python", "torch")}
     software = {"python": "3.11.7", "torch": "2.13.0"}
-    expected = {**old, "schema_version": 4, "measure": "times", "machine": machine, "software": software}
+    expected = {**old, "schema_version": 5, "measure": "times", "machine": machine, "software": software}
     assert json.loads(out.read_text()) == expected
 
 
@@ -150,7 +150,7 @@ def test_version_2_round_trip_keeps_the_machine_speed_index(tmp_path):
     out = tmp_path / "out.json"
     save_run(out, run)
     validate_run_file(out)
-    expected = {**json.loads((DATA / "v2_dqn.json").read_text()), "schema_version": 4, "measure": "times"}
+    expected = {**json.loads((DATA / "v2_dqn.json").read_text()), "schema_version": 5, "measure": "times"}
     assert json.loads(out.read_text()) == expected
 
 
@@ -183,7 +183,7 @@ def test_version_3_round_trip_keeps_software_apart_from_the_machine(tmp_path):
     out = tmp_path / "out.json"
     save_run(out, run)
     validate_run_file(out)
-    expected = {**json.loads((DATA / "v3_dqn.json").read_text()), "schema_version": 4, "measure": "times"}
+    expected = {**json.loads((DATA / "v3_dqn.json").read_text()), "schema_version": 5, "measure": "times"}
     assert json.loads(out.read_text()) == expected
 
 
@@ -246,7 +246,7 @@ def test_a_version_3_counts_run_is_upgraded_to_say_it_measured_counts(tmp_path):
     out = tmp_path / "counts.json"
     save_run(out, run)
     doc = validate_run_file(out)
-    assert doc["schema_version"] == SCHEMA_VERSION == 4 and doc["measure"] == "counts"
+    assert doc["schema_version"] == SCHEMA_VERSION == 5 and doc["measure"] == "counts"
     timed = {**v3, "config": {}, "metrics": {"loop_time_ms": {**metric, "unit": "ms"}}}
     assert run_from_dict(timed).measure == "times"
     with pytest.raises(InputError, match="measure"):

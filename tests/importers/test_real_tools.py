@@ -13,6 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from perfgate.cli import main
@@ -66,7 +67,15 @@ def test_pytest_benchmark(tmp_path):
     assert len(join["samples"]) == 12
     stats = next(b["stats"] for b in raw["benchmarks"] if b["name"] == "test_join")
     assert join["samples"] == pytest.approx([v * 1e6 for v in stats["data"]])
-    assert len(doc["metrics"]["test_sort_time_us"]["samples"]) == stats_rounds(raw, "test_sort")
+    sort = doc["metrics"]["test_sort_time_us"]
+    rounds = stats_rounds(raw, "test_sort")
+    if rounds <= 1001:  # every round kept
+        assert len(sort["samples"]) == rounds and "sizes" not in sort
+    else:  # the bounded form: the rounds' 1,001 order statistics and their count (perfgate.core.reduced)
+        data = np.sort(next(b["stats"]["data"] for b in raw["benchmarks"] if b["name"] == "test_sort")) * 1e6
+        assert sort["sizes"] == [rounds] and len(sort["samples"]) == 1001
+        assert sort["samples"][500] == pytest.approx(float(np.median(data)), rel=1e-12)
+        assert (sort["samples"][0], sort["samples"][-1]) == pytest.approx((data[0], data[-1]), rel=1e-12)
 
 
 def stats_rounds(raw: dict, name: str) -> int:
