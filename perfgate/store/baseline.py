@@ -78,8 +78,8 @@ def _no_runs(store: Store, current: Run, branch: str | None) -> MismatchError:
                 f"{head}; it has runs of this model from other machine(s) only: {', '.join(prints)} "
                 "(timings do not carry across machines: record runs on this one)"
             )
-        alone = " but the current run itself" if store.has_run(current.run_id or "") else ""
-        return MismatchError(f"{head}; it has no run of this model{alone} (record some with perfgate record)")
+        alone = " but the current run itself" if store.has_run(current.run_id or "") else " at all"
+        return MismatchError(f"{head}; it has no runs of this model{alone} (record some with perfgate record)")
     on_branch = [r for r in mine if branch is None or r.git.branch == branch]
     if not on_branch:
         return MismatchError(f"{head}; of this machine's runs of this model, {branch_advice(mine, branch or '')}")
