@@ -54,6 +54,7 @@ PROBES: list[tuple[str, str, list[str]]] = [
     ("export prometheus", "--config", ["export", "prometheus", "--textfile", "{out}/m.prom", "--store", "{store}",
                                        "--config", "{input}"]),
     ("report", "--config", ["report", "--html", "{out}/r.html", "--store", "{store}", "--config", "{input}"]),
+    ("store compact", "--config", ["store", "compact", "--store", "{store}", "--config", "{input}"]),
     ("ab", "--data", ["ab", "--baseline-ref", "HEAD", "--current-ref", "HEAD", "--suite", "{suite}",
                       "--stages-module", "{stages}", "--model", "m", "--output", "{out}/ab.md", "--data", "{input}"]),
     ("ab", "--stages-module", ["ab", "--baseline-ref", "HEAD", "--current-ref", "HEAD", "--suite", "{suite}",
