@@ -105,6 +105,7 @@ MORE_COMMANDS = {
     "baseline-export": lambda run, tmp: ["baseline", "export", "--model", "dqn", "--output", str(tmp / "b.json")],
     "export": lambda run, tmp: ["export", "prometheus", "--textfile", str(tmp / "m.prom")],
     "report": lambda run, tmp: ["report", "--html", str(tmp / "r.html")],
+    "store-compact": lambda run, tmp: ["store", "compact"],
 }
 
 
