@@ -796,6 +796,131 @@ def shared(args: argparse.Namespace) -> None:
     decision.common_shift = with_step
 
 
+# ---------------------------------------------------------------- evaluate-suite
+
+
+def _suite_forms(corpus: Path, manifest: list[dict[str, object]]) -> dict[str, list[tuple[dict[str, object], Run]]]:
+    """Each recorded run of the suite corpus in the forms a user would check: pytest-benchmark
+    (one process a run), perfgate bench in 4 processes with and without its reference kernels,
+    and one process of it."""
+    forms: dict[str, list[tuple[dict[str, object], Run]]] = {
+        "pytest-benchmark (1 process)": [],
+        "bench, 4 processes, kernels": [],
+        "bench, 4 processes, no kernels": [],
+        "bench, 1 process, no kernels": [],
+    }
+    for entry in manifest:
+        run = _load(corpus, entry)
+        if entry["tool"] == "pytest_benchmark":
+            forms["pytest-benchmark (1 process)"].append((entry, run))
+        else:
+            forms["bench, 4 processes, kernels"].append((entry, run))
+            forms["bench, 4 processes, no kernels"].append((entry, without_index(run)))
+            forms["bench, 1 process, no kernels"].append((entry, without_index(single_process(run))))
+    return forms
+
+
+def _benchmark_of(metric: str) -> str:
+    """``test_json_time_us`` and ``json_time_ms`` are both the json benchmark."""
+    name = metric.removeprefix("test_")
+    return name.split("_time_")[0]
+
+
+def _check(base: Run, cur: Run, policy: Policy) -> tuple[int, set[str], set[str]]:
+    """(exit code, regressed benchmarks, improved benchmarks); a check refused as not comparable is exit 2."""
+    from perfgate.errors import MismatchError
+
+    try:
+        result = compare_runs(base, cur, policy)
+    except MismatchError:
+        return 2, set(), set()
+    reg = {_benchmark_of(c.metric) for c in result.regressions}
+    imp = {_benchmark_of(c.metric) for c in result.comparisons if c.verdict is Verdict.IMPROVED}
+    return result.exit_code, reg, imp
+
+
+def _suite_checks(
+    runs: list[tuple[dict[str, object], Run]], history: int, source: str, draws: int, rng: np.random.Generator
+) -> list[tuple[dict[str, object], int, set[str], set[str]]]:
+    """Every check of one form: (the current run's manifest entry, exit, regressed, improved).
+
+    Without history each run is checked against every unchanged run recorded before it (a B run
+    against every A run). With ``history`` runs, ``draws`` histories of that many unchanged runs
+    are drawn from the others for each checked run: from the store (a baseline pooled from them)
+    or from a calibration file (learned from them; the baseline file is the newest of them)."""
+    from perfgate.calibration import estimate_noise
+    from perfgate.core.baseline import pool_runs
+
+    unchanged = [(e, r) for e, r in runs if e["kind"] == "A"]
+    out = []
+    for entry, run in runs:
+        others = [(e, r) for e, r in unchanged if e["index"] != entry["index"]]
+        if history == 0:
+            bases = [r for e, r in others if int(e["index"]) < int(entry["index"])] if entry["kind"] == "A" else [
+                r for _, r in others
+            ]
+            for base in bases:
+                out.append((entry, *_check(base, run, Policy())))
+            continue
+        if len(others) < history:
+            continue
+        for _ in range(draws):
+            picked = sorted(
+                (others[i] for i in rng.choice(len(others), history, replace=False)), key=lambda er: int(er[0]["index"])
+            )
+            newest_first = [r for _, r in picked][::-1]
+            if source == "store":
+                base, policy = pool_runs(newest_first[:5]), Policy()
+                if history > 5:  # the store's check pools its default 5 runs; the longer history is there too
+                    base = pool_runs(newest_first[:history])
+            else:
+                noise = estimate_noise([r for _, r in picked])
+                base, policy = newest_first[0], Policy(noise=noise, noise_runs=history)
+            out.append((entry, *_check(base, run, policy)))
+    return out
+
+
+def evaluate_suite(args: argparse.Namespace) -> None:
+    corpus = Path(args.corpus)
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    forms = _suite_forms(corpus, manifest)
+    rng = np.random.default_rng(args.seed)
+    histories = [int(h) for h in args.histories.split(",")]
+    print(f"suite corpus {corpus}: {sum(1 for e in manifest if e['tool'] == 'bench')} runs of each form")
+    print("threshold 10 %, alpha 0.01 (the defaults); A/A: any regression is a false alarm, any improvement false")
+    header = (
+        f"{'form':32} {'history':>12} {'A/A checks':>10} {'alarms':>14} {'false impr.':>12} {'exit 2':>7}"
+        f" {'+15 % caught':>13} {'+30 % caught':>13} {'untouched named':>16} {'all +30 % exit 0':>17} {'s/check':>8}"
+    )
+    print(header)
+    for form, runs in forms.items():
+        for history in histories:
+            for source in ("store", "calibration") if history else ("files",):
+                t0 = time.perf_counter()
+                checks = _suite_checks(runs, history, source, args.draws, rng)
+                seconds = (time.perf_counter() - t0) / max(len(checks), 1)
+                aa = [c for c in checks if c[0]["kind"] == "A"]
+                alarms = sum(1 for _, code, reg, _ in aa if reg or code == 1)
+                false_imp = sum(1 for _, _, _, imp in aa if imp)
+                exit2 = sum(1 for _, code, _, _ in aa if code == 2)
+                cells = []
+                for factor in (0.15, 0.30):
+                    b = [c for c in checks if c[0]["kind"] == "B" and abs(float(c[0]["factor"]) - factor) < 1e-9]
+                    hits = sum(len(set(c[0]["slowed"]) & c[2]) for c in b)  # type: ignore[arg-type]
+                    total = sum(len(c[0]["slowed"]) for c in b)  # type: ignore[arg-type]
+                    cells.append(f"{hits}/{total} {hits / max(total, 1):.0%}")
+                b_all = [c for c in checks if c[0]["kind"] == "B"]
+                untouched = sum(1 for c in b_all if c[2] - set(c[0]["slowed"]))  # type: ignore[arg-type]
+                whole = [c for c in checks if c[0]["kind"] == "ALL"]
+                whole_zero = sum(1 for c in whole if c[1] == 0)
+                lo, hi = wilson(alarms, len(aa))
+                print(
+                    f"{form:32} {(f'{history} {source}' if history else 'none'):>12} {len(aa):>10} "
+                    f"{f'{alarms} [{lo:.0%}-{hi:.0%}]':>14} {false_imp:>12} {exit2:>7} {cells[0]:>13} {cells[1]:>13} "
+                    f"{f'{untouched}/{len(b_all)}':>16} {f'{whole_zero}/{len(whole)}':>17} {seconds:>8.2f}"
+                )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -856,8 +981,19 @@ def main() -> None:
     sh.add_argument("--trials", type=int, default=200)
     sh.add_argument("--metrics", type=int, default=600)
     sh.add_argument("--seed", type=int, default=1)
+    es = sub.add_parser("evaluate-suite", help="check the recorded suite corpus with 0, 5 and 10 runs of history")
+    es.add_argument("corpus")
+    es.add_argument("--histories", default="0,5,10")
+    es.add_argument("--draws", type=int, default=4, help="histories drawn per checked run")
+    es.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    commands = {"record": record, "record-suite": record_suite, "evaluate": evaluate, "shared": shared}
+    commands = {
+        "record": record,
+        "record-suite": record_suite,
+        "evaluate": evaluate,
+        "shared": shared,
+        "evaluate-suite": evaluate_suite,
+    }
     {**commands, "history": history}[args.command](args)
 
 
