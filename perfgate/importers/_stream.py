@@ -135,7 +135,7 @@ class Samples:
         self.count = count
 
 
-def _check(values: array, start: int, *, source: str, field: str) -> None:
+def _check(values: array[float], start: int, *, source: str, field: str) -> None:
     import numpy as np
 
     x = np.frombuffer(values, dtype=float)

@@ -135,7 +135,6 @@ class SQLStore:
     url: str
     placeholder = "?"
     driver_errors: tuple[type[BaseException], ...] = ()
-    _conn: Any  # the backend's connection (sqlite3 or psycopg), in autocommit outside write transactions
 
     # --- hooks -----------------------------------------------------------------------
     def _transaction(self) -> AbstractContextManager[Any]:
@@ -258,14 +257,13 @@ class SQLStore:
         return Compaction(runs=len(ids), rewritten=rewritten, bytes_before=before, bytes_after=self._size())
 
     def _reclaim(self) -> None:
-        """Give the space of rewritten rows back: VACUUM, which runs outside a transaction (both
-        backends' connections are in autocommit outside their write transactions). SQLite then
-        folds its write-ahead log back into the file and truncates the log."""
+        """Give the space of rewritten rows back. SQLite: VACUUM (outside a transaction: the
+        connection is in autocommit outside its write transactions), then fold the write-ahead log
+        back into the file and truncate it. PostgreSQL's autovacuum makes the old rows' space
+        reusable on its own (only VACUUM FULL, which locks the tables, would return it to the disk)."""
         if self.placeholder == "?":
-            self._conn.execute("VACUUM")
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        else:
-            self._conn.execute("VACUUM runs, metrics")
+            self._fetch("VACUUM")
+            self._fetch("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def _size(self) -> int | None:
         """The bytes the store's tables take (SQLite: the whole file, without its log)."""
