@@ -24,7 +24,7 @@ import numpy as np
 from perfgate.core.changepoints import detect
 from perfgate.core.counts import PROCESS_DF_KEY, is_count, learned_residue
 from perfgate.core.metrics import Direction, metric_info
-from perfgate.core.noise import MIN_CONTROL, calibrate_sigma, normalised, residual_sigmas
+from perfgate.core.noise import MIN_CONTROL, calibrate_sigma, normalised, residual_sigmas, run_shifts
 from perfgate.core.policy import noise_key, residual_key
 from perfgate.core.schema import Run
 from perfgate.core.stats import QUANTILES
@@ -94,36 +94,30 @@ def estimate_noise(runs: Sequence[Run]) -> dict[str, float]:
 
 def estimate_residuals(runs: Sequence[Run]) -> dict[str, float]:
     """Each timing statistic's residual noise over ``runs``: the SD of its log value once each
-    run's common shift (the median over the run's metrics) is taken out (keys ending
-    ``@residual``, :func:`perfgate.core.policy.residual_key`). The same estimate a check makes
-    from a pooled baseline's runs (:func:`perfgate.core._shared_phase.residual_sigmas`), so a
-    calibration file decides a file-to-file check as the store decides its own."""
-    out: dict[str, float] = {}
+    run's common shift (from the run's medians) is taken out (keys ending ``@residual``,
+    :func:`perfgate.core.policy.residual_key`). The same estimate a check makes from a pooled
+    baseline's runs (:func:`perfgate.core.noise.residual_sigmas`), so a calibration file decides
+    a file-to-file check as the store decides its own."""
     if len(runs) < 3:
-        return out
+        return {}
     shared = set(runs[0].metrics).intersection(*(r.metrics for r in runs[1:]))
-    by_statistic: dict[str, list[str]] = {}
+    columns: dict[tuple[str, str], np.ndarray] = {}
     for name in sorted(shared):
         m = runs[0].metrics[name]
         if m.direction is Direction.INFO or is_count(m) or m.unit in MEMORY_UNITS:
             continue
         info = metric_info(name)
         for statistic in info.statistics if info else ("median",):
-            by_statistic.setdefault(statistic, []).append(name)
-    for statistic, names in by_statistic.items():
-        if len(names) < MIN_CONTROL:
-            continue
-        columns = []
-        for name in names:
             values = np.array([float(np.percentile(r.metrics[name].samples, 100 * QUANTILES[statistic])) for r in runs])
-            if np.any(values <= 0):
-                break
-            logs = np.log(values)
-            columns.append(-logs if runs[0].metrics[name].direction is Direction.HIGHER else logs)
-        else:
-            sd = residual_sigmas(np.column_stack(columns))
-            out.update({residual_key(n, statistic): float(v) for n, v in zip(names, sd, strict=True) if np.isfinite(v)})
-    return out
+            if np.all(values > 0):
+                logs = np.log(values)
+                columns[(name, statistic)] = -logs if m.direction is Direction.HIGHER else logs
+    medians = [v for (_, statistic), v in columns.items() if statistic in ("median", "p50")]
+    if len(medians) < MIN_CONTROL:
+        return {}
+    keys = list(columns)
+    sd = residual_sigmas(np.column_stack([columns[k] for k in keys]), run_shifts(np.column_stack(medians)))
+    return {residual_key(n, s): float(v) for (n, s), v in zip(keys, sd, strict=True) if np.isfinite(v)}
 
 
 def load_noise(path: Path | str, *, machine: str | None, model: str) -> dict[str, float]:

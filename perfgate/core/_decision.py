@@ -43,7 +43,7 @@ from perfgate.core._estimate import (
     unpaired_test,
 )
 from perfgate.core._samplestats import ReferenceStats, SampleStats
-from perfgate.core._shared_phase import SharedPhase, breadth, relative_to_run
+from perfgate.core._shared_phase import SharedPhase, breadth, is_median, relative_to_run
 from perfgate.core._significance import log_ratio_se
 from perfgate.core.counts import Residue, counts_test, history_of, is_count
 from perfgate.core.distributions import norm_ppf, t_isf
@@ -445,7 +445,7 @@ def prepare(
         cpu = next((c for c in phase.controls if c.clock == "cpu"), None)
         if cpu is not None:
             shift_of = [
-                e for e in estimates if e.statistic == "median" and not e.derived_from and e.cur.name in cpu.moved
+                e for e in estimates if is_median(e.statistic) and not e.derived_from and e.cur.name in cpu.moved
             ]
     family = holm_family(tested, alpha=policy.alpha, confidence=policy.confidence, common=not paired, shift_of=shift_of)
     shift = family.shift
@@ -495,7 +495,7 @@ def _judged_together(
             c = out[i]
             if c.verdict is not Verdict.UNCHANGED or c.reason:
                 out[i] = dataclasses.replace(c, verdict=Verdict.INCONCLUSIVE, reason=ALONE, noise="", required_n=None)
-        medians = [i for i in alone if out[i].statistic == "median" and not out[i].derived_from]
+        medians = [i for i in alone if is_median(out[i].statistic) and not out[i].derived_from]
         ways = {
             sign: [
                 i
@@ -517,7 +517,7 @@ def _judged_together(
             )
             for j, c in enumerate(out):
                 if c.metric in names or c.derived_from in names:
-                    if c.statistic == "median" or c.derived_from in names:
+                    if is_median(c.statistic) or c.derived_from in names:
                         out[j] = dataclasses.replace(c, verdict=verdict, reason=reason, required_n=None)
     return out
 

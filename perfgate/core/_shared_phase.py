@@ -68,7 +68,7 @@ from perfgate.core._moderated import OUTLIER_LEVEL, _f_sf, fit_prior
 from perfgate.core.counts import is_count
 from perfgate.core.distributions import t_sf
 from perfgate.core.metrics import Direction
-from perfgate.core.noise import MIN_CONTROL, between_groups, group_locations, residual_sigmas
+from perfgate.core.noise import MIN_CONTROL, between_groups, group_locations, residual_sigmas, run_shifts
 from perfgate.core.policy import Policy, residual_key
 from perfgate.core.stats import QUANTILES
 from perfgate.core.units import MEMORY_UNITS
@@ -83,13 +83,14 @@ __all__ = [
     "Control",
     "SharedPhase",
     "breadth",
+    "is_median",
     "relative_to_run",
     "residual_sigmas",
     "robust_shift",
 ]
 
 # runs a pooled baseline needs for its per-metric residual SD to stand for the metric's noise
-MIN_HISTORY_RUNS = 5
+MIN_HISTORY_RUNS = 3
 # the least residual SD of one run's log location, when learned from its processes: they
 # share the phase that minute, and a metric's response to the phase differs a little from run
 # to run; and when learned from history (an SD from few runs can come out near 0)
@@ -183,26 +184,28 @@ def _eligible(e: Estimate) -> bool:
     )
 
 
+def is_median(statistic: str) -> bool:
+    return statistic in ("median", "p50")
+
+
 def _history_residuals(estimates: Sequence[Estimate], runs: int) -> dict[tuple[str, str], float]:
-    """Per (metric, statistic): the residual SD learned from the pooled baseline's runs."""
-    out: dict[tuple[str, str], float] = {}
-    by_stat: dict[str, list[Estimate]] = {}
-    for e in estimates:
-        by_stat.setdefault(e.statistic, []).append(e)
-    for statistic, members in by_stat.items():
-        q = QUANTILES[statistic]
-        columns = []
-        keys = []
-        for e in members:
-            logs = group_locations(e.base, q)
-            if len(logs) == runs:
-                columns.append(-logs if e.cur.direction is Direction.HIGHER else logs)
-                keys.append(e.key)
-        if len(columns) < MIN_CONTROL:
-            continue
-        sd = residual_sigmas(np.column_stack(columns))
-        out.update({k: float(s) for k, s in zip(keys, sd, strict=True) if math.isfinite(s)})
-    return out
+    """Per (metric, statistic): the residual SD learned from the pooled baseline's runs, each
+    run's shift taken from the medians (:func:`perfgate.core.noise.run_shifts`)."""
+
+    def logs_of(e: Estimate) -> np.ndarray | None:
+        logs = group_locations(e.base, QUANTILES[e.statistic])
+        if len(logs) != runs:
+            return None
+        return -logs if e.cur.direction is Direction.HIGHER else logs
+
+    columns = {e.key: logs for e in estimates if (logs := logs_of(e)) is not None}
+    medians = [columns[e.key] for e in estimates if is_median(e.statistic) and not e.derived_from and e.key in columns]
+    if len(medians) < MIN_CONTROL:
+        return {}
+    shifts = run_shifts(np.column_stack(medians))
+    keys = list(columns)
+    sd = residual_sigmas(np.column_stack([columns[k] for k in keys]), shifts)
+    return {k: float(v) for k, v in zip(keys, sd, strict=True) if math.isfinite(v)}
 
 
 def _moderate(
@@ -279,7 +282,7 @@ def relative_to_run(
     controls: list[Control] = []
     notes: list[str] = []
     for clock, indices in groups.items():
-        medians = [i for i in indices if estimates[i].statistic == "median" and not estimates[i].derived_from]
+        medians = [i for i in indices if is_median(estimates[i].statistic) and not estimates[i].derived_from]
         if len(medians) < MIN_CONTROL:
             if len(groups) == 1 or clock == "cpu":
                 notes.append(

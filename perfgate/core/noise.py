@@ -74,6 +74,7 @@ __all__ = [
     "median_index",
     "normalised",
     "residual_sigmas",
+    "run_shifts",
 ]
 
 
@@ -166,14 +167,23 @@ def independent_runs(run: Run) -> int:
 MIN_CONTROL = 4
 
 
-def residual_sigmas(locations: np.ndarray) -> np.ndarray:
+def run_shifts(medians: np.ndarray) -> np.ndarray:
+    """Each run's (row's) common shift: the median over its metrics (columns) of their log
+    locations, each centred on its own median over the runs."""
+    centred = medians - np.median(medians, axis=0)
+    shifts: np.ndarray = np.median(centred, axis=1)
+    return shifts
+
+
+def residual_sigmas(locations: np.ndarray, shifts: np.ndarray | None = None) -> np.ndarray:
     """Per metric (column), the SD over runs (rows) of its log location once each run's own
-    shift (its median deviation over the metrics) is removed; NaN with fewer than 3 runs."""
-    if locations.shape[0] < 3 or locations.shape[1] < 2:
+    shift is removed (:func:`run_shifts` of ``locations`` unless given, from the runs' medians);
+    NaN with fewer than 3 runs."""
+    if locations.shape[0] < 3 or (shifts is None and locations.shape[1] < 2):
         return np.full(locations.shape[1], np.nan)
-    centred = locations - np.median(locations, axis=0)
-    shifts = np.median(centred, axis=1, keepdims=True)
-    residual = centred - shifts
+    if shifts is None:
+        shifts = run_shifts(locations)
+    residual = locations - np.median(locations, axis=0) - shifts[:, None]
     sd: np.ndarray = residual.std(axis=0, ddof=1)
     return sd
 

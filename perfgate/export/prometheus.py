@@ -51,7 +51,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from perfgate.core.compare import Verdict
-from perfgate.core.metrics import MetricInfo
+from perfgate.core.metrics import Direction, MetricInfo
 from perfgate.core.metrics import metric_info as declared_metric
 from perfgate.core.schema import Run
 from perfgate.core.stats import quantile
@@ -285,10 +285,18 @@ def _add_check(out: Families, state: RunState, key: list[str]) -> None:
         if (c.metric, stat) in seen:  # "median" and "p50" of one metric are one series
             continue
         seen.add((c.metric, stat))
-        if c.change is not None:
-            change.add_metric([*key, c.metric, stat], c.change)
-        if c.worse is not None:
-            worse.add_metric([*key, c.metric, stat], c.worse)
+        # the whole change, current / baseline - 1, also for a metric the check tested against the
+        # rest of its run (its tested change is in the report; a dashboard shows what happened)
+        whole = c.raw_change if c.relative_to is not None else c.change
+        if whole is not None:
+            change.add_metric([*key, c.metric, stat], whole)
+        degraded = (
+            (whole if c.direction is not Direction.HIGHER else -whole)
+            if c.relative_to is not None and whole is not None
+            else c.worse
+        )
+        if degraded is not None:
+            worse.add_metric([*key, c.metric, stat], degraded)
             limit.add_metric([*key, c.metric, stat], c.threshold)
     out.gauge("check_regressions", "Comparisons the last check found regressed.", _RUN_LABELS).add_metric(
         key, float(len(result.regressions))
