@@ -5,10 +5,10 @@ a compaction killed half-way (a real SIGKILL) loses nothing."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +25,7 @@ from perfgate.store._sql import INSERT_METRIC, INSERT_RUN
 from perfgate.store.baseline import pooled_baseline
 
 SAMPLES = 20_000
-RUNS = 40
+RUNS = 24
 
 
 def _run(i: int, scale: float = 1.0) -> Run:
@@ -123,34 +123,56 @@ def test_an_old_store_is_read_checked_and_compacted_with_the_same_verdicts(tmp_p
     assert "0 of 8 runs rewritten" in capsys.readouterr().err
 
 
-@pytest.mark.slow
-def test_a_compaction_killed_half_way_loses_nothing(tmp_path):
-    url = _old_store(tmp_path / "old.db", RUNS)
-    child = subprocess.Popen(
-        [sys.executable, "-m", "perfgate", "store", "compact", "--store", url, "--batch-size", "1"],
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-    assert child.stderr is not None
-    with child.stderr:
-        line = child.stderr.readline()  # the first batch is committed
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=60)
-    assert "compacted 1 of" in line and child.returncode == -signal.SIGKILL
+def _check_whole(url: str) -> int:
+    """Every run is there, readable, with one metric row per metric and every sample counted;
+    returns how many are in their bounded form."""
+    import sqlite3
 
     with open_store(url) as store:
         runs = {r.run_id: r for r in store.runs(RunQuery(model="suite"))}
-        rows = store.series("suite", "m1", "test_b_time_us", "median")
-    assert len(runs) == RUNS and len(rows) == RUNS  # every run, with its metric rows
-    bounded = [r for r in runs.values() if r.metrics["test_a_time_us"].sizes is not None]
-    assert 1 <= len(bounded) < RUNS, "killed half-way: some runs compacted, some not yet"
+    assert len(runs) == RUNS
+    conn = sqlite3.connect(url.removeprefix("sqlite:///"))
+    try:
+        rows = dict(conn.execute("SELECT run_id, COUNT(*) FROM metrics GROUP BY run_id").fetchall())
+    finally:
+        conn.close()
+    assert rows == dict.fromkeys(runs, 2)  # a run's document and its metric rows change together
     for run_id, run in runs.items():
         i = int(run_id.split("-")[1])
         for name, m in run.metrics.items():
             assert m.n == SAMPLES
             assert np.median(m.samples) == pytest.approx(np.median(_run(i).metrics[name].samples), rel=1e-12)
+    return sum(r.metrics["test_a_time_us"].sizes is not None for r in runs.values())
 
+
+@pytest.mark.slow
+def test_a_compaction_killed_half_way_loses_nothing(tmp_path):
+    """Killed (SIGKILL) again and again, at a moment drawn after each first committed batch, the
+    compaction leaves every run whole, in one form or the other; run once more, it finishes."""
+    url = _old_store(tmp_path / "old.db", RUNS)
+    rng = np.random.default_rng(0)
+    bounded, kills = 0, 0
+    while bounded < RUNS and kills < RUNS:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "perfgate", "store", "compact", "--store", url, "--batch-size", "1"],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stderr is not None
+        with child.stderr:
+            line = child.stderr.readline()  # a batch is committed
+            start = time.monotonic()
+            line = child.stderr.readline()  # and the next: how long one takes
+            time.sleep(float(rng.uniform(0.0, 1.0)) * (time.monotonic() - start))  # into the one after, anywhere
+            child.send_signal(signal.SIGKILL)
+            child.wait(timeout=60)
+        kills += 1
+        assert "compacted" in line or "runs rewritten" in line, line
+        now = _check_whole(url)
+        assert now >= bounded
+        if kills == 1:
+            assert now < RUNS, "the first kill lands half-way"  # (two runs a round: at most 12 rounds)
+        bounded = now
+    assert kills >= 2
     assert main(["store", "compact", "--store", url]) == 0  # run again, it finishes
-    with open_store(url) as store:
-        assert all(m.sizes == (SAMPLES,) for r in store.runs(RunQuery(model="suite")) for m in r.metrics.values())
+    assert _check_whole(url) == RUNS
