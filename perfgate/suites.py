@@ -33,11 +33,15 @@ A suite's stages module may also define these hooks, each optional:
   given, made before the counted processes start (``--measure counts``);
 * ``write_shared_data(folder, seed) -> Path``: writes that data into ``folder`` once for both
   sides of a ``perfgate ab`` check, and returns its path.
+
+A hook that exits, raises or interrupts itself ends the command with exit 2 and one line naming
+it and its module (:func:`hook`), as a stage's set-up or call does (``Stage.running``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import importlib.metadata
 import re
@@ -48,7 +52,7 @@ from typing import Any
 
 from perfgate.core.metrics import DashboardPanel, MetricInfo, SuiteDeclaration, declare_suite, declared_suite, refuse
 from perfgate.errors import ConfigError
-from perfgate.usercode import loading
+from perfgate.usercode import loading, running
 
 __all__ = ["GROUP", "declare_installed", "find", "hook", "import_stages", "suite_requirements"]
 
@@ -236,7 +240,21 @@ def import_stages(suite: SuiteDeclaration) -> ModuleType:
 
 
 def hook(suite: SuiteDeclaration | None, name: str) -> Any:
-    """The suite's optional hook ``name`` (module docstring), or ``None``; imports its stages."""
+    """The suite's optional hook ``name`` (module docstring), or ``None``; imports its stages.
+
+    The hook comes guarded: an exit, an error or an interrupt of its own is one
+    :class:`~perfgate.errors.ConfigError` (exit 2) naming it (:func:`perfgate.usercode.running`).
+    """
     if suite is None:
         return None
-    return getattr(import_stages(suite), name, None)
+    found = getattr(import_stages(suite), name, None)
+    if found is None:
+        return None
+    what = f"hook {name!r} of suite {suite.name!r} (module {suite.stages_module})"
+
+    @functools.wraps(found)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        with running(what, error=ConfigError, advice="fix the hook"):
+            return found(*args, **kwargs)
+
+    return guarded

@@ -21,7 +21,8 @@ NAMES_THE_PIPELINE = {"cli"}
 # what each layer may import from perfgate (perfgate.errors is the shared leaf)
 ALLOWED = {
     "core": {"core", "errors"},
-    "bench": {"bench", "core", "errors"},
+    # the measurement layer runs the user's stages: an exit or error of one is exit 2 naming it (usercode)
+    "bench": {"bench", "core", "errors", "usercode"},
     "store": {"store", "core", "errors"},
     "report": {"report", "core", "errors"},
     "export": {"export", "core", "errors", "store", "report"},
@@ -42,7 +43,8 @@ ALLOWED = {
     "config": {"core", "errors", "notify.settings"},
     # the suites installed packages declare (entry points), declared to the core
     "suites": {"core", "errors", "usercode"},
-    # importing the user's code (declarations, stages modules): what it raises or exits with is an error, exit 2
+    # importing and running the user's code (declarations, stages modules, stages, hooks): what it raises or
+    # exits with is an error, exit 2
     "usercode": {"errors"},
     "api": {"api", "bench", "core", "errors", "runfile", "orchestrate"},  # count_stages starts valgrind workers
     # the root re-exports the public names (README, "Python API"), imported on first use only

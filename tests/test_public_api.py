@@ -174,7 +174,7 @@ PUBLIC_MODULES = {
     "perfgate.core.family",
     # processes that perfgate ab --measure counts starts by name in each revision's tree
     "perfgate.cli.countworker", "perfgate.cli.prepareworker",
-    # importing the user's code, shared with suites, ab and cli: an exit or error on import is exit 2
+    # importing and running the user's code, shared with suites, bench, ab and cli: an exit or error is exit 2
     "perfgate.usercode",
 }  # fmt: skip
 

@@ -38,6 +38,7 @@ import array
 import base64
 import contextlib
 import dataclasses
+import functools
 import gc
 import importlib
 import json
@@ -143,7 +144,8 @@ class Worker:
                     reporting = dataclasses.replace(st, setup=_then_calls(st.setup, st.name, notify))
                 with whole_memory.setup():
                     p = prepare(reporting, ctx, options)
-                    spent = sorted(timed_for(p.call, p.sync, _TYPICAL_TIME, 10_000))
+                    with st.running("its warm-up calls"):
+                        spent = sorted(timed_for(p.call, p.sync, _TYPICAL_TIME, 10_000))
                 self.prepared[st.name] = p
                 described.append(
                     {
@@ -169,7 +171,8 @@ class Worker:
         if not 1 <= calls <= _MAX_CALLS:
             return _error(f"calls must be between 1 and {_MAX_CALLS}, got {calls}")
         call, sync = p.call, p.sync
-        seconds = [time_call(call, sync) for _ in range(calls)]
+        with p.stage.running("its timed calls"):
+            seconds = [time_call(call, sync) for _ in range(calls)]
         if req.get("encoding") == "f64":
             return {"ok": True, "seconds_f64": base64.b64encode(array.array("d", seconds).tobytes()).decode("ascii")}
         return {"ok": True, "seconds": seconds}
@@ -198,6 +201,7 @@ def _then_calls(
 ) -> Callable[[Any], Callable[[], object]]:
     """``setup``, then a progress line saying that the stage's calls (its warm-up) begin."""
 
+    @functools.wraps(setup)  # its module still names the stage's (Stage.running)
     def wrapped(ctx: Any) -> Callable[[], object]:
         call = setup(ctx)
         notify({"progress": "calls", "stage": name})
@@ -235,6 +239,8 @@ def serve(requests: IO[str], replies: IO[str]) -> int:
             continue
         try:
             send(handler(req))
+        except PerfgateError as exc:  # a stage that raised or exited, named by Stage.running
+            send(_error(str(exc)))
         except Exception as exc:  # a stage's own error: said in one line, the traceback on stderr
             traceback.print_exc()
             send(_error(f"{type(exc).__name__}: {exc}"))

@@ -100,7 +100,8 @@ def prepare_stages(options: CountOptions, folder: Path, progress: Callable[[str]
     last = max(i for i, st in enumerate(stages) if st.prepares)
     for st in stages[: last + 1]:
         progress(f"native set-up\t{st.name}")
-        st.setup(ctx)
+        with st.running("its set-up"):
+            st.setup(ctx)
     progress("done\t")
     return preparing
 
@@ -118,13 +119,15 @@ def count_stages(options: CountOptions, switch: Callgrind, progress: Callable[[s
     prepared = []
     for st in stages:
         progress(f"set-up\t{st.name}")
-        call = st.setup(ctx)
+        with st.running("its set-up"):
+            call = st.setup(ctx)
         if st in left_out:
             continue  # set up all the same: a later stage may use what it made (inference, the trained model)
         progress(f"warm-up\t{st.name}")
         warmup = options.warmup if options.warmup is not None else (st.warmup if st.warmup is not None else 2)
-        for _ in range(warmup):
-            call()
+        with st.running("its warm-up calls"):
+            for _ in range(warmup):
+                call()
         prepared.append((st, call))
     labels = [NULL_LABEL, *(f"stage:{st.name}" for st, _ in prepared)]
     for label in labels:
@@ -140,8 +143,9 @@ def count_stages(options: CountOptions, switch: Callgrind, progress: Callable[[s
     for st, call in prepared:
         progress(f"counted calls\t{st.name}")
         gc.collect()
-        call()
-        _counted(switch, call, f"stage:{st.name}", options.calls)
+        with st.running("its counted calls"):
+            call()
+            _counted(switch, call, f"stage:{st.name}", options.calls)
     switch.instrument(False)
     progress("done\t")
     return {

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -41,6 +42,7 @@ from perfgate.bench.memory import unmeasured  # for set-ups: work that is not th
 from perfgate.core.metrics import default_suite
 from perfgate.core.schema import REFERENCE_KINDS
 from perfgate.core.units import TIME_UNITS as _TIME_UNITS
+from perfgate.usercode import running
 
 __all__ = [
     "Stage",
@@ -179,6 +181,14 @@ class Stage:
             raise ValueError(
                 f"stage {self.name!r}: kind must be one of {', '.join(REFERENCE_KINDS)} (or None), got {self.kind!r}"
             )
+
+    def running(self, during: str) -> AbstractContextManager[None]:
+        """Run the stage's own code ``during`` (``"its set-up"``, ``"a timed call"``): an exit, an
+        error or an interrupt of its own is one :class:`~perfgate.errors.InputError` (exit 2) naming
+        the stage and its module, never the command's end (:func:`perfgate.usercode.running`)."""
+        module = getattr(self.setup, "__module__", None)
+        of = f" (module {module})" if isinstance(module, str) else ""
+        return running(f"stage {self.name!r} of suite {self.suite!r}{of}", during=during, advice="fix the stage")
 
     @property
     def scale(self) -> float:

@@ -153,19 +153,22 @@ def prepare(stage: Stage, ctx: StageContext, options: BenchOptions) -> _Prepared
     if stage.memory_metric:
         release_free_memory()
     before = current_rss_bytes()
-    call = stage.setup(ctx)
+    with stage.running("its set-up"):
+        call = stage.setup(ctx)
     sync = _synchronizer(stage, options.device)
     warmup = stage.warmup if stage.warmup is not None else options.warmup
-    if warmup is not None:
-        warm = [time_call(call, sync) for _ in range(warmup)]
-    else:
-        warm = timed_for(call, sync, options.warmup_time, options.max_repeat)
+    with stage.running("its warm-up calls"):
+        if warmup is not None:
+            warm = [time_call(call, sync) for _ in range(warmup)]
+        else:
+            warm = timed_for(call, sync, options.warmup_time, options.max_repeat)
     typical = sorted(warm)[len(warm) // 2] if warm else BLOCK_SECONDS
     repeat = stage.repeat if stage.repeat is not None else options.repeat
     if repeat is None:
         # calibrate on calls after the warm-up: a first call that compiles or fills caches
         # must not make the stage look slow and starve it of samples
-        calibration = sorted(timed_for(call, sync, options.warmup_time, options.max_repeat))
+        with stage.running("its warm-up calls"):
+            calibration = sorted(timed_for(call, sync, options.warmup_time, options.max_repeat))
         typical = calibration[len(calibration) // 2]
         repeat = max(options.min_repeat, min(options.max_repeat, math.ceil(options.round_time / max(typical, 1e-9))))
         if stage.samples is not None:
@@ -202,7 +205,7 @@ def _round(prepared: list[_Prepared], kernels: ReferenceKernels | None = None) -
     for p in prepared:
         if p.stage.memory_metric:
             release_free_memory()
-        with PeakMemory() as peak:
+        with p.stage.running("its timed calls"), PeakMemory() as peak:
             if p.stage.memory_metric:
                 time_call(p.call, p.sync)  # untimed: refaults the released heap (module docstring, 4.)
             _timed_calls(p, kernels)
@@ -307,7 +310,7 @@ def run_benchmark(
     whole_memory = PipelineMemory()  # the stages' modules are imported: this is the state before them
     for i, stage in enumerate(stages):
         if progress:
-            progress(f"warm-up {stage.name}", i, total)
+            progress(f"set-up and warm-up of stage {stage.name!r}", i, total)
         with whole_memory.setup():
             prepared.append(prepare(stage, ctx, options))
     memory: list[float] = []

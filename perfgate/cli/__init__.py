@@ -10,9 +10,12 @@ import argparse
 import contextlib
 import importlib
 import os
+import signal
 import sys
+import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from types import FrameType
 
 from perfgate import __version__
 from perfgate.cli._secrets import forget, scrub
@@ -83,7 +86,8 @@ def _stream_failed(name: str, exc: OSError) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run perfgate with ``argv`` (default: ``sys.argv[1:]``) and return the exit code.
 
-    0 nothing regressed, 1 a regression or broken budget, 2 the tool could not decide.
+    0 nothing regressed, 1 a regression or broken budget, 2 the tool could not decide; 130
+    interrupted by Ctrl-C, 143 by SIGTERM (:func:`guarded`).
     """
     args_list = list(sys.argv[1:] if argv is None else argv)
     top = _build_parser()
@@ -116,22 +120,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     return guarded(name, command)
 
 
-def guarded(name: str, command: Callable[[], int]) -> int:
-    """Run ``command`` with perfgate's error handling: every error a one-line message and exit 2."""
-    forget()  # the secrets of this command's store URLs, none yet
+@contextlib.contextmanager
+def _cancellation_as_interrupt() -> Iterator[list[int]]:
+    """Let SIGTERM (a CI job's cancellation) unwind like Ctrl-C, so that what the command made is
+    removed and its worker processes ended; yields the signal that came (SIGINT unless noted)."""
+    came = [signal.SIGINT]
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield came  # only the main thread handles signals; an ignored SIGTERM, or a caller's handler, stays
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        came[0] = signal.SIGTERM
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
     try:
-        code = command()
-        sys.stdout.flush()  # a full disk or a closed pipe on stdout is an error of this command, not of exit
-        return code
-    except PerfgateError as exc:
-        print(f"perfgate {name}: error: {scrub(one_line(scrub(str(exc))))}", file=sys.stderr)
-        return EXIT_ERROR
-    except OSError as exc:  # stdout or stderr on a full disk, a closed pipe; never a traceback
-        return _stream_failed(name, exc)
-    except KeyboardInterrupt:
-        print(f"perfgate {name}: interrupted", file=sys.stderr)
-        return EXIT_ERROR
-    except Exception:  # a crash is never 0 (pass) and never 1 (regression)
-        print(scrub(traceback.format_exc()), end="", file=sys.stderr)  # a URL in it keeps its password hidden
-        print(f"perfgate {name}: internal error (a bug in perfgate); exit code 2", file=sys.stderr)
-        return EXIT_ERROR
+        yield came
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def guarded(name: str, command: Callable[[], int]) -> int:
+    """Run ``command`` with perfgate's error handling: every error a one-line message and exit 2.
+
+    An interrupt is not an error: Ctrl-C (SIGINT) exits 130 and SIGTERM 143, the shell's
+    128 + the signal's number, after the command's clean-up ran (docs/design.md §4).
+    """
+    forget()  # the secrets of this command's store URLs, none yet
+    with _cancellation_as_interrupt() as came:
+        try:
+            code = command()
+            sys.stdout.flush()  # a full disk or a closed pipe on stdout is an error of this command, not of exit
+            return code
+        except PerfgateError as exc:
+            print(f"perfgate {name}: error: {scrub(one_line(scrub(str(exc))))}", file=sys.stderr)
+            return EXIT_ERROR
+        except OSError as exc:  # stdout or stderr on a full disk, a closed pipe; never a traceback
+            return _stream_failed(name, exc)
+        except KeyboardInterrupt:
+            with contextlib.suppress(OSError, ValueError):
+                print(f"perfgate {name}: interrupted ({signal.Signals(came[0]).name})", file=sys.stderr)
+            return 128 + came[0]
+        except Exception:  # a crash is never 0 (pass) and never 1 (regression)
+            print(scrub(traceback.format_exc()), end="", file=sys.stderr)  # a URL in it keeps its password hidden
+            print(f"perfgate {name}: internal error (a bug in perfgate); exit code 2", file=sys.stderr)
+            return EXIT_ERROR

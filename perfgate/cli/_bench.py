@@ -41,7 +41,7 @@ from perfgate.suites import find, hook, import_stages
 
 if TYPE_CHECKING:
     from perfgate.bench.registry import StageContext
-    from perfgate.bench.runner import BenchOptions
+    from perfgate.bench.runner import BenchOptions, ProgressFn
 
 __all__ = ["WORKER_FIELDS", "add_arguments", "output_path", "run", "run_worker", "worker_options"]
 
@@ -140,7 +140,9 @@ def _options(args: argparse.Namespace, model: str) -> BenchOptions:
     )
 
 
-def _measure(args: argparse.Namespace, model: str, machine: dict, git, out: Path) -> Run:  # type: ignore[no-untyped-def]
+def _measure(  # type: ignore[no-untyped-def]
+    args: argparse.Namespace, model: str, machine: dict, git, out: Path, progress: ProgressFn | None = None
+) -> Run:
     from perfgate.bench.runner import run_benchmark
 
     options = _options(args, model)
@@ -169,6 +171,8 @@ def _measure(args: argparse.Namespace, model: str, machine: dict, git, out: Path
         config=_config(args, model),
         on_finish=on_finish,
     )
+    if progress is not None:  # a worker process's progress file
+        return measure(progress=progress)
     if not sys.stderr.isatty():
         return measure()
     from rich.progress import Progress
@@ -291,12 +295,14 @@ def worker_options(args: argparse.Namespace) -> dict[str, object]:
 
 
 def run_worker(options: Mapping[str, Any]) -> int:
-    """Measure one model once with ``options`` (from :func:`worker_options`, plus ``model`` and ``output``)."""
+    """Measure one model once with ``options`` (from :func:`worker_options`, plus ``model``, ``output``
+    and ``progress``, the file where each step is written as it begins, so that the parent can
+    name the step of a worker it killed at its deadline)."""
     from perfgate.bench.gitinfo import collect_git
     from perfgate.bench.machine import collect_machine
     from perfgate.errors import PerfgateError
 
-    expected = {*WORKER_FIELDS, "model", "output"}
+    expected = {*WORKER_FIELDS, "model", "output", "progress"}
     if not isinstance(options, Mapping) or set(options) != expected:
         got = sorted(options) if isinstance(options, Mapping) else type(options).__name__
         raise PerfgateError(f"worker options must have exactly the fields {sorted(expected)}, got {got}")
@@ -304,10 +310,18 @@ def run_worker(options: Mapping[str, Any]) -> int:
     values["data"] = Path(values["data"]) if values["data"] is not None else None
     output = Path(values.pop("output"))
     model = str(values.pop("model"))
+    steps = Path(values.pop("progress"))
     args = argparse.Namespace(**values)
-    _import_stage_modules(args.stages_module)
-    _set_up_suite(args)
-    result = _measure(args, model, collect_machine(), collect_git(args.git_commit, args.branch), output)
+    with steps.open("a", encoding="utf-8") as log:
+
+        def began(what: str, done: int = 0, total: int = 0) -> None:
+            log.write(f"{what}\n")
+            log.flush()
+
+        began("import of the stages modules and set-up of the suite")
+        _import_stage_modules(args.stages_module)
+        _set_up_suite(args)
+        result = _measure(args, model, collect_machine(), collect_git(args.git_commit, args.branch), output, began)
     save_run(output, result)
     return 0
 

@@ -11,6 +11,12 @@ timing metric's location is pinned down to a third of the threshold (95 % interv
 mean of log group medians), the budget is spent, or the maximum is reached — quiet metrics
 cost little and noisy ones get the repetitions they need.
 
+A worker that hangs (a stage's set-up that never returns) is killed at
+:data:`~perfgate.orchestrate.counts.PROCESS_DEADLINE`, the deadline of every process perfgate
+starts to measure (``docs/limits.md``), and the command exits 2 naming the worker and the last
+step it began (the import of the stages modules, a stage's set-up and warm-up, a round), which
+the worker writes to a progress file as it goes.
+
 Internal: shared with ``cli``; not part of the Python API (README, "Python API").
 """
 
@@ -31,6 +37,7 @@ from perfgate.core.metrics import Direction
 from perfgate.core.noise import combine_repetitions, group_locations
 from perfgate.core.schema import Run
 from perfgate.errors import PerfgateError
+from perfgate.orchestrate.counts import PROCESS_DEADLINE
 
 __all__ = ["WORKER_MODULE", "location_precision", "measure_in_processes"]
 
@@ -75,16 +82,25 @@ def measure_in_processes(
     minimum = 2 if time_budget is not None else processes
     with tempfile.TemporaryDirectory(prefix="perfgate-workers-") as tmp:
         for i in range(processes):
-            out = Path(tmp) / f"worker{i}.json"
+            out, steps = Path(tmp) / f"worker{i}.json", Path(tmp) / f"worker{i}.progress"
             t0 = time.perf_counter()
-            job = {**options, "model": model, "output": str(out)}
-            proc = subprocess.run(
-                [sys.executable, "-m", WORKER_MODULE],
-                input=json.dumps(job, sort_keys=True),
-                capture_output=True,
-                text=True,
-                check=False,
-            )
+            job = {**options, "model": model, "output": str(out), "progress": str(steps)}
+            try:
+                proc = subprocess.run(
+                    [sys.executable, "-m", WORKER_MODULE],
+                    input=json.dumps(job, sort_keys=True),
+                    capture_output=True,
+                    text=True,
+                    timeout=PROCESS_DEADLINE,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired:
+                began = steps.read_text(encoding="utf-8", errors="replace").splitlines() if steps.exists() else []
+                raise PerfgateError(
+                    f"worker process {i + 1} of {model} did not finish within {PROCESS_DEADLINE:g} s and was killed; "
+                    f"its last step: {began[-1] if began else 'its start'} (docs/limits.md): a stage hangs, or, if it "
+                    "is only slow, measure fewer --rounds or --repeat in each of more --processes"
+                ) from None
             if proc.returncode != 0 or not out.exists():
                 last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
                 raise PerfgateError(f"worker process {i + 1} of {model} failed (exit {proc.returncode}): {last}")

@@ -60,6 +60,8 @@ def work(ctx):
             os._exit(3)
         if MODE == "hang" and len(os.sched_getaffinity(0)) == 1:  # hangs once pinned: while measuring
             time.sleep(3600)
+        if MODE == "exit" and len(os.sched_getaffinity(0)) == 1:  # exits once pinned: in a block of calls
+            sys.exit(0)
         y[:] = x
         for _ in range(5):
             np.sin(y, out=y)
@@ -198,6 +200,24 @@ def test_a_revision_whose_stages_module_exits_on_import_names_it(text, tmp_path)
     assert "\n" not in message
     assert "current `cur`" in message and "stages module 'mystages'" in message
     assert "mystages.py, line" in message
+    assert resident_processes(tmp_path) == []
+
+
+EXITS_IN_SETUP = STAGES.format(mode="ok").replace("    x = np.linspace", "    sys.exit(0)\n    x = np.linspace")
+
+
+@pytest.mark.parametrize("text", [STAGES.format(mode="exit"), EXITS_IN_SETUP])
+def test_a_revision_whose_stage_exits_names_the_stage(text, tmp_path):
+    """Regression for a stage that calls sys.exit(0) in its set-up or in a block of calls: the worker
+    ended without a word ("ended unexpectedly"), the stage unnamed."""
+    base = tree(tmp_path, "base")
+    cur = tree(tmp_path, "cur", text=text)
+    with pytest.raises(PerfgateError) as err:
+        measure_resident(sides(base, cur), options(), Policy())
+    message = str(err.value)
+    assert "\n" not in message
+    assert "current `cur`" in message and "stage 'work' of suite 'abtest' (module mystages)" in message
+    assert "called sys.exit(0)" in message and "mystages.py, line" in message
     assert resident_processes(tmp_path) == []
 
 
