@@ -95,29 +95,44 @@ def estimate_noise(runs: Sequence[Run]) -> dict[str, float]:
 def estimate_residuals(runs: Sequence[Run]) -> dict[str, float]:
     """Each timing statistic's residual noise over ``runs``: the SD of its log value once each
     run's common shift (from the run's medians) is taken out (keys ending ``@residual``,
-    :func:`perfgate.core.policy.residual_key`). The same estimate a check makes from a pooled
-    baseline's runs (:func:`perfgate.core.noise.residual_sigmas`), so a calibration file decides
-    a file-to-file check as the store decides its own."""
+    :func:`perfgate.core.policy.residual_key`), of the raw values and, for metrics every run
+    timed with a reference kernel, of the values in its units. The same estimate a check makes
+    from a pooled baseline's runs (:func:`perfgate.core.noise.residual_sigmas`), so a calibration
+    file decides a file-to-file check as the store decides its own."""
     if len(runs) < 3:
         return {}
     shared = set(runs[0].metrics).intersection(*(r.metrics for r in runs[1:]))
-    columns: dict[tuple[str, str], np.ndarray] = {}
-    for name in sorted(shared):
-        m = runs[0].metrics[name]
-        if m.direction is Direction.INFO or is_count(m) or m.unit in MEMORY_UNITS:
+    out: dict[str, float] = {}
+    for scaled in (False, True):
+        columns: dict[tuple[str, str], np.ndarray] = {}
+        for name in sorted(shared):
+            m = runs[0].metrics[name]
+            if m.direction is Direction.INFO or is_count(m) or m.unit in MEMORY_UNITS:
+                continue
+            metrics = [r.metrics[name] for r in runs]
+            if scaled:
+                metrics = [n for n in (normalised(x) for x in metrics) if n is not None]
+                if len(metrics) != len(runs):
+                    continue
+            info = metric_info(name)
+            for statistic in info.statistics if info else ("median",):
+                values = np.array([float(np.percentile(x.samples, 100 * QUANTILES[statistic])) for x in metrics])
+                if np.all(values > 0):
+                    logs = np.log(values)
+                    columns[(name, statistic)] = -logs if m.direction is Direction.HIGHER else logs
+        medians = [v for (_, statistic), v in columns.items() if statistic in ("median", "p50")]
+        if len(medians) < MIN_CONTROL:
             continue
-        info = metric_info(name)
-        for statistic in info.statistics if info else ("median",):
-            values = np.array([float(np.percentile(r.metrics[name].samples, 100 * QUANTILES[statistic])) for r in runs])
-            if np.all(values > 0):
-                logs = np.log(values)
-                columns[(name, statistic)] = -logs if m.direction is Direction.HIGHER else logs
-    medians = [v for (_, statistic), v in columns.items() if statistic in ("median", "p50")]
-    if len(medians) < MIN_CONTROL:
-        return {}
-    keys = list(columns)
-    sd = residual_sigmas(np.column_stack([columns[k] for k in keys]), run_shifts(np.column_stack(medians)))
-    return {residual_key(n, s): float(v) for (n, s), v in zip(keys, sd, strict=True) if np.isfinite(v)}
+        keys = list(columns)
+        sd = residual_sigmas(np.column_stack([columns[k] for k in keys]), run_shifts(np.column_stack(medians)))
+        out.update(
+            {
+                residual_key(n, s, normalised=scaled): float(v)
+                for (n, s), v in zip(keys, sd, strict=True)
+                if np.isfinite(v)
+            }
+        )
+    return out
 
 
 def load_noise(path: Path | str, *, machine: str | None, model: str) -> dict[str, float]:

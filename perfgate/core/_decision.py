@@ -442,11 +442,10 @@ def prepare(
     shift_of: list[Estimate] | None = None
     if not paired:
         tested, phase = relative_to_run(estimates, policy, runs=runs, clocks=clocks)
-        cpu = next((c for c in phase.controls if c.clock == "cpu"), None)
-        if cpu is not None:
-            shift_of = [
-                e for e in estimates if is_median(e.statistic) and not e.derived_from and e.cur.name in cpu.moved
-            ]
+        cpu = [c for c in phase.controls if c.clock.startswith("cpu")]
+        if cpu:
+            moved = frozenset().union(*(c.moved for c in cpu))
+            shift_of = [e for e in estimates if is_median(e.statistic) and not e.derived_from and e.cur.name in moved]
     family = holm_family(tested, alpha=policy.alpha, confidence=policy.confidence, common=not paired, shift_of=shift_of)
     shift = family.shift
     per_metric = policy if shift is None else dataclasses.replace(policy, alpha=family.metric_alpha)
@@ -500,7 +499,7 @@ def _judged_together(
             sign: [
                 i
                 for i in medians
-                if (w := _tested_log(totals, out[i], control.shift)) is not None
+                if (w := _tested_log(out[i])) is not None
                 and sign * w > log_threshold(out[i].threshold, out[i].direction)
             ]
             for sign in (1.0, -1.0)
@@ -522,12 +521,9 @@ def _judged_together(
     return out
 
 
-def _tested_log(totals: Mapping[tuple[str, str], Estimate], c: Comparison, shift: float) -> float | None:
-    e = totals.get((c.metric, c.statistic))
-    if e is None or e.base_value <= 0 or e.cur_value <= 0:
-        return None
-    log_ratio = math.log(e.cur_value / e.base_value)
-    return (-log_ratio if c.direction is Direction.HIGHER else log_ratio) - shift
+def _tested_log(c: Comparison) -> float | None:
+    """The direction-adjusted log change a comparison was decided on (its ``worse``)."""
+    return None if c.worse is None else _log_of(c.worse, c.direction)
 
 
 def _log_of(worse: float, direction: Direction) -> float | None:

@@ -68,8 +68,17 @@ from perfgate.core._moderated import OUTLIER_LEVEL, _f_sf, fit_prior
 from perfgate.core.counts import is_count
 from perfgate.core.distributions import t_sf
 from perfgate.core.metrics import Direction
-from perfgate.core.noise import MIN_CONTROL, between_groups, group_locations, residual_sigmas, run_shifts
+from perfgate.core.noise import (
+    MIN_CONTROL,
+    BetweenGroups,
+    between_groups,
+    group_locations,
+    normalised,
+    residual_sigmas,
+    run_shifts,
+)
 from perfgate.core.policy import Policy, residual_key
+from perfgate.core.schema import Metric
 from perfgate.core.stats import QUANTILES
 from perfgate.core.units import MEMORY_UNITS
 
@@ -162,7 +171,68 @@ def robust_shift(logs: Sequence[float]) -> tuple[float, float]:
     return centre, 1.2533 * sd / math.sqrt(len(x))
 
 
+def _as_tested(e: Estimate, m: Metric | None) -> Metric | None:
+    """A side of ``e`` as its test compares it: in units of its reference kernel when it has one."""
+    if m is None or not e.kernel:
+        return m
+    return normalised(m)
+
+
+def _spread(e: Estimate, base: Metric | None, cur: Metric | None) -> BetweenGroups | None:
+    """The spread between the worker processes of the given sides, for ``e``'s statistic."""
+    base, cur = _as_tested(e, base), _as_tested(e, cur)
+    if base is None and cur is None:
+        return None
+    return between_groups(base, cur, QUANTILES[e.statistic])
+
+
+def _weighted_shift(values: Sequence[tuple[float, float]], *, weighted: bool) -> tuple[float, float]:
+    """The run's shift from its medians' (log ratio, own variance), and its standard error.
+
+    Starting from the median (:func:`robust_shift`), the metrics within three of their own SDs
+    (and within the threshold's reach of it) are the ones that moved with the run; the shift is
+    their precision-weighted mean, twice refined, and its standard error that of the mean,
+    widened when they scatter more than their variances say. Without variances of their own
+    (one process a side) the median and its robust error stand."""
+    centre, se = robust_shift([v for v, _ in values])
+    if not weighted or len(values) < MIN_CONTROL:
+        return centre, se
+    for _ in range(2):
+        inside = [(v, w) for v, w in values if w > 0 and abs(v - centre) <= max(3.0 * math.sqrt(w), 0.02)]
+        if len(inside) < MIN_CONTROL // 2 + 1:
+            return centre, se
+        weights = [1.0 / w for _, w in inside]
+        total = math.fsum(weights)
+        centre = math.fsum(v * k for (v, _), k in zip(inside, weights, strict=True)) / total
+        scatter = math.fsum(k * (v - centre) ** 2 for (v, _), k in zip(inside, weights, strict=True))
+        se = math.sqrt(1.0 / total) * max(1.0, math.sqrt(scatter / max(len(inside) - 1, 1)))
+    return centre, se
+
+
+# the share of a run's medians whose scatter sets its dispersion (the majority, which moved with it)
+_DISPERSION_QUANTILE = 0.5
+_NORMAL_MEDIAN_CHI2 = 0.4549364231195724  # the median of a chi-square on 1 df
+
+
+def _dispersion(ratios: Sequence[float]) -> float:
+    """How much more the run's medians scatter around its shift than their variances say: the
+    median of their squared standardised residuals over a chi-square's median (a minority that
+    moved does not set it), when it is past what chance gives; else 1, and 1 with fewer than
+    :data:`MIN_CONTROL` of them."""
+    if len(ratios) < MIN_CONTROL:
+        return 1.0
+    dispersion = float(np.quantile(ratios, _DISPERSION_QUANTILE)) / _NORMAL_MEDIAN_CHI2
+    # a median of few chi-squares scatters widely by itself: only a dispersion past its 99 % point
+    # under no disturbance (about 1 + 10 / sqrt(k) for k of them, seeded simulation) is taken
+    return dispersion if dispersion > 1.0 + 10.0 / math.sqrt(len(ratios)) else 1.0
+
+
 def _raw_log_worse(e: Estimate) -> float | None:
+    """The direction-adjusted log ratio ``e`` tests: in units of its reference kernel when it has
+    one (the kernels, timed with every block, take out the machine's phase within the run too),
+    else of the raw values."""
+    if e.kernel:
+        return e.log_worse
     if e.base_value <= 0 or e.cur_value <= 0:
         return None
     log_ratio = math.log(e.cur_value / e.base_value)
@@ -193,7 +263,10 @@ def _history_residuals(estimates: Sequence[Estimate], runs: int) -> dict[tuple[s
     run's shift taken from the medians (:func:`perfgate.core.noise.run_shifts`)."""
 
     def logs_of(e: Estimate) -> np.ndarray | None:
-        logs = group_locations(e.base, QUANTILES[e.statistic])
+        base = _as_tested(e, e.base)
+        if base is None:
+            return None
+        logs = group_locations(base, QUANTILES[e.statistic])
         if len(logs) != runs:
             return None
         return -logs if e.cur.direction is Direction.HIGHER else logs
@@ -256,7 +329,6 @@ def _relative(
         noise_assumed=assumed,
         fixed_variance=max(variance - process_variance, 0.0),
         process_sigma=process_sigma,
-        kernel="",
         normalised_change=None,
         raw_change=e.cur_value / e.base_value - 1.0,
         index_change=None,
@@ -278,13 +350,14 @@ def relative_to_run(
     groups: dict[str, list[int]] = {}
     for i, e in enumerate(estimates):
         if _eligible(e):
-            groups.setdefault(clocks.get(e.cur.name, "cpu"), []).append(i)
+            clock = clocks.get(e.cur.name, "cpu")
+            groups.setdefault(f"{clock}, in units of its reference kernels" if e.kernel else clock, []).append(i)
     controls: list[Control] = []
     notes: list[str] = []
     for clock, indices in groups.items():
         medians = [i for i in indices if is_median(estimates[i].statistic) and not estimates[i].derived_from]
         if len(medians) < MIN_CONTROL:
-            if len(groups) == 1 or clock == "cpu":
+            if len(groups) == 1 or clock.startswith("cpu"):
                 notes.append(
                     f"{len(medians)} comparable timing metric{'s' if len(medians) != 1 else ''} on the {clock}: "
                     f"fewer than the {MIN_CONTROL} a run needs to be its own control, so each is tested against "
@@ -292,27 +365,25 @@ def relative_to_run(
                 )
             continue
         raw = {i: _raw_log_worse(estimates[i]) for i in indices}
-        shift, shift_se = robust_shift([v for i in medians if (v := raw[i]) is not None])
         history = _history_residuals([estimates[i] for i in indices], runs[0]) if runs[0] >= MIN_HISTORY_RUNS else {}
-        base_var = shift_se**2 + (SHIFT_SPREAD * shift) ** 2
-        # a residual learned across runs already holds how the metric follows phases as large as
-        # theirs: only a shift beyond LEARNED_SHIFT adds to it
-        learned_var = shift_se**2 + (SHIFT_SPREAD * max(abs(shift) - LEARNED_SHIFT, 0.0)) ** 2
         sources: set[str] = set()
         # the residual variance of each estimate, from its source: (source, s², df, processes a side)
         found: dict[int, tuple[str, float, int, tuple[int, int]]] = {}
         for i in indices:
             e = estimates[i]
-            learned = policy.noise.get(residual_key(e.cur.name, e.statistic)) if not policy.noise_too_young else None
+            learned = (
+                policy.noise.get(residual_key(e.cur.name, e.statistic, normalised=bool(e.kernel)))
+                if not policy.noise_too_young
+                else None
+            )
             g_base, g_cur = len(e.base.groups or (0,)), len(e.cur.groups or (0,))
             if e.key in history:
                 found[i] = ("history", history[e.key] ** 2, runs[0] - 1, (g_base, g_cur))
             elif learned is not None:
                 found[i] = ("calibration", learned**2, max(policy.noise_runs - 1, 1), (g_base, g_cur))
             else:
-                q = QUANTILES[e.statistic]
                 spread = (
-                    between_groups(e.base if g_base > 1 else None, e.cur if g_cur > 1 else None, q)
+                    _spread(e, e.base if g_base > 1 else None, e.cur if g_cur > 1 else None)
                     if runs == (1, 1) and max(g_base, g_cur) > 1
                     else None
                 )
@@ -322,57 +393,99 @@ def relative_to_run(
             {i: (f[1], f[2]) for i, f in found.items() if f[0] != "calibration"},
             {i: (found[i][0], estimates[i].statistic) for i in found},
         )
+        # each estimate's own variance (its residual noise, the run's processes and its samples)
+        own: dict[int, tuple[float, int | None, str, float, float]] = {}
         for i in indices:
             e = estimates[i]
-            value = raw[i]
-            assert value is not None
-            d = value - shift
             if i not in found:
                 # one process a side, no history: the assumed per-process term gives the interval,
                 # and the decision withholds any claim of this metric alone (SINGLE_PROCESS)
                 factor = 1.5 if e.statistic == "p95" else 2.0 if e.statistic == "p99" else 1.0
-                var = (policy.assumed_raw.process * factor) ** 2 * 2.0 + e.within_se**2 + base_var
-                noise = "no residual noise of its own: one process a side and no history"
-                out[i] = _relative(e, d, var, 3, noise, shift, assumed=True)
+                var = (policy.assumed_raw.process * factor) ** 2 * 2.0 + e.within_se**2
+                own[i] = (var, 3, "no residual noise of its own: one process a side and no history", 0.0, 0.0)
                 sources.add("none")
                 continue
             source, s2, df, (g_base, g_cur) = found[i]
             s2, df, lent = moderated.get(i, (s2, df, 0))
             sources.add(source)
             borrowed = f", {lent} df borrowed from the run's other metrics" if lent else ""
-            if source == "history":
-                tau = max(math.sqrt(s2), HISTORY_FLOOR)
-                var = tau**2 * (1.0 + 1.0 / runs[0]) + e.within_se**2 + learned_var
-                noise = (
-                    f"residual σ {tau:.1%} after the run's shift (learned from the baseline's {runs[0]} runs{borrowed})"
-                )
-                out[i] = _relative(e, d, var, df, noise, shift, assumed=False)
-            elif source == "calibration":
+            if source in ("history", "calibration"):
                 tau = max(math.sqrt(s2), HISTORY_FLOOR)
                 r_base = runs[0] if runs[0] > 1 else 1
-                var = tau**2 * (1.0 / r_base + 1.0 / max(runs[1], 1)) + e.within_se**2 + learned_var
-                learned_from = f"learned from {policy.noise_runs} runs of this machine"
-                noise = f"residual σ {tau:.1%} after the run's shift ({learned_from})"
-                out[i] = _relative(e, d, var, df, noise, shift, assumed=False)
+                # a side measured in several processes whose spread exceeds the learned residual (a
+                # neighbour that came and went during the run) is that much less certain
+                sides = [
+                    max(tau**2, spread.sigma**2 / g) if g > 1 and (spread := _spread(e, None, m)) else tau**2
+                    for m, g in ((e.base, g_base if r_base == 1 else 1), (e.cur, g_cur))
+                ]
+                var = sides[0] / r_base + sides[1] / max(runs[1], 1) + e.within_se**2
+                where = (
+                    f"the baseline's {runs[0]} runs{borrowed}"
+                    if source == "history"
+                    else f"{policy.noise_runs} runs of this machine"
+                )
+                own[i] = (var, df, f"residual σ {tau:.1%} after the run's shift (learned from {where})", 0.0, 0.0)
             else:
                 sigma = math.sqrt(s2)
                 process_variance = s2 * (1.0 / g_base + 1.0 / g_cur)
-                var = max(process_variance, 2.0 * PROCESS_FLOOR**2) + base_var
+                var = max(process_variance, 2.0 * PROCESS_FLOOR**2)
                 noise = (
                     f"residual σ {sigma:.1%} per process after the run's shift "
                     f"(the spread of {g_base} + {g_cur} processes{borrowed}, at least {PROCESS_FLOOR:.1%} a side)"
                 )
-                out[i] = _relative(
-                    e,
-                    d,
-                    var,
-                    df,
-                    noise,
-                    shift,
-                    assumed=False,
-                    process_sigma=sigma,
-                    process_variance=process_variance,
-                )
+                own[i] = (var, df, noise, sigma, process_variance)
+        # in units of reference kernels, each kind's kernel may have moved apart from the others (a
+        # memory kernel slowed by a neighbour the compute one did not see): a metric divided by it
+        # is that much less certain relative to the run
+        moves = {i: math.log1p(c) for i in indices if (c := estimates[i].index_change) is not None and c > -1.0}
+        centre_move = float(np.median([moves[i] for i in medians if i in moves] or [0.0]))
+        for i, move in moves.items():
+            var, own_df, noise, sigma, process_variance = own[i]
+            apart = move - centre_move
+            if abs(apart) >= 0.005:
+                noise += f"; its {estimates[i].kernel} kernel moved {math.expm1(apart):+.1%} apart from the others"
+            own[i] = (var + apart**2, own_df, noise, sigma, process_variance)
+        shift, shift_se = _weighted_shift(
+            [(v, own[i][0]) for i in medians if (v := raw[i]) is not None], weighted="none" not in sources
+        )
+        base_var = shift_se**2 + (SHIFT_SPREAD * shift) ** 2
+        # a residual learned across runs already holds how the metric follows phases as large as
+        # theirs: only a shift beyond LEARNED_SHIFT adds to it
+        learned_var = shift_se**2 + (SHIFT_SPREAD * max(abs(shift) - LEARNED_SHIFT, 0.0)) ** 2
+        from_history = {i for i in found if found[i][0] in ("history", "calibration")}
+        extra = {i: learned_var if i in from_history else base_var for i in indices}
+
+        # a run whose metrics scatter around its shift more than their noise says (those that moved
+        # with it, within the threshold: not the ones that moved apart) met something its history
+        # did not: a neighbour that slowed some stages more than others. Every variance of the
+        # clock is widened by that much.
+        scale = _dispersion(
+            [
+                (v - shift) ** 2 / (own[i][0] + extra[i])
+                for i in medians
+                if (v := raw[i]) is not None and i in found and abs(v - shift) <= math.log1p(estimates[i].threshold)
+            ]
+        )
+        for i in indices:
+            e = estimates[i]
+            value = raw[i]
+            assert value is not None
+            var, own_df, noise, sigma, process_variance = own[i]
+            source = found[i][0] if i in found else "none"
+            if scale > 1.0 and i in found:
+                var *= scale
+                noise += f"; ×{math.sqrt(scale):.1f}: the run's metrics scatter more than their noise says"
+            out[i] = _relative(
+                e,
+                value - shift,
+                var + extra[i],
+                own_df,
+                noise,
+                shift,
+                assumed=source == "none",
+                process_sigma=sigma,
+                process_variance=process_variance,
+            )
         moved = frozenset(
             estimates[i].cur.name
             for i in medians

@@ -186,10 +186,11 @@ def noise_key(metric: str, statistic: str, *, normalised: bool = False) -> str:
     return f"{key}@normalised" if normalised else key
 
 
-def residual_key(metric: str, statistic: str) -> str:
+def residual_key(metric: str, statistic: str, *, normalised: bool = False) -> str:
     """The calibration file's key for a statistic's residual noise: what it moves from run to run
-    once each run's common shift is taken out (``metric@residual``, ``metric:p99@residual``)."""
-    return f"{noise_key(metric, statistic)}@residual"
+    once each run's common shift is taken out (``metric@residual``, ``metric:p99@residual``,
+    ``metric@normalised@residual`` in units of its reference kernel)."""
+    return f"{noise_key(metric, statistic, normalised=normalised)}@residual"
 
 
 def _check_threshold(name: str, value: float) -> None:
