@@ -28,6 +28,11 @@ from perfgate.errors import StorageError
 from perfgate.store import _migrations
 from perfgate.store._sql import SQLStore, check_schema_version, hint, one_line
 
+try:
+    import fcntl
+except ImportError:  # no POSIX locks (Windows)
+    fcntl = None  # type: ignore[assignment]
+
 __all__ = ["MIGRATIONS", "SQLiteStore"]
 
 
@@ -64,6 +69,38 @@ def _wal_mode(path: Path) -> bool:
 
 def _wal_of(path: Path) -> Path:
     return path.with_name(path.name + "-wal")
+
+
+# where SQLite's unix VFS takes its locks (os_unix.c): a read lock on these 510 bytes is its
+# SHARED lock, a write lock on them its EXCLUSIVE one; the bytes are never data
+_PENDING_BYTE = 0x40000000
+_SHARED_FIRST, _SHARED_SIZE = _PENDING_BYTE + 2, 510
+
+
+@contextmanager
+def _shared_lock(path: Path) -> Iterator[bool]:
+    """SQLite's SHARED lock on ``path``, taken without waiting; yields whether it is held.
+
+    It keeps every SQLite connection from writing the file itself (they need the EXCLUSIVE lock
+    for that) until the block ends. A POSIX lock: closing any descriptor of the file in this
+    process drops it. Where there are no POSIX locks (Windows), it is never held."""
+    if fcntl is None:
+        yield False
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, _SHARED_SIZE, _SHARED_FIRST, os.SEEK_SET)
+            held = True
+        except OSError:  # someone holds the EXCLUSIVE lock: they are writing the file now
+            held = False
+        yield held
+    finally:
+        os.close(fd)
 
 
 def _path_of(url: str) -> Path:
@@ -167,27 +204,40 @@ class SQLiteStore(SQLStore):
         and -shm beside it that it cannot remove again.
 
         The file is read as the open reads it, ``immutable`` (no locks, nothing created beside
-        it), only when no -wal is beside it: then nobody has it open, and nobody writes it (a
-        WAL-mode file is written only from its -wal). A file that is not an SQLite database at
-        all gets nothing beside it (SQLite refuses it on its header)."""
+        it), only when no -wal is beside it and while this process holds SQLite's own shared
+        lock on it (:func:`_shared_lock`). A WAL-mode file is written only from its -wal, and
+        the last connection to close copies the -wal into it holding SQLite's exclusive lock;
+        without the shared lock, a connection could open, write and close between the look for
+        a -wal and the read, and the read would see the file half copied: "malformed", though
+        nothing is damaged (regression: a ``record`` started with other commands on a new
+        store exited 2 so). While the shared lock is held no connection can copy its -wal in,
+        or remove it, so a file that reads as damaged with no -wal beside it, before and after
+        the read, is damaged. When the lock cannot be had at once, someone is writing the file:
+        the open waits for them instead. A file that is not an SQLite database at all gets
+        nothing beside it (SQLite refuses it on its header)."""
         wal = _wal_of(self.path)
         if not _wal_mode(self.path) or wal.exists():
             return
-        try:
-            conn = sqlite3.connect(
-                f"file:{quote(str(self.path.resolve()))}?mode=ro&immutable=1", uri=True, isolation_level=None
-            )
-        except sqlite3.Error:
-            return  # the open itself will say what is wrong
-        try:
-            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if "schema_migrations" in names:
-                conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
-        except sqlite3.Error as exc:
-            if _code(exc) in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) and not wal.exists():
-                raise self._open_error(exc) from None
-        finally:
-            conn.close()
+        with _shared_lock(self.path) as held:
+            if not held or wal.exists():
+                return  # in use: SQLite's own locks order the open below
+            try:
+                conn = sqlite3.connect(
+                    f"file:{quote(str(self.path.resolve()))}?mode=ro&immutable=1", uri=True, isolation_level=None
+                )
+            except sqlite3.Error:
+                return  # the open itself will say what is wrong
+            try:
+                names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                if "schema_migrations" in names:
+                    conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+            except sqlite3.Error as exc:
+                # decided before the connection closes: closing any descriptor of the file
+                # drops this process's locks on it, the shared lock too
+                if _code(exc) in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) and not wal.exists():
+                    raise self._open_error(exc) from None
+            finally:
+                conn.close()
 
     def _checked_version(self) -> int:
         """The schema version, after refusing someone else's database, both read in one read

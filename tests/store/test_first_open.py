@@ -26,6 +26,7 @@ from perfgate.core.codec import run_to_dict
 from perfgate.errors import StorageError
 from perfgate.store import open_store
 from perfgate.store.base import RunQuery
+from perfgate.store.sqlite import _wal_of
 from tests.store.helpers import consistency_problems, run, stamp, without_dac_override
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,6 +149,57 @@ def _empty(path: Path) -> None:
 
 def _folder(path: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(path.parent.iterdir())}
+
+
+# Holds SQLite's EXCLUSIVE lock on a store (a write lock on the 510 bytes after the pending
+# byte, os_unix.c) with every page after the first zeroed, as the last connection to close
+# holds it while it copies its -wal into the file page by page; then, told to on its stdin,
+# puts the pages back and lets go.
+_HALF_COPIED = """\
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 510, 0x40000002, os.SEEK_SET)
+whole = os.pread(fd, os.fstat(fd).st_size, 0)
+os.pwrite(fd, bytes(len(whole) - 4096), 4096)
+print("copying", flush=True)
+sys.stdin.readline()
+os.pwrite(fd, whole, 0)
+os.close(fd)
+"""
+
+
+def test_a_store_being_copied_into_is_waited_for_not_called_malformed(tmp_path):
+    """Regression for "cannot open the SQLite store: database disk image is malformed" from a
+    `record` started with other commands on a new store, whose file `PRAGMA integrity_check`
+    found whole: the first open read the file without a lock while the last connection to close
+    another process's store copied its -wal into it. The open must wait for that connection,
+    as SQLite's own locks make every other reader do, and then find every run."""
+    path = tmp_path / "store.db"
+    _store(path)
+    assert not _wal_of(path).exists()  # the state the first open reads without SQLite's locks
+    copier = subprocess.Popen(
+        [sys.executable, "-c", _HALF_COPIED, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    opened: list[object] = []
+    try:
+        assert copier.stdout is not None and copier.stdout.readline().strip() == "copying"
+        opener = threading.Thread(target=lambda: opened.append(_open_and_count(path)), daemon=True)
+        opener.start()
+        opener.join(timeout=3)  # an open that reads the half-copied file fails at once
+        waited = opener.is_alive()
+    finally:
+        copier.communicate("done\n", timeout=60)
+    opener.join(timeout=120)  # hang guard: the busy timeout is 60 s
+    assert opened == [3], opened
+    assert waited, "the open did not wait for the connection that held the store"
+
+
+def _open_and_count(path: Path) -> object:
+    try:
+        with open_store(f"sqlite:///{path}") as s:
+            return len(s.runs(RunQuery()))
+    except StorageError as exc:
+        return str(exc)
 
 
 @pytest.mark.parametrize(
