@@ -25,6 +25,11 @@ PAIRS = [
     ("v2_dqn", "v3_dqn", 1),
     ("seed_flat_dqn", "v3_dqn", 1),
     ("v3_dqn", "v3_dqn", 0),
+    # the demo's two verdicts (``make demo``, scripts/demo.sh): DQN in 4 worker processes on this
+    # machine, 120 calls of each process kept per stage; the same code again passes, feature
+    # extraction doing 30 % more work (scripts/demo_slower_features.py) is named, exit 1
+    ("demo_baseline", "demo_unchanged", 0),
+    ("demo_baseline", "demo_slower", 1),
 ]
 
 

@@ -51,9 +51,10 @@ from perfgate.core.family import holm_family
 from perfgate.core.metrics import Direction, metric_info
 from perfgate.core.noise import index_shift
 from perfgate.core.policy import Policy
+from perfgate.core.reduced import metric_summary
 from perfgate.core.result import ALONE, Comparison, Verdict
 from perfgate.core.schema import Metric, Run
-from perfgate.core.stats import min_samples_for, summarize
+from perfgate.core.stats import Summary, min_samples_for, summarize
 
 __all__ = [
     "decide",
@@ -230,7 +231,7 @@ def decide(
         lo, hi = p.log_worse - z_ci * p.se, p.log_worse + z_ci * p.se
         ci = (_worse_from_log(lo, direction), _worse_from_log(hi, direction))
     bound = log_threshold(p.threshold, direction)
-    n_now = min(len(p.base.samples), len(p.cur.samples))
+    n_now = min(p.base.n, p.cur.n)
     verdict: Verdict
     reason = p.reason
     required = p.required_n
@@ -292,7 +293,7 @@ def decide(
             f"a change of {p.cur_value - p.base_value:+.3g} MB, below the {policy.memory_floor_mb:g} MB "
             "that a memory metric is gated at (memory_floor_mb)"
         )
-    summary = stats.summary if stats is not None else (lambda m: summarize(m.samples))
+    summary = stats.summary if stats is not None else _summary
     return Comparison(
         metric=p.cur.name,
         statistic=p.statistic,
@@ -323,6 +324,11 @@ def decide(
     )
 
 
+def _summary(metric: Metric) -> Summary:
+    """The summary of the samples a metric stands for (its true count, for the bounded form)."""
+    return metric_summary(metric) if metric.sizes is not None else summarize(metric.samples)
+
+
 def statistics_of(metric: Metric, policy: Policy, single: bool) -> tuple[str, ...]:
     """The statistics a metric is compared on (the median alone with a single sample a side)."""
     if single:
@@ -333,7 +339,7 @@ def statistics_of(metric: Metric, policy: Policy, single: bool) -> tuple[str, ..
 
 def unmatched(metric: Metric, side: str, policy: Policy) -> Comparison:
     """A metric only one side has: ``missing`` (side ``"baseline"``) or ``new`` (``"current"``)."""
-    summary = summarize(metric.samples)
+    summary = _summary(metric)
     return Comparison(
         metric=metric.name,
         statistic="median",
@@ -355,7 +361,7 @@ def unmatched(metric: Metric, side: str, policy: Policy) -> Comparison:
 
 
 def _informational(base: Metric, cur: Metric, policy: Policy) -> Comparison:
-    b, c = summarize(base.samples), summarize(cur.samples)
+    b, c = _summary(base), _summary(cur)
     return Comparison(
         metric=cur.name,
         statistic="median",

@@ -22,6 +22,7 @@ from perfgate.core.advice import measured_seconds
 from perfgate.core.compare import BudgetCheck, CheckResult, Comparison, Verdict
 from perfgate.core.counts import COUNT_UNITS, NOT_TIMES, informational_line, left_out_line
 from perfgate.core.metrics import Direction
+from perfgate.core.units import MEMORY_UNITS
 from perfgate.report._conditions import conditions
 from perfgate.report._missing import missing_markdown
 from perfgate.report.environment import environment_markdown
@@ -170,7 +171,7 @@ def _noise_notes(result: CheckResult) -> list[str]:
             if line is not None:
                 notes.append(f"ℹ️ {md_prose(line)}")
     notes += _control_notes(result)
-    if any(c.noise_assumed and c.relative_to is None for c in result.comparisons):
+    if any(c.noise_assumed and c.relative_to is None and c.unit not in MEMORY_UNITS for c in result.comparisons):
         processes = result.current.config.get("processes")
         g = processes if isinstance(processes, int) and processes > 0 else 1
         notes.append(
@@ -188,7 +189,7 @@ def _noise_notes(result: CheckResult) -> list[str]:
             "ℹ️ Compared in pairs: Change and its interval are those of the mean of the pairs' log ratios, the "
             "estimate that was tested; the pooled values shown beside it can give another ratio."
         )
-    if any(c.reference for c in result.comparisons):
+    if any(c.reference and c.relative_to is None for c in result.comparisons):
         notes.append(
             "ℹ️ Stage times are compared in units of a reference kernel of the stage's kind, timed with every block "
             "of its calls (the machine-speed index): Change is that normalised change, the raw one is beside it."
@@ -226,7 +227,7 @@ def _control_notes(result: CheckResult) -> list[str]:
             f"ℹ️ The run is its own control on the {md_text(control.clock)}: it moved {fmt_change(shift)} as a whole "
             f"(the median of {len(control.members)} timing metrics), and each metric's Change is how far it moved "
             f"apart from that, tested against its residual noise, {_SOURCES[control.source]}. "
-            "The whole change of each is in the details."
+            "Its values (Baseline, Current) show the whole change, and so do the details of a regression."
         )
     notes += [f"ℹ️ {md_prose(n[:1].upper() + n[1:])}." for n in phase.notes]
     return notes
@@ -255,7 +256,7 @@ def _index_moves(result: CheckResult) -> str:
 
 
 def _change(c: Comparison) -> str:
-    if c.reference and c.raw_change is not None:
+    if c.reference and c.raw_change is not None and c.relative_to is None:
         return f"{fmt_change(shown_change(c))} (raw {fmt_change(c.raw_change)})"
     return fmt_change(shown_change(c))
 
