@@ -856,9 +856,11 @@ def _suite_checks(
     for entry, run in runs:
         others = [(e, r) for e, r in unchanged if e["index"] != entry["index"]]
         if history == 0:
-            bases = [r for e, r in others if int(e["index"]) < int(entry["index"])] if entry["kind"] == "A" else [
-                r for _, r in others
-            ]
+            bases = (
+                [r for e, r in others if int(e["index"]) < int(entry["index"])]
+                if entry["kind"] == "A"
+                else [r for _, r in others]
+            )
             for base in bases:
                 out.append((entry, *_check(base, run, Policy())))
             continue
@@ -919,6 +921,38 @@ def evaluate_suite(args: argparse.Namespace) -> None:
                     f"{f'{alarms} [{lo:.0%}-{hi:.0%}]':>14} {false_imp:>12} {exit2:>7} {cells[0]:>13} {cells[1]:>13} "
                     f"{f'{untouched}/{len(b_all)}':>16} {f'{whole_zero}/{len(whole)}':>17} {seconds:>8.2f}"
                 )
+
+
+def evaluate_dqn(args: argparse.Namespace) -> None:
+    """DQN ``bench`` runs of 4 processes, feature extraction given +20 % and +30 % of its own work
+    (``record --stages features``): every slowed run against every unchanged one, and every pair of
+    unchanged runs, with the reference kernels and without, and no history (a baseline file)."""
+    corpus = Path(args.corpus)
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    runs = [(e, load_run(corpus / str(e["file"]))) for e in manifest if e["tool"] == "bench"]
+    stage = "feature_extraction_time_ms"
+    print(f"DQN corpus {corpus}: {len(runs)} runs of 4 processes; threshold 10 %, alpha 0.01")
+    print(
+        f"{'form':22} {'A/A checks':>10} {'alarms':>7} {'false impr.':>12} {'exit 2':>7}"
+        f" {'+20 % caught':>13} {'+30 % caught':>13} {'others named':>13}"
+    )
+    for label, form in (("kernels", lambda r: r), ("no kernels", without_index)):
+        unchanged = [(e, form(r)) for e, r in runs if e["kind"] == "A"]
+        aa = [compare_runs(a, b, Policy()) for (ea, a), (eb, b) in itertools.combinations(unchanged, 2)]
+        alarms = sum(1 for r in aa if r.regressions)
+        false_imp = sum(1 for r in aa if r.with_verdict(Verdict.IMPROVED))
+        exit2 = sum(1 for r in aa if r.exit_code == 2)
+        cells, others = [], 0
+        for factor in (0.2, 0.3):
+            slowed = [form(r) for e, r in runs if e["kind"] == "B" and abs(float(e["factor"]) - factor) < 1e-9]
+            results = [compare_runs(a, b, Policy()) for b in slowed for _, a in unchanged]
+            hits = sum(1 for r in results if stage in {c.metric for c in r.regressions})
+            others += sum(1 for r in results if {c.metric for c in r.regressions} - {stage})
+            cells.append(f"{hits}/{len(results)}")
+        print(
+            f"{label:22} {len(aa):>10} {alarms:>7} {false_imp:>12} {exit2:>7}"
+            f" {cells[0]:>13} {cells[1]:>13} {others:>13}"
+        )
 
 
 def main() -> None:
@@ -986,8 +1020,11 @@ def main() -> None:
     es.add_argument("--histories", default="0,5,10")
     es.add_argument("--draws", type=int, default=4, help="histories drawn per checked run")
     es.add_argument("--seed", type=int, default=1)
+    ed = sub.add_parser("evaluate-dqn", help="check a DQN corpus recorded with record --stages features")
+    ed.add_argument("corpus")
     args = parser.parse_args()
     commands = {
+        "evaluate-dqn": evaluate_dqn,
         "record": record,
         "record-suite": record_suite,
         "evaluate": evaluate,
