@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from perfgate.ab.workers import Workers
 from perfgate.cli import main
 from perfgate.errors import PerfgateError
 from perfgate.orchestrate import counts
@@ -223,7 +224,7 @@ def test_the_products_are_read_only_checked_and_removed(tmp_path, monkeypatch):
         suite="prepared", stages_modules=["tinystages"], data=None, seed=0, params={}, warmup=None, calls=1
     )
     side = counts.CountSide(label="current `HEAD` (abc1234)", cwd=tmp_path)
-    with counts._prepared(job, "x", [side], True, None) as (products,):
+    with Workers() as owner, counts._prepared(job, "x", [side], True, None, owner) as (products,):
         assert products.stages == ["table"] and products.folder is not None
         assert products.folder.name.startswith("current-HEAD-abc1234-")
         product = products.folder / "table"
@@ -231,13 +232,13 @@ def test_the_products_are_read_only_checked_and_removed(tmp_path, monkeypatch):
         assert products.job(job)["prepared"] == str(products.folder)
     assert not products.folder.exists()
     with pytest.raises(PerfgateError, match="changed while the counted processes"):
-        with counts._prepared(job, "x", [side], True, None) as (products,):
+        with Workers() as owner, counts._prepared(job, "x", [side], True, None, owner) as (products,):
             assert products.folder is not None
             product = products.folder / "table"
             product.chmod(0o644)
             product.write_bytes(b"changed")
     assert not products.folder.exists()
-    with counts._prepared({**job, "suite": "tiny"}, "x", [side], True, None) as (products,):
+    with Workers() as owner, counts._prepared({**job, "suite": "tiny"}, "x", [side], True, None, owner) as (products,):
         assert products.stages == [] and products.folder is None  # no stage prepares: nothing set up
         assert products.job(job) == job
 

@@ -31,8 +31,9 @@ ALLOWED = {
     # the A/B engine of `perfgate ab`: both revisions' worker processes, the fallback, the paired decision
     "ab": {"ab", "bench", "core", "errors", "usercode"},
     # starts perfgate's own processes (bench workers, counted processes): above the measurement layer;
-    # counted processes get their memory layouts from the randomiser the A/B engine uses
-    "orchestrate": {"orchestrate", "bench", "core", "errors", "runfile", "store", "report", "ab.layout"},
+    # counted processes get their memory layouts from the randomiser the A/B engine uses, and are
+    # started and ended (an interrupt kills them all at once) by the owner of its workers
+    "orchestrate": {"orchestrate", "bench", "core", "errors", "runfile", "store", "report", "ab.layout", "ab.workers"},
     # the top-level modules: shared leaves (errors, inputs, output), the run file, the
     # configuration, the calibration and the Python API
     "errors": set(),

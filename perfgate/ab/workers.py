@@ -8,8 +8,11 @@ same protocol: :func:`worker_module` names the one the tree has.
 
 Every exchange has a deadline. A worker that ends early, answers nonsense or misses its
 deadline raises :class:`WorkerFailed` with the last line of its stderr, and every worker
-is killed however the coordinator leaves (error, Ctrl-C, time-out): :class:`Workers` is a
-context manager that owns them all.
+is killed however the coordinator leaves (error, Ctrl-C, SIGTERM, time-out): :class:`Workers` is a
+context manager that owns them all. It owns the processes that run once to their end too
+(:meth:`Workers.run`: the counted and preparing processes of ``--measure counts``), which
+threads start side by side: :meth:`Workers.end` kills them all at once, so that an interrupt
+never waits for a thread whose process runs on.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -260,15 +264,16 @@ class Workers:
         self.python = python
         self._tmp = Path(tempfile.mkdtemp(prefix="perfgate-workers-"))
         self._all: list[Channel] = []
+        self._runs: list[subprocess.Popen[str]] = []  # the processes of run()
+        self._lock = threading.Lock()
+        self._ended = False
         self._count = 0
 
     def __enter__(self) -> Workers:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for ch in self._all:
-            ch.kill()
-        _wait_gone([ch.pid for ch in self._all])
+        self.end()
         for path in self._tmp.iterdir():
             with contextlib.suppress(OSError):
                 path.unlink()
@@ -278,6 +283,52 @@ class Workers:
     def _stderr_path(self, label: str) -> Path:
         self._count += 1
         return self._tmp / f"{self._count:03d}-{label.split()[0]}.stderr"
+
+    def end(self) -> None:
+        """Kill every worker and process started here, wait until they are gone, and start no more."""
+        with self._lock:
+            self._ended = True
+            channels, runs = list(self._all), list(self._runs)
+        for ch in channels:
+            ch.kill()
+        for proc in runs:
+            with contextlib.suppress(OSError):
+                proc.kill()
+        _wait_gone([ch.pid for ch in channels] + [proc.pid for proc in runs])
+
+    def run(
+        self, argv: Sequence[str], *, input: str, cwd: Path | None, env: Mapping[str, str], timeout: float
+    ) -> subprocess.CompletedProcess[str]:
+        """Run one process to its end, ``input`` on its stdin and its output captured, from any thread.
+
+        Past ``timeout`` seconds it is killed and :class:`subprocess.TimeoutExpired` raised with
+        what it wrote; :meth:`end` (or leaving the owner) kills it sooner, and it then returns
+        with the kill's exit status. After :meth:`end` nothing starts: :class:`WorkerFailed`.
+        """
+        with self._lock:  # so that end() cannot miss a process that starts meanwhile
+            if self._ended:
+                raise WorkerFailed(f"{argv[0]} was not started: the check is ending")
+            proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=cwd,
+                env=dict(env),
+            )
+            self._runs.append(proc)
+        with proc:
+            try:
+                out, err = proc.communicate(input, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate()
+                raise subprocess.TimeoutExpired(proc.args, timeout, output=out, stderr=err) from None
+            except BaseException:
+                proc.kill()
+                raise
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
     def spawn(self, label: str, cwd: Path, env: dict[str, str], args: Sequence[str] = ("-m", WORKER_MODULE)) -> Channel:
         """A fresh worker in ``cwd`` (its revision's tree); ``args`` follow the interpreter (see ``layout``)."""

@@ -21,13 +21,9 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import signal
 import tempfile
-import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING
 
 from perfgate.cli._common import (
@@ -165,23 +161,6 @@ def _bench_args(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(out)
 
 
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """Let a CI cancellation (SIGTERM) unwind like Ctrl-C, so the worktrees are removed."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _starting(args: argparse.Namespace) -> tuple[int, Path, str, Callable[[str], None]]:
     """What every way of measuring starts from: the order's random seed, the repository, the
     current ref (the working tree when it has changes and none was given) and the progress line."""
@@ -240,7 +219,7 @@ def _counts(args: argparse.Namespace, policy: Policy) -> int:
         count_all=args.count_all_stages,
     )
     model = normalize_model(args.model)
-    with _sigterm_as_interrupt(), checkout(repo, args.baseline_ref, current_ref) as (base_rev, cur_rev):
+    with checkout(repo, args.baseline_ref, current_ref) as (base_rev, cur_rev):
         a, b = sides(base_rev, cur_rev)
         info: dict[str, object] = {
             "paired": True,
@@ -388,7 +367,7 @@ def _run(args: argparse.Namespace) -> int:
     seed, repo, current_ref, progress = _starting(args)
     resident = _resident_options(args, policy, seed)
     info: dict[str, object] = {"paired": True, "interleaved": True, "seed": seed}
-    with _sigterm_as_interrupt(), checkout(repo, args.baseline_ref, current_ref) as (base_rev, cur_rev):
+    with checkout(repo, args.baseline_ref, current_ref) as (base_rev, cur_rev):
         info.update(
             baseline_ref=base_rev.ref,
             baseline_commit=base_rev.commit,

@@ -25,7 +25,10 @@ training step, bound by memory bandwidth) is left out unless asked, and the run 
 
 Nothing is written unless every process finished: a process that fails raises
 :class:`~perfgate.errors.PerfgateError` naming the stage and step it died in and the last
-line valgrind wrote.
+line valgrind wrote. Every process, counted or preparing, is started through one owner
+(:class:`perfgate.ab.workers.Workers`, the timed ``ab``'s): however the command is left, at
+an error, Ctrl-C or SIGTERM to perfgate's process alone, it kills them all at once, and
+their folders are removed (``docs/limits.md``).
 
 **Set-up products made natively.** When a stage keeps an expensive set-up product
 (``Stage.prepares``: PPO's first rollout), one native process per revision
@@ -43,6 +46,7 @@ Internal: shared with ``api``, ``cli``; not part of the Python API (README, "Pyt
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -58,12 +62,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from perfgate.ab.layout import Layout, draw, start_order, worker_args
+from perfgate.ab.workers import Workers
 from perfgate.bench.callgrind import CACHE, EVENTS, est_cycles, read_dump, valgrind_argv
 from perfgate.bench.counting import NULL_LABEL
 from perfgate.core.metrics import Direction
@@ -126,23 +131,16 @@ _THREADS_ENV = {
     "NUMBA_NUM_THREADS": "1",
 }
 _SUFFIXES = ("_ms", "_us", "_ns", "_s")
+_T = TypeVar("_T")
 
 
 def _run_worker(
-    argv: list[str], payload: Mapping[str, Any], env: Mapping[str, str], cwd: Path | None
+    owner: Workers, argv: list[str], payload: Mapping[str, Any], env: Mapping[str, str], cwd: Path | None
 ) -> subprocess.CompletedProcess[str]:
-    """One worker process (preparing or counted): the job as JSON on its stdin, its output
+    """One worker process (preparing or counted), started by ``owner``, which kills it when the
+    command is left (an error, Ctrl-C, SIGTERM): the job as JSON on its stdin, its output
     captured, ended at :data:`PROCESS_DEADLINE` (``subprocess.TimeoutExpired``)."""
-    return subprocess.run(
-        argv,
-        input=json.dumps(payload, sort_keys=True),
-        capture_output=True,
-        text=True,
-        env=dict(env),
-        cwd=cwd,
-        timeout=PROCESS_DEADLINE,
-        check=False,
-    )
+    return owner.run(argv, input=json.dumps(payload, sort_keys=True), cwd=cwd, env=env, timeout=PROCESS_DEADLINE)
 
 
 def count_stem(metric: str) -> str:
@@ -319,7 +317,7 @@ def _product_key(job: Mapping[str, Any], model: str, side: CountSide) -> str:
     return f"{label}-{digest}" if label else digest
 
 
-def _prepare(job: Mapping[str, Any], model: str, side: CountSide, root: Path) -> _Products:
+def _prepare(job: Mapping[str, Any], model: str, side: CountSide, root: Path, owner: Workers) -> _Products:
     """Run one revision's native pass into a new folder under ``root``; no folder when no stage prepares."""
     t0 = time.perf_counter()
     folder = root / _product_key(job, model, side)
@@ -332,7 +330,7 @@ def _prepare(job: Mapping[str, Any], model: str, side: CountSide, root: Path) ->
         module = module_in(side.cwd, PREPARE_MODULE)
         argv = [sys.executable, "-m", module]
         try:
-            done = _run_worker(argv, payload, env, side.cwd)
+            done = _run_worker(owner, argv, payload, env, side.cwd)
         except subprocess.TimeoutExpired as exc:
             said = f"hung for {PROCESS_DEADLINE:g} s (docs/limits.md)"
             done = subprocess.CompletedProcess(argv, -9, _text(exc.stdout), f"{_text(exc.stderr)}\n{said}")
@@ -369,6 +367,7 @@ def _prepared(
     sides: Sequence[CountSide],
     wanted: bool,
     progress: Callable[[str], None] | None,
+    owner: Workers,
 ) -> Iterator[list[_Products]]:
     """Each side's native pass (side by side), its products kept while the counted processes run.
 
@@ -380,8 +379,7 @@ def _prepared(
         return
     root = Path(tempfile.mkdtemp(prefix="perfgate-prepared-"))
     try:
-        with ThreadPoolExecutor(max_workers=max(1, len(sides))) as pool:
-            made = list(pool.map(lambda side: _prepare(job, model, side, root), sides))
+        made = _in_parallel([functools.partial(_prepare, job, model, side, root, owner) for side in sides], owner)
         for p in made:
             if p.stages and progress:
                 where = f" for the {p.side.label}" if p.side.label else ""
@@ -405,6 +403,7 @@ def _one_process(
     valgrind: str,
     model: str,
     layout: Layout,
+    owner: Workers,
     side: CountSide = _HERE,
 ) -> _Counted:
     t0 = time.perf_counter()
@@ -419,7 +418,7 @@ def _one_process(
         ]
         payload = {**job, "model": model, "output": str(out), "progress": str(progress)}
         try:
-            done = _run_worker(argv, payload, env, side.cwd)
+            done = _run_worker(owner, argv, payload, env, side.cwd)
         except subprocess.TimeoutExpired as exc:
             hung = subprocess.CompletedProcess(argv, -9, _text(exc.stdout), _text(exc.stderr))
             raise _failure(i, model, hung, progress, log, side.label, hung_after=PROCESS_DEADLINE) from None
@@ -443,18 +442,25 @@ def _one_process(
         )
 
 
-def _in_parallel(tasks: Sequence[Callable[[], _Counted]], jobs: int) -> list[_Counted]:
-    """Run ``tasks`` (counted processes) ``jobs`` at a time, in order; the first failure is raised
-    once every started process has ended, and no task starts after it.
+def _in_parallel(tasks: Sequence[Callable[[], _T]], owner: Workers, jobs: int | None = None) -> list[_T]:
+    """Run ``tasks`` (each starts its processes through ``owner``) ``jobs`` at a time (default:
+    all at once), in order; the first failure is raised once every started process has ended,
+    and no task starts after it.
+
+    An interrupt of this thread (Ctrl-C, or SIGTERM, which :func:`perfgate.cli.guarded` turns
+    into one) ends every process at once (:meth:`~perfgate.ab.workers.Workers.end`) before
+    it waits for the threads: they return as soon as their processes are gone, and what they
+    made is removed. Otherwise it would wait for processes that may run to their deadline.
 
     Running them side by side changes no count: callgrind counts what one process executes on
     its one simulated CPU, whatever else the machine runs (``docs/design.md`` §12).
     """
+    jobs = len(tasks) if jobs is None else jobs
     if jobs <= 1 or len(tasks) <= 1:
         return [task() for task in tasks]
     failed = threading.Event()
 
-    def guarded(task: Callable[[], _Counted]) -> _Counted | None:
+    def guarded(task: Callable[[], _T]) -> _T | None:
         if failed.is_set():
             return None
         try:
@@ -464,8 +470,15 @@ def _in_parallel(tasks: Sequence[Callable[[], _Counted]], jobs: int) -> list[_Co
             raise
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(guarded, task) for task in tasks]
-        wait(futures)
+        try:
+            futures = [pool.submit(guarded, task) for task in tasks]
+            pending: set[Future[_T | None]] = set(futures)
+            while pending:  # with a timeout: this thread runs its signal handlers in between
+                pending = wait(pending, timeout=0.5).not_done
+        except BaseException:
+            failed.set()
+            owner.end()
+            raise
     for future in futures:
         if future.exception() is not None:
             raise future.exception()  # type: ignore[misc]
@@ -540,13 +553,14 @@ def measure_counts(
     layout_seed = secrets.randbelow(2**63)
     done = [0]
     lock = threading.Lock()
-    with _prepared(job, model, [_HERE], prepare, progress) as (products,):
+    # the owner of every process: leaving it, however, kills what still runs
+    with Workers() as owner, _prepared(job, model, [_HERE], prepare, progress, owner) as (products,):
         counted_job = products.job(job)
 
         def one(i: int) -> Callable[[], _Counted]:
             def task() -> _Counted:
                 # each process its own draw of heap offset, stack padding and hash seed (perfgate.ab.layout)
-                counted = _one_process(i, counted_job, valgrind, model, draw(layout_seed, i, "A"))
+                counted = _one_process(i, counted_job, valgrind, model, draw(layout_seed, i, "A"), owner)
                 with lock:
                     done[0] += 1
                     if progress:
@@ -556,7 +570,7 @@ def measure_counts(
             return task
 
         counted = _in_parallel(
-            [one(i) for i in range(processes)], jobs if jobs is not None else default_jobs(processes)
+            [one(i) for i in range(processes)], owner, jobs if jobs is not None else default_jobs(processes)
         )
     return counts_run(
         counted,
@@ -602,7 +616,7 @@ def measure_counts_paired(
     roles: list[int] = []
     lock = threading.Lock()
     done = [0]
-    with _prepared(job, model, sides, True, progress) as products:
+    with Workers() as owner, _prepared(job, model, sides, True, progress, owner) as products:
         # each revision's counted processes read its own products, never the other's
         side_jobs = [p.job(job) for p in products]
 
@@ -611,7 +625,7 @@ def measure_counts_paired(
 
             def task() -> _Counted:
                 layout = draw(seed, pair, "AB"[which])
-                counted = _one_process(pair, side_jobs[which], valgrind, model, layout, side)
+                counted = _one_process(pair, side_jobs[which], valgrind, model, layout, owner, side)
                 with lock:
                     done[0] += 1
                     if progress:
@@ -628,7 +642,7 @@ def measure_counts_paired(
                 which = 0 if name == "A" else 1
                 tasks.append(one(pair, which))
                 roles.append(which)
-        counted = _in_parallel(tasks, jobs if jobs is not None else default_jobs(2 * pairs))
+        counted = _in_parallel(tasks, owner, jobs if jobs is not None else default_jobs(2 * pairs))
     runs = []
     for which in (0, 1):
         mine = [c for c, r in zip(counted, roles, strict=True) if r == which]
