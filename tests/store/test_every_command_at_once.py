@@ -9,7 +9,7 @@ command may fail to open the store, and every run of every `record` must be ther
 Regression for a round that ended with 8 of 10 runs: one `record` exited 2 with "cannot open
 the SQLite store: database disk image is malformed" while `PRAGMA integrity_check` found the
 file whole (22 rounds of the same eight commands as separate processes). How often that came
-is not known here: before the fix, neither 2,000 rounds of this test nor 460 rounds of eight
+is not known here: before the fix, neither 2,300 rounds like these nor 480 rounds of eight
 separate `perfgate` processes met it again on a 2-core machine, loaded or not; what it was and
 the test that fails without the fix are in ``test_first_open.py``
 (``test_a_store_being_copied_into_is_waited_for_not_called_malformed``). These rounds keep the
