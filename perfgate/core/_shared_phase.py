@@ -117,6 +117,7 @@ LEARNED_SHIFT = 0.10
 # suite, docs/noise.md §6), and the fewest metrics a breadth claim names
 BREADTH_RATE = 0.10
 BREADTH_MIN = 3
+_IN_KERNELS = ", in units of its reference kernels"
 SINGLE_PROCESS = (
     "each side is one process and there is no history: a single benchmark can move by 25 % or 2× between "
     "fresh processes of identical code, so no metric is judged alone. Record runs on main "
@@ -141,6 +142,8 @@ class Control:
     moved: frozenset[str]
     source: str
     tested: frozenset[str] = frozenset()  # every metric tested against the shift (throughputs too)
+    # in units of kernels: the raw shift, which a metric whose raw test was the narrower is taken against
+    raw_shift: float | None = None
     runs: int = 0  # history: the runs the residual was learned from
 
 
@@ -171,16 +174,16 @@ def robust_shift(logs: Sequence[float]) -> tuple[float, float]:
     return centre, 1.2533 * sd / math.sqrt(len(x))
 
 
-def _as_tested(e: Estimate, m: Metric | None) -> Metric | None:
-    """A side of ``e`` as its test compares it: in units of its reference kernel when it has one."""
-    if m is None or not e.kernel:
+def _as_tested(m: Metric | None, scaled: bool) -> Metric | None:
+    """A side as the control compares it: in units of its reference kernel (``scaled``) or raw."""
+    if m is None or not scaled:
         return m
     return normalised(m)
 
 
-def _spread(e: Estimate, base: Metric | None, cur: Metric | None) -> BetweenGroups | None:
+def _spread(e: Estimate, base: Metric | None, cur: Metric | None, scaled: bool) -> BetweenGroups | None:
     """The spread between the worker processes of the given sides, for ``e``'s statistic."""
-    base, cur = _as_tested(e, base), _as_tested(e, cur)
+    base, cur = _as_tested(base, scaled), _as_tested(cur, scaled)
     if base is None and cur is None:
         return None
     return between_groups(base, cur, QUANTILES[e.statistic])
@@ -227,11 +230,10 @@ def _dispersion(ratios: Sequence[float]) -> float:
     return dispersion if dispersion > 1.0 + 10.0 / math.sqrt(len(ratios)) else 1.0
 
 
-def _raw_log_worse(e: Estimate) -> float | None:
-    """The direction-adjusted log ratio ``e`` tests: in units of its reference kernel when it has
-    one (the kernels, timed with every block, take out the machine's phase within the run too),
-    else of the raw values."""
-    if e.kernel:
+def _raw_log_worse(e: Estimate, scaled: bool = False) -> float | None:
+    """The direction-adjusted log ratio of ``e``: in units of its reference kernel (``scaled``,
+    what its own test compares), else of the raw values."""
+    if scaled:
         return e.log_worse
     if e.base_value <= 0 or e.cur_value <= 0:
         return None
@@ -258,12 +260,12 @@ def is_median(statistic: str) -> bool:
     return statistic in ("median", "p50")
 
 
-def _history_residuals(estimates: Sequence[Estimate], runs: int) -> dict[tuple[str, str], float]:
+def _history_residuals(estimates: Sequence[Estimate], runs: int, scaled: bool) -> dict[tuple[str, str], float]:
     """Per (metric, statistic): the residual SD learned from the pooled baseline's runs, each
     run's shift taken from the medians (:func:`perfgate.core.noise.run_shifts`)."""
 
     def logs_of(e: Estimate) -> np.ndarray | None:
-        base = _as_tested(e, e.base)
+        base = _as_tested(e.base, scaled)
         if base is None:
             return None
         logs = group_locations(base, QUANTILES[e.statistic])
@@ -316,6 +318,7 @@ def _relative(
     assumed: bool,
     process_sigma: float = 0.0,
     process_variance: float = 0.0,
+    scaled: bool = False,
 ) -> Estimate:
     se = math.sqrt(max(variance, 0.0))
     p = t_sf(d / se, df) if se > 0 else (0.0 if d > 0 else 1.0)
@@ -329,6 +332,7 @@ def _relative(
         noise_assumed=assumed,
         fixed_variance=max(variance - process_variance, 0.0),
         process_sigma=process_sigma,
+        kernel=e.kernel if scaled else "",
         normalised_change=None,
         raw_change=e.cur_value / e.base_value - 1.0,
         index_change=None,
@@ -351,7 +355,7 @@ def relative_to_run(
     for i, e in enumerate(estimates):
         if _eligible(e):
             clock = clocks.get(e.cur.name, "cpu")
-            groups.setdefault(f"{clock}, in units of its reference kernels" if e.kernel else clock, []).append(i)
+            groups.setdefault(f"{clock}{_IN_KERNELS}" if e.kernel else clock, []).append(i)
     controls: list[Control] = []
     notes: list[str] = []
     for clock, indices in groups.items():
@@ -364,128 +368,32 @@ def relative_to_run(
                     "the run-to-run noise alone"
                 )
             continue
-        raw = {i: _raw_log_worse(estimates[i]) for i in indices}
-        history = _history_residuals([estimates[i] for i in indices], runs[0]) if runs[0] >= MIN_HISTORY_RUNS else {}
-        sources: set[str] = set()
-        # the residual variance of each estimate, from its source: (source, s², df, processes a side)
-        found: dict[int, tuple[str, float, int, tuple[int, int]]] = {}
+        raw_track = _track(estimates, indices, medians, policy, runs, scaled=False)
+        track = raw_track
+        if clock.endswith(_IN_KERNELS):
+            # in units of the kernels, and raw: each metric takes the one with the smaller variance
+            # (a kernel that moved apart from the others makes its metrics' normalised test the
+            # wider), chosen on the variances alone, before any outcome
+            track = _track(estimates, indices, medians, policy, runs, scaled=True)
+            for i in indices:
+                if raw_track.tests[i][1] < track.tests[i][1]:
+                    track.tests[i] = raw_track.tests[i]
+        shift, shift_se, sources = track.shift, track.shift_se, track.sources
         for i in indices:
-            e = estimates[i]
-            learned = (
-                policy.noise.get(residual_key(e.cur.name, e.statistic, normalised=bool(e.kernel)))
-                if not policy.noise_too_young
-                else None
-            )
-            g_base, g_cur = len(e.base.groups or (0,)), len(e.cur.groups or (0,))
-            if e.key in history:
-                found[i] = ("history", history[e.key] ** 2, runs[0] - 1, (g_base, g_cur))
-            elif learned is not None:
-                found[i] = ("calibration", learned**2, max(policy.noise_runs - 1, 1), (g_base, g_cur))
-            else:
-                spread = (
-                    _spread(e, e.base if g_base > 1 else None, e.cur if g_cur > 1 else None)
-                    if runs == (1, 1) and max(g_base, g_cur) > 1
-                    else None
-                )
-                if spread is not None and spread.df >= 2:
-                    found[i] = ("processes", spread.sigma**2, spread.df, (g_base, g_cur))
-        moderated = _moderate(
-            {i: (f[1], f[2]) for i, f in found.items() if f[0] != "calibration"},
-            {i: (found[i][0], estimates[i].statistic) for i in found},
-        )
-        # each estimate's own variance (its residual noise, the run's processes and its samples)
-        own: dict[int, tuple[float, int | None, str, float, float]] = {}
-        for i in indices:
-            e = estimates[i]
-            if i not in found:
-                # one process a side, no history: the assumed per-process term gives the interval,
-                # and the decision withholds any claim of this metric alone (SINGLE_PROCESS)
-                factor = 1.5 if e.statistic == "p95" else 2.0 if e.statistic == "p99" else 1.0
-                var = (policy.assumed_raw.process * factor) ** 2 * 2.0 + e.within_se**2
-                own[i] = (var, 3, "no residual noise of its own: one process a side and no history", 0.0, 0.0)
-                sources.add("none")
-                continue
-            source, s2, df, (g_base, g_cur) = found[i]
-            s2, df, lent = moderated.get(i, (s2, df, 0))
-            sources.add(source)
-            borrowed = f", {lent} df borrowed from the run's other metrics" if lent else ""
-            if source in ("history", "calibration"):
-                tau = max(math.sqrt(s2), HISTORY_FLOOR)
-                r_base = runs[0] if runs[0] > 1 else 1
-                # a side measured in several processes whose spread exceeds the learned residual (a
-                # neighbour that came and went during the run) is that much less certain
-                sides = [
-                    max(tau**2, spread.sigma**2 / g) if g > 1 and (spread := _spread(e, None, m)) else tau**2
-                    for m, g in ((e.base, g_base if r_base == 1 else 1), (e.cur, g_cur))
-                ]
-                var = sides[0] / r_base + sides[1] / max(runs[1], 1) + e.within_se**2
-                where = (
-                    f"the baseline's {runs[0]} runs{borrowed}"
-                    if source == "history"
-                    else f"{policy.noise_runs} runs of this machine"
-                )
-                own[i] = (var, df, f"residual σ {tau:.1%} after the run's shift (learned from {where})", 0.0, 0.0)
-            else:
-                sigma = math.sqrt(s2)
-                process_variance = s2 * (1.0 / g_base + 1.0 / g_cur)
-                var = max(process_variance, 2.0 * PROCESS_FLOOR**2)
-                noise = (
-                    f"residual σ {sigma:.1%} per process after the run's shift "
-                    f"(the spread of {g_base} + {g_cur} processes{borrowed}, at least {PROCESS_FLOOR:.1%} a side)"
-                )
-                own[i] = (var, df, noise, sigma, process_variance)
-        # in units of reference kernels, each kind's kernel may have moved apart from the others (a
-        # memory kernel slowed by a neighbour the compute one did not see): a metric divided by it
-        # is that much less certain relative to the run
-        moves = {i: math.log1p(c) for i in indices if (c := estimates[i].index_change) is not None and c > -1.0}
-        centre_move = float(np.median([moves[i] for i in medians if i in moves] or [0.0]))
-        for i, move in moves.items():
-            var, own_df, noise, sigma, process_variance = own[i]
-            apart = move - centre_move
-            if abs(apart) >= 0.005:
-                noise += f"; its {estimates[i].kernel} kernel moved {math.expm1(apart):+.1%} apart from the others"
-            own[i] = (var + apart**2, own_df, noise, sigma, process_variance)
-        shift, shift_se = _weighted_shift(
-            [(v, own[i][0]) for i in medians if (v := raw[i]) is not None], weighted="none" not in sources
-        )
-        base_var = shift_se**2 + (SHIFT_SPREAD * shift) ** 2
-        # a residual learned across runs already holds how the metric follows phases as large as
-        # theirs: only a shift beyond LEARNED_SHIFT adds to it
-        learned_var = shift_se**2 + (SHIFT_SPREAD * max(abs(shift) - LEARNED_SHIFT, 0.0)) ** 2
-        from_history = {i for i in found if found[i][0] in ("history", "calibration")}
-        extra = {i: learned_var if i in from_history else base_var for i in indices}
-
-        # a run whose metrics scatter around its shift more than their noise says (those that moved
-        # with it, within the threshold: not the ones that moved apart) met something its history
-        # did not: a neighbour that slowed some stages more than others. Every variance of the
-        # clock is widened by that much.
-        scale = _dispersion(
-            [
-                (v - shift) ** 2 / (own[i][0] + extra[i])
-                for i in medians
-                if (v := raw[i]) is not None and i in found and abs(v - shift) <= math.log1p(estimates[i].threshold)
-            ]
-        )
-        for i in indices:
-            e = estimates[i]
-            value = raw[i]
-            assert value is not None
-            var, own_df, noise, sigma, process_variance = own[i]
-            source = found[i][0] if i in found else "none"
-            if scale > 1.0 and i in found:
-                var *= scale
-                noise += f"; ×{math.sqrt(scale):.1f}: the run's metrics scatter more than their noise says"
+            d, var, own_df, noise, sigma, process_variance, source, shifted, scaled = track.tests[i]
             out[i] = _relative(
-                e,
-                value - shift,
-                var + extra[i],
+                estimates[i],
+                d,
+                var,
                 own_df,
                 noise,
-                shift,
+                shifted,
                 assumed=source == "none",
                 process_sigma=sigma,
                 process_variance=process_variance,
+                scaled=scaled,
             )
+        raw = track.values
         moved = frozenset(
             estimates[i].cur.name
             for i in medians
@@ -502,11 +410,155 @@ def relative_to_run(
                 tested=frozenset(estimates[i].cur.name for i in indices),
                 source=source,
                 runs=runs[0] if source == "history" else 0,
+                raw_shift=raw_track.shift if track is not raw_track else None,
             )
         )
         if source == "none":
             notes.append(SINGLE_PROCESS)
     return out, SharedPhase(controls=tuple(controls), notes=tuple(dict.fromkeys(notes)))
+
+
+@dataclass(slots=True)
+class _Track:
+    """One way of taking a clock's metrics relative to their run (raw, or in units of kernels):
+    per estimate (d, variance, df, noise, process σ, process variance, source, shift, scaled)."""
+
+    tests: dict[int, tuple[float, float, int | None, str, float, float, str, float, bool]]
+    values: dict[int, float | None]
+    shift: float
+    shift_se: float
+    sources: set[str]
+
+
+def _track(
+    estimates: Sequence[Estimate],
+    indices: Sequence[int],
+    medians: Sequence[int],
+    policy: Policy,
+    runs: tuple[int, int],
+    *,
+    scaled: bool,
+) -> _Track:
+    """The clock's metrics relative to their run's shift, raw or in units of their kernels."""
+    raw = {i: _raw_log_worse(estimates[i], scaled) for i in indices}
+    history = (
+        _history_residuals([estimates[i] for i in indices], runs[0], scaled) if runs[0] >= MIN_HISTORY_RUNS else {}
+    )
+    sources: set[str] = set()
+    # the residual variance of each estimate, from its source: (source, s², df, processes a side)
+    found: dict[int, tuple[str, float, int, tuple[int, int]]] = {}
+    for i in indices:
+        e = estimates[i]
+        learned = (
+            policy.noise.get(residual_key(e.cur.name, e.statistic, normalised=scaled))
+            if not policy.noise_too_young
+            else None
+        )
+        g_base, g_cur = len(e.base.groups or (0,)), len(e.cur.groups or (0,))
+        if e.key in history:
+            found[i] = ("history", history[e.key] ** 2, runs[0] - 1, (g_base, g_cur))
+        elif learned is not None:
+            found[i] = ("calibration", learned**2, max(policy.noise_runs - 1, 1), (g_base, g_cur))
+        else:
+            spread = (
+                _spread(e, e.base if g_base > 1 else None, e.cur if g_cur > 1 else None, scaled)
+                if runs == (1, 1) and max(g_base, g_cur) > 1
+                else None
+            )
+            if spread is not None and spread.df >= 2:
+                found[i] = ("processes", spread.sigma**2, spread.df, (g_base, g_cur))
+    moderated = _moderate(
+        {i: (f[1], f[2]) for i, f in found.items() if f[0] != "calibration"},
+        {i: (found[i][0], estimates[i].statistic) for i in found},
+    )
+    # each estimate's own variance (its residual noise, the run's processes and its samples)
+    own: dict[int, tuple[float, int | None, str, float, float]] = {}
+    for i in indices:
+        e = estimates[i]
+        if i not in found:
+            # one process a side, no history: the assumed per-process term gives the interval,
+            # and the decision withholds any claim of this metric alone (SINGLE_PROCESS)
+            factor = 1.5 if e.statistic == "p95" else 2.0 if e.statistic == "p99" else 1.0
+            var = (policy.assumed_raw.process * factor) ** 2 * 2.0 + e.within_se**2
+            own[i] = (var, 3, "no residual noise of its own: one process a side and no history", 0.0, 0.0)
+            sources.add("none")
+            continue
+        source, s2, df, (g_base, g_cur) = found[i]
+        s2, df, lent = moderated.get(i, (s2, df, 0))
+        sources.add(source)
+        borrowed = f", {lent} df borrowed from the run's other metrics" if lent else ""
+        if source in ("history", "calibration"):
+            tau = max(math.sqrt(s2), HISTORY_FLOOR)
+            r_base = runs[0] if runs[0] > 1 else 1
+            # a side measured in several processes whose spread exceeds the learned residual (a
+            # neighbour that came and went during the run) is that much less certain
+            sides = [
+                max(tau**2, spread.sigma**2 / g) if g > 1 and (spread := _spread(e, None, m, scaled)) else tau**2
+                for m, g in ((e.base, g_base if r_base == 1 else 1), (e.cur, g_cur))
+            ]
+            var = sides[0] / r_base + sides[1] / max(runs[1], 1) + e.within_se**2
+            where = (
+                f"the baseline's {runs[0]} runs{borrowed}"
+                if source == "history"
+                else f"{policy.noise_runs} runs of this machine"
+            )
+            own[i] = (var, df, f"residual σ {tau:.1%} after the run's shift (learned from {where})", 0.0, 0.0)
+        else:
+            sigma = math.sqrt(s2)
+            process_variance = s2 * (1.0 / g_base + 1.0 / g_cur)
+            var = max(process_variance, 2.0 * PROCESS_FLOOR**2)
+            noise = (
+                f"residual σ {sigma:.1%} per process after the run's shift "
+                f"(the spread of {g_base} + {g_cur} processes{borrowed}, at least {PROCESS_FLOOR:.1%} a side)"
+            )
+            own[i] = (var, df, noise, sigma, process_variance)
+    # in units of reference kernels, each kind's kernel may have moved apart from the others (a
+    # memory kernel slowed by a neighbour the compute one did not see): a metric divided by it
+    # is that much less certain relative to the run
+    moves = (
+        {i: math.log1p(c) for i in indices if (c := estimates[i].index_change) is not None and c > -1.0}
+        if scaled
+        else {}
+    )
+    centre_move = float(np.median([moves[i] for i in medians if i in moves] or [0.0]))
+    for i, move in moves.items():
+        var, own_df, noise, sigma, process_variance = own[i]
+        apart = move - centre_move
+        if abs(apart) >= 0.005:
+            noise += f"; its {estimates[i].kernel} kernel moved {math.expm1(apart):+.1%} apart from the others"
+        own[i] = (var + apart**2, own_df, noise, sigma, process_variance)
+    shift, shift_se = _weighted_shift(
+        [(v, own[i][0]) for i in medians if (v := raw[i]) is not None], weighted="none" not in sources
+    )
+    base_var = shift_se**2 + (SHIFT_SPREAD * shift) ** 2
+    # a residual learned across runs already holds how the metric follows phases as large as
+    # theirs: only a shift beyond LEARNED_SHIFT adds to it
+    learned_var = shift_se**2 + (SHIFT_SPREAD * max(abs(shift) - LEARNED_SHIFT, 0.0)) ** 2
+    from_history = {i for i in found if found[i][0] in ("history", "calibration")}
+    extra = {i: learned_var if i in from_history else base_var for i in indices}
+
+    # a run whose metrics scatter around its shift more than their noise says (those that moved
+    # with it, within the threshold: not the ones that moved apart) met something its history
+    # did not: a neighbour that slowed some stages more than others. Every variance of the
+    # clock is widened by that much.
+    scale = _dispersion(
+        [
+            (v - shift) ** 2 / (own[i][0] + extra[i])
+            for i in medians
+            if (v := raw[i]) is not None and i in found and abs(v - shift) <= math.log1p(estimates[i].threshold)
+        ]
+    )
+    tests = {}
+    for i in indices:
+        value = raw[i]
+        assert value is not None
+        var, own_df, noise, sigma, process_variance = own[i]
+        source = found[i][0] if i in found else "none"
+        if scale > 1.0 and i in found:
+            var *= scale
+            noise += f"; ×{math.sqrt(scale):.1f}: the run's metrics scatter more than their noise says"
+        tests[i] = (value - shift, var + extra[i], own_df, noise, sigma, process_variance, source, shift, scaled)
+    return _Track(tests=tests, values=raw, shift=shift, shift_se=shift_se, sources=sources)
 
 
 def _binomial_sf(m: int, n: int, p: float) -> float:

@@ -223,8 +223,10 @@ def _control_notes(result: CheckResult) -> list[str]:
     notes = []
     for control in phase.controls:
         shift = math.expm1(control.shift)
+        raw = "" if control.raw_shift is None else f" ({fmt_change(math.expm1(control.raw_shift))} raw)"
         notes.append(
-            f"ℹ️ The run is its own control on the {md_text(control.clock)}: it moved {fmt_change(shift)} as a whole "
+            f"ℹ️ The run is its own control on the {md_text(control.clock)}: "
+            f"it moved {fmt_change(shift)}{raw} as a whole "
             f"(the median of {len(control.members)} timing metrics), and each metric's Change is how far it moved "
             f"apart from that, tested against its residual noise, {_SOURCES[control.source]}. "
             "Its values (Baseline, Current) show the whole change, and so do the details of a regression."
