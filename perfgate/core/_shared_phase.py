@@ -18,9 +18,9 @@ device: a GPU stage's time does not follow the CPU's phase), does three things:
    what a majority moved together: a minority that moved, however far, does not drag it.
    Its standard error is the spread of the metrics around it, 1.25 × SD / √k. At least
    :data:`MIN_CONTROL` medians make a control; with fewer the estimates stay as they are.
-2. **Each metric against the shift.** Every timing estimate of the clock (medians and tail
-   quantiles) is replaced by one of ``d = L − s``, tested against the metric's own residual
-   noise, the first available of:
+2. **Each metric against the shift.** Every timing median of the clock (a throughput's too;
+   a tail quantile keeps its own test, :func:`_eligible`) is replaced by one of ``d = L − s``,
+   tested against the metric's own residual noise, the first available of:
 
    * **history** — a baseline pooled from at least :data:`MIN_HISTORY_RUNS` runs spread in
      time: per metric, the SD over those runs of its log location once each run's own shift
