@@ -36,8 +36,10 @@ __all__ = [
     "DEFAULT_MAX_JSON_MB",
     "MAX_JSON_ENV",
     "check_input_file",
+    "limit_from_env",
     "max_json_bytes",
     "not_a_file",
+    "open_regular",
     "parse_json",
     "read_capped",
     "read_json",
@@ -48,7 +50,8 @@ MAX_JSON_ENV = "PERFGATE_MAX_JSON_MB"
 _CHUNK = 1 << 20
 
 
-def _limit_from_env(name: str, default_mb: int) -> int:
+def limit_from_env(name: str, default_mb: int) -> int:
+    """A size cap in bytes: the environment variable ``name`` in MiB, else ``default_mb``."""
     text = os.environ.get(name, "").strip()
     if not text:
         return default_mb << 20
@@ -63,7 +66,7 @@ def _limit_from_env(name: str, default_mb: int) -> int:
 
 def max_json_bytes() -> int:
     """The cap on JSON text, in bytes (``PERFGATE_MAX_JSON_MB``, default 64 MiB)."""
-    return _limit_from_env(MAX_JSON_ENV, DEFAULT_MAX_JSON_MB)
+    return limit_from_env(MAX_JSON_ENV, DEFAULT_MAX_JSON_MB)
 
 
 def read_capped(handle: BinaryIO, limit: int, *, source: str, what: str, env: str | None) -> bytes:
@@ -155,7 +158,7 @@ def check_input_file(path: Path | str, *, flag: str) -> None:
         raise InputError(f"{flag} is {kind}, not a regular file; give the path of a file", source=str(path))
 
 
-def _open_regular(path: Path) -> BinaryIO:
+def open_regular(path: Path) -> BinaryIO:
     """``path`` opened for reading if it is a regular file; a FIFO is not waited for (``O_NONBLOCK``)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     try:
@@ -175,7 +178,7 @@ def read_json(path: Path | str) -> object:
     source = str(p)
     limit = max_json_bytes()
     try:
-        with _open_regular(p) as handle:
+        with open_regular(p) as handle:
             if p.suffix == ".gz":
                 with gzip.GzipFile(fileobj=handle, mode="rb") as unzipped:
                     stream = cast(BinaryIO, unzipped)

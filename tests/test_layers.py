@@ -27,7 +27,7 @@ ALLOWED = {
     "report": {"report", "core", "errors"},
     "export": {"export", "core", "errors", "store", "report"},
     "notify": {"notify", "core", "errors", "report"},
-    "importers": {"importers", "core", "errors", "runfile"},
+    "importers": {"importers", "core", "errors", "inputs", "runfile"},
     # the A/B engine of `perfgate ab`: both revisions' worker processes, the fallback, the paired decision
     "ab": {"ab", "bench", "core", "errors", "usercode"},
     # starts perfgate's own processes (bench workers, counted processes): above the measurement layer;

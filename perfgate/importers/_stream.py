@@ -17,8 +17,6 @@ changes it (``docs/limits.md``).
 from __future__ import annotations
 
 import gzip
-import os
-import stat
 import zlib
 from array import array
 from collections.abc import Callable, Iterator
@@ -29,7 +27,8 @@ from typing import Any, BinaryIO, cast
 
 from perfgate.core.reduced import SampleReducer
 from perfgate.core.schema import MAX_SAMPLE
-from perfgate.errors import ConfigError, InputError, os_error_text
+from perfgate.errors import InputError, os_error_text
+from perfgate.inputs import limit_from_env, open_regular
 
 __all__ = ["DEFAULT_MAX_IMPORT_MB", "MAX_IMPORT_ENV", "Samples", "max_import_bytes", "open_stream", "stream_document"]
 
@@ -42,16 +41,7 @@ _MAX_DEPTH = 512  # nesting a streamed file may have (a result file nests about 
 
 def max_import_bytes() -> int:
     """The cap on a streamed import's JSON text, in bytes (``PERFGATE_MAX_IMPORT_MB``, default 1 GiB)."""
-    text = os.environ.get(MAX_IMPORT_ENV, "").strip()
-    if not text:
-        return DEFAULT_MAX_IMPORT_MB << 20
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < float("inf"):
-        raise ConfigError(f"must be a positive number of MiB, got {text!r}", source=f"${MAX_IMPORT_ENV}")
-    return int(value * (1 << 20))
+    return limit_from_env(MAX_IMPORT_ENV, DEFAULT_MAX_IMPORT_MB)
 
 
 class _Capped:
@@ -83,28 +73,13 @@ class _Capped:
         return chunk
 
 
-def _open_regular(path: Path) -> BinaryIO:
-    # a FIFO is not waited for (O_NONBLOCK), and anything but a regular file is refused unread
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
-            raise InputError(f"is {kind}; give the path of a JSON file", source=str(path))
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
 @contextmanager
 def open_stream(path: Path) -> Iterator[BinaryIO]:
     """``path`` (``.gz``: decompressed) as a capped binary stream; errors name the file."""
     source = str(path)
     limit = max_import_bytes()
     try:
-        with _open_regular(path) as handle:
+        with open_regular(path) as handle:
             if path.suffix == ".gz":
                 with gzip.GzipFile(fileobj=handle, mode="rb") as unzipped:
                     yield cast(
