@@ -24,7 +24,7 @@ import numpy as np
 from perfgate.core.changepoints import detect
 from perfgate.core.counts import PROCESS_DF_KEY, is_count, learned_residue
 from perfgate.core.metrics import Direction, metric_info
-from perfgate.core.noise import MIN_CONTROL, calibrate_sigma, normalised, residual_sigmas, run_shifts
+from perfgate.core.noise import calibrate_sigma, normalised, residuals_of
 from perfgate.core.policy import noise_key, residual_key
 from perfgate.core.schema import Run
 from perfgate.core.stats import QUANTILES
@@ -120,18 +120,8 @@ def estimate_residuals(runs: Sequence[Run]) -> dict[str, float]:
                 if np.all(values > 0):
                     logs = np.log(values)
                     columns[(name, statistic)] = -logs if m.direction is Direction.HIGHER else logs
-        medians = [v for (_, statistic), v in columns.items() if statistic in ("median", "p50")]
-        if len(medians) < MIN_CONTROL:
-            continue
-        keys = list(columns)
-        sd = residual_sigmas(np.column_stack([columns[k] for k in keys]), run_shifts(np.column_stack(medians)))
-        out.update(
-            {
-                residual_key(n, s, normalised=scaled): float(v)
-                for (n, s), v in zip(keys, sd, strict=True)
-                if np.isfinite(v)
-            }
-        )
+        sd = residuals_of(columns, [k for k in columns if k[1] in ("median", "p50")])
+        out.update({residual_key(n, st, normalised=scaled): v for (n, st), v in sd.items()})
     return out
 
 

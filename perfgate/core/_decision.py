@@ -460,8 +460,7 @@ def prepare(
         for e, a in zip(family.estimates, family.adjusted, strict=True)
     ]
     if phase.controls:
-        totals = {e.key: e for e in estimates}
-        decided = _judged_together(decided, phase, per_metric, totals)
+        decided = _judged_together(decided, phase, per_metric)
     if shift is not None:
         totals = {e.key: e for e in estimates}
 
@@ -484,9 +483,7 @@ def _own_terms(worse_log: float, direction: Direction) -> float:
         return math.inf
 
 
-def _judged_together(
-    decided: list[Comparison], phase: SharedPhase, policy: Policy, totals: Mapping[tuple[str, str], Estimate]
-) -> list[Comparison]:
+def _judged_together(decided: list[Comparison], phase: SharedPhase, policy: Policy) -> list[Comparison]:
     """Metrics without residual noise of their own (one process a side, no history) make no claim
     alone; many of them moving the same way past the threshold do (:func:`breadth`)."""
     out = list(decided)

@@ -8,7 +8,7 @@ minute, so each metric's log ratio (current over baseline, direction-adjusted) i
 the run's **common shift** ``s`` (the machine, or a change of the code that touched
 everything), the metric's **own change** ``d_i`` and its **residual noise** ``e_i``. The
 phase is in ``s`` alone: what most metrics moved together is the machine, what one moved
-apart from the rest, beyond its own residual noise, is the code (``docs/noise.md`` §6).
+apart from the rest, beyond its own residual noise, is the code (``docs/noise.md`` §4, "A run as its own control").
 
 :func:`relative_to_run` takes a check's estimates and, per clock (the CPU, or a CUDA
 device: a GPU stage's time does not follow the CPU's phase), does three things:
@@ -74,8 +74,7 @@ from perfgate.core.noise import (
     between_groups,
     group_locations,
     normalised,
-    residual_sigmas,
-    run_shifts,
+    residuals_of,
 )
 from perfgate.core.policy import Policy, residual_key
 from perfgate.core.schema import Metric
@@ -94,7 +93,6 @@ __all__ = [
     "breadth",
     "is_median",
     "relative_to_run",
-    "residual_sigmas",
     "robust_shift",
 ]
 
@@ -109,12 +107,12 @@ HISTORY_FLOOR = 0.005
 # the machine's speed by 0.7-2.0 times, docs/noise.md §4)
 SHIFT_SPREAD = 0.5
 # the run shifts a residual learned from history already covers: runs of this machine minutes
-# apart differ by a few percent to about 10 % as a whole (docs/noise.md §6: SD 1.8 % on a quiet
+# apart differ by a few percent to about 10 % as a whole (docs/noise.md §4: SD 1.8 % on a quiet
 # hour), and each metric's residual over them holds how it follows such phases
 LEARNED_SHIFT = 0.10
 # the most a per-process offset moves benchmarks of one single-process run past the threshold
 # in one direction, as a share of them (about 4-5 % were seen in 45 A/A pairs of a 12-benchmark
-# suite, docs/noise.md §6), and the fewest metrics a breadth claim names
+# suite, docs/noise.md §4), and the fewest metrics a breadth claim names
 BREADTH_RATE = 0.10
 BREADTH_MIN = 3
 _IN_KERNELS = ", in units of its reference kernels"
@@ -144,7 +142,6 @@ class Control:
     tested: frozenset[str] = frozenset()  # every metric tested against the shift (throughputs too)
     # in units of kernels: the raw shift, which a metric whose raw test was the narrower is taken against
     raw_shift: float | None = None
-    runs: int = 0  # history: the runs the residual was learned from
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,12 +150,6 @@ class SharedPhase:
 
     controls: tuple[Control, ...] = ()
     notes: tuple[str, ...] = ()
-
-    def control_of(self, name: str) -> Control | None:
-        for c in self.controls:
-            if name in c.members or name in c.tested:
-                return c
-        return None
 
     @property
     def single_process(self) -> bool:
@@ -169,8 +160,9 @@ def robust_shift(logs: Sequence[float]) -> tuple[float, float]:
     """The median of ``logs`` and its standard error (1.2533 × the robust SD around it / √k)."""
     x = np.asarray(logs, dtype=float)
     centre = float(np.median(x))
-    spread = 1.4826 * float(np.median(np.abs(x - centre)))
-    sd = max(spread, float(x.std(ddof=1)) if len(x) > 1 and spread == 0 else spread)
+    sd = 1.4826 * float(np.median(np.abs(x - centre)))
+    if sd == 0 and len(x) > 1:  # more than half the values equal: their plain SD
+        sd = float(x.std(ddof=1))
     return centre, 1.2533 * sd / math.sqrt(len(x))
 
 
@@ -213,7 +205,6 @@ def _weighted_shift(values: Sequence[tuple[float, float]], *, weighted: bool) ->
 
 
 # the share of a run's medians whose scatter sets its dispersion (the majority, which moved with it)
-_DISPERSION_QUANTILE = 0.5
 _NORMAL_MEDIAN_CHI2 = 0.4549364231195724  # the median of a chi-square on 1 df
 
 
@@ -224,7 +215,7 @@ def _dispersion(ratios: Sequence[float]) -> float:
     :data:`MIN_CONTROL` of them."""
     if len(ratios) < MIN_CONTROL:
         return 1.0
-    dispersion = float(np.quantile(ratios, _DISPERSION_QUANTILE)) / _NORMAL_MEDIAN_CHI2
+    dispersion = float(np.median(ratios)) / _NORMAL_MEDIAN_CHI2
     # a median of few chi-squares scatters widely by itself: only a dispersion past its 99 % point
     # under no disturbance (about 1 + 10 / sqrt(k) for k of them, seeded simulation) is taken
     return dispersion if dispersion > 1.0 + 10.0 / math.sqrt(len(ratios)) else 1.0
@@ -278,13 +269,7 @@ def _history_residuals(estimates: Sequence[Estimate], runs: int, scaled: bool) -
         return -logs if e.cur.direction is Direction.HIGHER else logs
 
     columns = {e.key: logs for e in estimates if (logs := logs_of(e)) is not None}
-    medians = [columns[e.key] for e in estimates if is_median(e.statistic) and not e.derived_from and e.key in columns]
-    if len(medians) < MIN_CONTROL:
-        return {}
-    shifts = run_shifts(np.column_stack(medians))
-    keys = list(columns)
-    sd = residual_sigmas(np.column_stack([columns[k] for k in keys]), shifts)
-    return {k: float(v) for k, v in zip(keys, sd, strict=True) if math.isfinite(v)}
+    return residuals_of(columns, [e.key for e in estimates if is_median(e.statistic) and not e.derived_from])
 
 
 def _moderate(
@@ -413,7 +398,6 @@ def relative_to_run(
                 moved=moved,
                 tested=frozenset(estimates[i].cur.name for i in indices),
                 source=source,
-                runs=runs[0] if source == "history" else 0,
                 raw_shift=raw_track.shift if track is not raw_track else None,
             )
         )

@@ -45,13 +45,16 @@ seeded A/A simulations with phase-correlated processes).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from perfgate.core.metrics import Direction
 from perfgate.core.schema import Metric, Reference, Run
+
+_Key = TypeVar("_Key", bound=Hashable)
 
 __all__ = [
     "ASSUMED_MEMORY",
@@ -74,6 +77,7 @@ __all__ = [
     "median_index",
     "normalised",
     "residual_sigmas",
+    "residuals_of",
     "run_shifts",
 ]
 
@@ -186,6 +190,18 @@ def residual_sigmas(locations: np.ndarray, shifts: np.ndarray | None = None) -> 
     residual = locations - np.median(locations, axis=0) - shifts[:, None]
     sd: np.ndarray = residual.std(axis=0, ddof=1)
     return sd
+
+
+def residuals_of(columns: Mapping[_Key, np.ndarray], medians: Collection[_Key]) -> dict[_Key, float]:
+    """Each column's residual SD (:func:`residual_sigmas`), every run's shift taken from the
+    ``medians`` columns; empty with fewer than :data:`MIN_CONTROL` of them. The one estimate the
+    store's pooled baseline (:mod:`perfgate.core._shared_phase`) and ``perfgate calibrate`` share."""
+    shared = [columns[k] for k in medians if k in columns]
+    if len(shared) < MIN_CONTROL:
+        return {}
+    keys = list(columns)
+    sd = residual_sigmas(np.column_stack([columns[k] for k in keys]), run_shifts(np.column_stack(shared)))
+    return {k: float(v) for k, v in zip(keys, sd, strict=True) if np.isfinite(v)}
 
 
 # median(|X - Y|) for X, Y iid N(0, s^2) is 0.6745 * sqrt(2) * s
