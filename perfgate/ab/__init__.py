@@ -34,6 +34,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
+    "DEFAULT_EXPLAIN_BUDGET",
     "DEFAULT_PAIRS",
     "DEFAULT_TIME_BUDGET",
     "MAX_TIME_BUDGET",
@@ -42,6 +43,7 @@ __all__ = [
     "AbCheck",
     "AbOptions",
     "AbRuns",
+    "ExplainOptions",
     "ProtocolMissing",
     "ResidentOptions",
     "ResidentOutcome",
@@ -49,6 +51,7 @@ __all__ = [
     "Side",
     "check_revisions",
     "checkout",
+    "explain_metrics",
     "git_toplevel",
     "is_dirty",
     "measure_interleaved",
@@ -59,6 +62,7 @@ __all__ = [
 # public name -> the module that defines it; read by __getattr__ on first use
 _SOURCES: dict[str, str] = {
     **dict.fromkeys(("AbCheck", "check_revisions"), "perfgate.ab.check"),
+    **dict.fromkeys(("DEFAULT_EXPLAIN_BUDGET", "ExplainOptions", "explain_metrics"), "perfgate.ab.explain"),
     **dict.fromkeys(("WORKTREE", "Revision", "checkout", "git_toplevel", "is_dirty", "sides"), "perfgate.ab.revisions"),
     **dict.fromkeys(
         (
@@ -79,6 +83,7 @@ _SOURCES: dict[str, str] = {
 
 if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ loads these
     from perfgate.ab.check import AbCheck, check_revisions
+    from perfgate.ab.explain import DEFAULT_EXPLAIN_BUDGET, ExplainOptions, explain_metrics
     from perfgate.ab.fallback import DEFAULT_PAIRS, MIN_PAIRS, AbOptions, AbRuns, measure_interleaved
     from perfgate.ab.resident import (
         DEFAULT_TIME_BUDGET,

@@ -26,6 +26,12 @@ speaks first and answers every request with one line:
   same K floats as base64 of native float64 (the coordinator runs on the same machine): for
   a block of 6,000 calls about a tenth of the cost of JSON numbers, which both the measured
   worker and the coordinator spend between blocks (a coordinator that does not ask gets numbers);
+* ``{"op": "profile", "stage": NAME, "instrument": "auto", "seconds": 1.0, "min_calls": 3}`` →
+  ``{"ok": true, "profile": {…}, "notes": […]}``: the stage's calls under a profiler
+  (:mod:`perfgate.profile`; ``instrument`` one of ``auto``, ``sampling``, ``torch``,
+  ``bytecodes``), its folded stacks as :func:`perfgate.core.profiles.profile_record` writes
+  them; a profiler that is not installed is ``{"ok": false, "error": …, "missing": true}``. A
+  worker from before this op answers ``unknown op``, which the coordinator says in one line;
 * ``{"op": "exit"}`` → ``{"ok": true}``, and the worker ends.
 
 An expected failure is answered ``{"ok": false, "error": "one line"}``; the worker then
@@ -57,7 +63,7 @@ __all__ = ["PROTOCOL", "PROTOCOL_VERSION", "Worker", "main"]
 PROTOCOL = "perfgate-resident"
 # History: 1 — setup / time / exit; later, setup's optional "progress" lines (only when asked for),
 # then time's optional "encoding": "f64" (packed samples, only when asked for), then setup's "import"
-# progress lines (only when asked for).
+# progress lines (only when asked for), then the optional "profile" op (only when asked for).
 PROTOCOL_VERSION = 1
 _TYPICAL_TIME = 0.05  # seconds of extra calls after the warm-up that give a stage's typical call time
 _MAX_CALLS = 1_000_000
@@ -68,6 +74,7 @@ class Worker:
 
     def __init__(self, notify: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.prepared: dict[str, Any] = {}
+        self.device = "cpu"
         self.notify = notify  # sends a progress line to the coordinator
 
     def load(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -125,6 +132,7 @@ class Worker:
             repeat=1,
             params=dict(req.get("params", {})),
         )
+        self.device = options.device
         ctx = StageContext(
             model=model,
             suite=suite,
@@ -176,6 +184,38 @@ class Worker:
         if req.get("encoding") == "f64":
             return {"ok": True, "seconds_f64": base64.b64encode(array.array("d", seconds).tobytes()).decode("ascii")}
         return {"ok": True, "seconds": seconds}
+
+    def profile(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Profile one set-up stage (:mod:`perfgate.profile`): ``seconds`` of calls and at least
+        ``min_calls``, under ``instrument``; never during timed blocks (the coordinator asks after them)."""
+        from perfgate.core.profiles import profile_record
+        from perfgate.profile import ProfilerMissing, profile_stage
+
+        p = self.prepared.get(str(req.get("stage")))
+        if p is None:
+            return _error(f"no stage {req.get('stage')!r} is set up in this worker")
+        seconds, min_calls = float(req.get("seconds", 1.0)), int(req.get("min_calls", 3))
+        if not (0 < seconds <= 3600 and 1 <= min_calls <= _MAX_CALLS):
+            return _error(f"seconds must be in (0, 3600] and min_calls in [1, {_MAX_CALLS}]")
+        call, sync = p.call, p.sync
+
+        def once() -> None:
+            call()
+            if sync is not None:
+                sync()
+
+        try:
+            with p.stage.running("its profiled calls"):
+                profile, notes = profile_stage(
+                    once,
+                    instrument=str(req.get("instrument", "auto")),
+                    seconds=seconds,
+                    min_calls=min_calls,
+                    device=self.device,
+                )
+        except ProfilerMissing as exc:
+            return {**_error(str(exc)), "missing": True}
+        return {"ok": True, "profile": profile_record(profile), "notes": list(notes)}
 
 
 @contextlib.contextmanager
@@ -233,7 +273,7 @@ def serve(requests: IO[str], replies: IO[str]) -> int:
         if op == "exit":
             send({"ok": True})
             return 0
-        handler = {"setup": worker.setup, "time": worker.time}.get(str(op))
+        handler = {"setup": worker.setup, "time": worker.time, "profile": worker.profile}.get(str(op))
         if handler is None:
             send(_error(f"unknown op {op!r} (protocol version {PROTOCOL_VERSION})"))
             continue

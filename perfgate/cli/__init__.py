@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dashboard": ("perfgate.cli._dashboard", "write the Grafana dashboard of perfgate's Prometheus metrics"),
     "report": ("perfgate.cli._report", "write the HTML report with plots of a store's newest runs"),
     "ab": ("perfgate.cli._ab", "measure two git revisions alternately in one job and check them paired"),
+    "explain": ("perfgate.cli._explain", "profile two git revisions on a stage and show where its time went"),
     "store": ("perfgate.cli._store", "maintain a result store: compact its runs into their bounded form"),
 }
 

@@ -47,7 +47,7 @@ from perfgate.report.json import render_json
 from perfgate.suites import find, hook
 
 if TYPE_CHECKING:
-    from perfgate.ab import AbOptions, ResidentOptions
+    from perfgate.ab import AbOptions, ResidentOptions, Side
 
 __all__ = ["add_arguments", "run"]
 
@@ -143,7 +143,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--fail-on-inconclusive", action="store_true")
     add_flag(parser, "--measure", choices=("times", "counts"), default="times", default_text="times")
     add_flag(parser, "--count-all-stages", action="store_true")
+    add_explain_arguments(parser)
     add_config_argument(parser)
+
+
+def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--no-explain`` and ``--explain-budget``: the profiling pass after a regression (``perfgate.ab.explain``)."""
+    from perfgate.ab.explain import DEFAULT_EXPLAIN_BUDGET
+
+    parser.add_argument(
+        "--no-explain",
+        action="store_false",
+        dest="explain",
+        help="do not profile a regressed stage after the check (by default both revisions are profiled on it, "
+        "and the report says where its change went)",
+    )
+    parser.add_argument(
+        "--explain-budget",
+        type=float,
+        default=DEFAULT_EXPLAIN_BUDGET,
+        metavar="SECONDS",
+        help=f"seconds the profiling pass may add to the check (default {DEFAULT_EXPLAIN_BUDGET:g})",
+    )
 
 
 def _bench_args(args: argparse.Namespace) -> tuple[str, ...]:
@@ -247,13 +268,14 @@ def _counts(args: argparse.Namespace, policy: Policy) -> int:
             config={"ab": info},
             progress=progress,
         )
-    source = (
-        f"{a.label}, counted in this job: {args.pairs} pairs of processes under callgrind, one per revision, "
-        "each with its own memory layout"
-    )
-    # each count metric's residue between processes, learned from this counts machine's stored runs
-    policy = with_calibration(None, policy, current)
-    result = compare_runs(baseline, current, policy, baseline_source=source)
+        source = (
+            f"{a.label}, counted in this job: {args.pairs} pairs of processes under callgrind, one per revision, "
+            "each with its own memory layout"
+        )
+        # each count metric's residue between processes, learned from this counts machine's stored runs
+        policy = with_calibration(None, policy, current)
+        result = compare_runs(baseline, current, policy, baseline_source=source)
+        result = _explained(args, result, (a, b), _resident_options(args, policy, seed), "bytecodes", info, progress)
     if args.quick:
         result = dataclasses.replace(
             result, baseline_source=result.baseline_source + ". A smoke run (--quick): not for decisions"
@@ -301,6 +323,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
     checked_number(args.order_seed, "--order-seed", at_least=0, below=2**63)
     checked_number(args.rounds, "--rounds", at_least=1, at_most=MAX_ROUNDS)
     checked_number(args.repeat, "--repeat", at_least=1, at_most=MAX_REPEAT)
+    checked_number(args.explain_budget, "--explain-budget", above=0, at_most=MAX_TIME_BUDGET, what="seconds")
 
 
 @contextlib.contextmanager
@@ -349,8 +372,33 @@ def _fallback_options(args: argparse.Namespace, policy: Policy) -> AbOptions:
     )
 
 
+def _explained(
+    args: argparse.Namespace,
+    result: CheckResult,
+    pair: tuple[Side, Side],
+    resident: ResidentOptions,
+    instrument: str,
+    info: dict[str, object],
+    progress: Callable[[str], None],
+) -> CheckResult:
+    """The result with where each regressed stage's change went: both revisions profiled on it after the
+    decision, within ``--explain-budget`` (``perfgate.ab.explain``); the verdict is not touched."""
+    import time
+
+    from perfgate.ab.explain import ExplainOptions, explain_metrics
+
+    metrics = result.to_explain()
+    if not args.explain or args.quick or not metrics:
+        return result
+    started = time.monotonic()
+    how = ExplainOptions(instrument=instrument, budget=args.explain_budget)
+    explanations = explain_metrics(pair, resident, metrics, how, progress=progress)
+    info["explain_seconds"] = round(time.monotonic() - started, 1)
+    return dataclasses.replace(result, explanations=explanations)
+
+
 def _run(args: argparse.Namespace) -> int:
-    from perfgate.ab import check_revisions, checkout
+    from perfgate.ab import check_revisions, checkout, sides
 
     _check_numbers(args)
     config = config_from(args)
@@ -376,8 +424,8 @@ def _run(args: argparse.Namespace) -> int:
             current_dirty=cur_rev.dirty,
         )
         checked = check_revisions(base_rev, cur_rev, resident, fallback, policy, progress=progress)
-    info.update(checked.details)
-    result = checked.result
+        info.update(checked.details)
+        result = _explained(args, checked.result, sides(base_rev, cur_rev), resident, "auto", info, progress)
     if args.quick:
         result = dataclasses.replace(
             result, baseline_source=result.baseline_source + ". A smoke run (--quick): not for decisions"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from perfgate.core._common_shift import CommonShift
 from perfgate.core.metrics import Direction, describe
 from perfgate.core.policy import Budget, Policy
+from perfgate.core.profiles import StageExplanation
 from perfgate.core.schema import Run
 from perfgate.core.stats import Summary
 from perfgate.errors import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION
@@ -134,9 +135,21 @@ class CheckResult:
     common_shift: CommonShift | None = None  # what every timing metric moved together (stored checks)
     shared_phase: SharedPhase | None = None  # the run as its own control (stored checks)
     notes: tuple[str, ...] = ()  # imported metrics renamed to follow their benchmark, one line each
+    # where each regressed stage's change went (perfgate.core.profiles): attached by `ab` and `explain`
+    explanations: tuple[StageExplanation, ...] = ()
 
     def with_verdict(self, verdict: Verdict) -> list[Comparison]:
         return [c for c in self.comparisons if c.verdict is verdict]
+
+    def to_explain(self) -> tuple[str, ...]:
+        """The metrics whose stages a differential profile should explain: each regressed one, and each
+        inconclusive one whose estimate is past its threshold (a change the check could not confirm)."""
+        out: list[str] = []
+        for c in self.comparisons:
+            past = c.worse is not None and c.worse >= self.policy.threshold_for(c.metric)
+            if (c.verdict is Verdict.REGRESSED or (c.verdict is Verdict.INCONCLUSIVE and past)) and c.metric not in out:
+                out.append(c.metric)
+        return tuple(out)
 
     @property
     def regressions(self) -> list[Comparison]:

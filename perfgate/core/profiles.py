@@ -1,0 +1,342 @@
+"""Where a stage's change went: profiles of both revisions and their difference.
+
+A :class:`Profile` is what one profiler recorded of one stage in one process, as *folded
+stacks*: each call path from the stage's root to a frame (``"run;features;rsi"``) with the
+frame's *own* cost along that path, summed over the profiled calls. Every instrument gives
+that form (a sampling profiler's tree, torch's operator tree, callgrind's functions with a
+path of one, the interpreter's bytecodes per function), so one difference serves them all.
+
+:func:`explain` compares the profiles of the baseline revision with those of the current one
+(each side profiled at least twice, on the same work). Per function:
+
+* *own* change: the change of its own cost per call (what it spent outside its callees);
+* *inclusive* change: the change of everything spent while it was on the stack;
+* *share*: its own change over the stage's whole change per call.
+
+**The floor.** The same revision profiled twice never gives the same profile: a sampling
+profiler draws its samples, a process draws its layout and its neighbour. That spread is
+the floor. Each function's cost is taken to vary between profiles of one revision with a
+variance ``ρ² · cost² + resolution · cost``: a relative part ``ρ`` common to all functions
+(pooled from the repeated profiles, so a single function's two values do not have to carry
+it) and, for a sampling profiler, the Poisson part of counting samples of ``resolution``
+each. A function is *named* only when its own change is beyond :data:`FLOOR_Z` standard
+errors of that difference of means and explains at least :data:`MIN_SHARE` of the stage's
+change. On identical code (an A/A check) nothing should pass it; ``benchmarks/explain.py``
+measures that. When the named functions together explain less than :data:`THIN_SHARE` of
+the change, the change is *spread thin* and the explanation says so instead of naming
+what is left.
+
+Pure: no clock, no files. The profilers that fill :class:`Profile` are :mod:`perfgate.profile`.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+__all__ = [
+    "FLOOR_Z",
+    "MIN_SHARE",
+    "THIN_SHARE",
+    "Contributor",
+    "Profile",
+    "StageExplanation",
+    "explain",
+    "merged_stacks",
+    "profile_from_record",
+    "profile_record",
+    "unavailable",
+]
+
+SEPARATOR = ";"  # between the frames of a folded stack
+FLOOR_Z = 4.0  # standard errors of the A/A spread a function's change must pass to be named
+MIN_SHARE = 0.10  # of the stage's change, the least a named function explains
+THIN_SHARE = 0.25  # the named functions together explain less: the change is spread thin
+TOP = 5  # rows of the table kept
+MIN_RHO = 0.01  # the least relative spread between two profiles of one revision (1 %)
+STACKS_KEPT = 400  # folded stacks kept per side for the flame graph (the costliest)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Profile:
+    """One profiler's record of one stage in one process.
+
+    ``stacks`` maps a folded stack (frames from the root, joined by ``;``) to the own cost of
+    its last frame along that path, summed over ``calls`` calls of the stage, in ``unit``.
+    ``where`` gives a frame's file and line (``"stages.py:12"``) where the profiler knows it.
+    ``resolution`` is a sampling profiler's interval in ``unit`` (0 for an exact count).
+    """
+
+    instrument: str
+    unit: str
+    calls: int
+    stacks: Mapping[str, float]
+    where: Mapping[str, str] = field(default_factory=dict)
+    resolution: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.calls < 1:
+            raise ValueError(f"Profile.calls must be at least 1, got {self.calls}")
+        if self.resolution < 0 or not math.isfinite(self.resolution):
+            raise ValueError(f"Profile.resolution must be finite and not negative, got {self.resolution}")
+        for stack, cost in self.stacks.items():
+            if not stack or not math.isfinite(cost) or cost < 0:
+                raise ValueError(f"Profile.stacks: a cost must be finite and not negative, got {stack!r}: {cost}")
+
+    def own(self) -> dict[str, float]:
+        """Each frame's own cost per call, summed over the paths it ends."""
+        out: dict[str, float] = {}
+        for stack, cost in self.stacks.items():
+            leaf = stack.rsplit(SEPARATOR, 1)[-1]
+            out[leaf] = out.get(leaf, 0.0) + cost / self.calls
+        return out
+
+    def inclusive(self) -> dict[str, float]:
+        """Each frame's inclusive cost per call: every path it is on, counted once per path (recursion)."""
+        out: dict[str, float] = {}
+        for stack, cost in self.stacks.items():
+            for frame in set(stack.split(SEPARATOR)):
+                out[frame] = out.get(frame, 0.0) + cost / self.calls
+        return out
+
+    def total(self) -> float:
+        return sum(self.stacks.values()) / self.calls
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Contributor:
+    """One function's part in a stage's change, per call of the stage, in the profiles' unit."""
+
+    name: str
+    where: str
+    own_baseline: float
+    own_current: float
+    inclusive_baseline: float
+    inclusive_current: float
+    share: float  # own change over the stage's change (signed: negative works against it)
+    z: float  # own change over its standard error from the A/A spread
+    named: bool  # beyond the floor and at least MIN_SHARE of the change
+
+    @property
+    def own_change(self) -> float:
+        return self.own_current - self.own_baseline
+
+    @property
+    def inclusive_change(self) -> float:
+        return self.inclusive_current - self.inclusive_baseline
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageExplanation:
+    """Where one stage's change went, or why that could not be told (``reason``)."""
+
+    stage: str
+    metric: str
+    instrument: str = ""
+    unit: str = ""
+    profiles: tuple[int, int] = (0, 0)  # profiles per side
+    calls: tuple[int, int] = (0, 0)  # stage calls per profile, per side
+    baseline_total: float = 0.0  # the stage's profiled cost per call
+    current_total: float = 0.0
+    rho: float = 0.0  # relative spread of a function's cost between two profiles of one revision
+    contributors: tuple[Contributor, ...] = ()  # the TOP largest own changes, named or not
+    spread_thin: bool = False
+    reason: str = ""  # set when nothing could be profiled; the rest is then empty
+    notes: tuple[str, ...] = ()  # what the instrument could not see (one line each)
+    stacks_baseline: Mapping[str, float] = field(default_factory=dict)  # per call, for the flame graph
+    stacks_current: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def available(self) -> bool:
+        return not self.reason
+
+    @property
+    def change(self) -> float:
+        return self.current_total - self.baseline_total
+
+    @property
+    def named(self) -> tuple[Contributor, ...]:
+        return tuple(c for c in self.contributors if c.named)
+
+    @property
+    def explained(self) -> float:
+        """The share of the stage's change the named functions explain together."""
+        return sum(c.share for c in self.named)
+
+    def summary(self) -> str:
+        """One line: what the profiles name, or why they name nothing."""
+        if self.reason:
+            return self.reason
+        if not self.named:
+            return (
+                "no function's change stands above the spread of the same revision profiled twice "
+                f"({self.rho:.0%} of a function's cost between two profiles)"
+            )
+        top = self.named[0]
+        line = f"{top.name} explains {top.share:.0%} of the change"
+        if self.spread_thin:
+            line += f"; the change is spread thin: the named functions explain {self.explained:.0%} of it"
+        return line
+
+
+def unavailable(stage: str, metric: str, reason: str) -> StageExplanation:
+    """A stage that could not be profiled, with the one-line reason."""
+    return StageExplanation(stage=stage, metric=metric, reason=reason)
+
+
+def _mean(maps: Sequence[Mapping[str, float]], key: str) -> float:
+    return statistics.fmean(m.get(key, 0.0) for m in maps)
+
+
+def _rho(sides: Sequence[Sequence[Mapping[str, float]]], resolutions: Sequence[float]) -> float:
+    """The relative spread of a function's own cost between profiles of one revision, pooled.
+
+    Each function with a cost in every repeat contributes its squared relative deviation from
+    its side's mean, less what sampling alone explains; the median over functions (weighted
+    by nothing, so that no one function rules) is robust to the one that really changed
+    between processes. Never below :data:`MIN_RHO`.
+    """
+    excess: list[float] = []
+    for profiles, resolution in zip(sides, resolutions, strict=True):
+        if len(profiles) < 2:
+            continue
+        keys = set().union(*profiles)
+        for key in keys:
+            values = [p.get(key, 0.0) for p in profiles]
+            mean = statistics.fmean(values)
+            if mean <= 0:
+                continue
+            var = statistics.variance(values)
+            excess.append(max(var - resolution * mean, 0.0) / mean**2)
+    if not excess:
+        return MIN_RHO
+    return max(math.sqrt(statistics.median(excess)), MIN_RHO)
+
+
+def explain(
+    stage: str,
+    metric: str,
+    baseline: Sequence[Profile],
+    current: Sequence[Profile],
+    *,
+    notes: Sequence[str] = (),
+) -> StageExplanation:
+    """The difference of two revisions' profiles of one stage (module docstring).
+
+    Raises:
+        ValueError: no profile on a side, or profiles of different instruments or units.
+    """
+    if not baseline or not current:
+        raise ValueError("explain needs at least one profile of each revision")
+    kinds = {(p.instrument, p.unit) for p in (*baseline, *current)}
+    if len(kinds) != 1:
+        raise ValueError(f"explain needs profiles of one instrument and unit, got {sorted(kinds)}")
+    ((instrument, unit),) = kinds
+    own_a = [p.own() for p in baseline]
+    own_b = [p.own() for p in current]
+    inc_a = [p.inclusive() for p in baseline]
+    inc_b = [p.inclusive() for p in current]
+    res_a = statistics.fmean(p.resolution / p.calls for p in baseline)
+    res_b = statistics.fmean(p.resolution / p.calls for p in current)
+    rho = _rho((own_a, own_b), (res_a, res_b))
+    total_a = statistics.fmean(p.total() for p in baseline)
+    total_b = statistics.fmean(p.total() for p in current)
+    change = total_b - total_a
+    where: dict[str, str] = {}
+    for p in (*baseline, *current):
+        where.update(p.where)
+    rows: list[Contributor] = []
+    for key in set().union(*own_a, *own_b):
+        a, b = _mean(own_a, key), _mean(own_b, key)
+        # the variance of each side's mean: the relative spread and the sampling count of each profile
+        var = (rho**2 * a**2 + res_a * a) / len(own_a) + (rho**2 * b**2 + res_b * b) / len(own_b)
+        diff = b - a
+        z = diff / math.sqrt(var) if var > 0 else (math.copysign(math.inf, diff) if diff else 0.0)
+        share = diff / change if change else 0.0
+        named = abs(z) >= FLOOR_Z and share >= MIN_SHARE
+        rows.append(
+            Contributor(
+                name=key,
+                where=where.get(key, ""),
+                own_baseline=a,
+                own_current=b,
+                inclusive_baseline=_mean(inc_a, key),
+                inclusive_current=_mean(inc_b, key),
+                share=share,
+                z=z,
+                named=named,
+            )
+        )
+    # the largest own changes in the stage's direction first; a tie (exact counts) by name
+    sign = 1.0 if change >= 0 else -1.0
+    rows.sort(key=lambda c: (-sign * c.own_change, c.name))
+    top = tuple(rows[:TOP])
+    named_share = sum(c.share for c in rows if c.named)
+    return StageExplanation(
+        stage=stage,
+        metric=metric,
+        instrument=instrument,
+        unit=unit,
+        profiles=(len(baseline), len(current)),
+        calls=(baseline[0].calls, current[0].calls),
+        baseline_total=total_a,
+        current_total=total_b,
+        rho=rho,
+        contributors=top,
+        spread_thin=any(c.named for c in rows) and named_share < THIN_SHARE,
+        notes=tuple(notes),
+        stacks_baseline=merged_stacks(baseline),
+        stacks_current=merged_stacks(current),
+    )
+
+
+def merged_stacks(profiles: Sequence[Profile], keep: int = STACKS_KEPT) -> dict[str, float]:
+    """The side's folded stacks, per call and averaged over its profiles, the ``keep`` costliest
+    kept (what a flame graph draws; the rest is too thin to see)."""
+    out: dict[str, float] = {}
+    for p in profiles:
+        for stack, cost in p.stacks.items():
+            out[stack] = out.get(stack, 0.0) + cost / p.calls / len(profiles)
+    kept = sorted(out.items(), key=lambda kv: (-kv[1], kv[0]))[:keep]
+    return dict(sorted(kept))
+
+
+def profile_record(profile: Profile) -> dict[str, object]:
+    """A profile as JSON-ready values (the resident worker's ``profile`` reply)."""
+    return {
+        "instrument": profile.instrument,
+        "unit": profile.unit,
+        "calls": profile.calls,
+        "stacks": dict(profile.stacks),
+        "where": dict(profile.where),
+        "resolution": profile.resolution,
+    }
+
+
+def profile_from_record(record: Mapping[str, object]) -> Profile:
+    """The inverse of :func:`profile_record`.
+
+    Raises:
+        ValueError: a field is missing or of the wrong type (the message names it).
+    """
+    try:
+        stacks = record["stacks"]
+        where = record.get("where", {})
+        if not isinstance(stacks, Mapping) or not isinstance(where, Mapping):
+            raise ValueError("stacks and where must be objects")
+        calls = record["calls"]
+        resolution = record.get("resolution", 0.0)
+        if not isinstance(calls, int) or not isinstance(resolution, int | float):
+            raise ValueError("calls must be an integer and resolution a number")
+        return Profile(
+            instrument=str(record["instrument"]),
+            unit=str(record["unit"]),
+            calls=calls,
+            stacks={str(k): float(v) for k, v in stacks.items()},
+            where={str(k): str(v) for k, v in where.items()},
+            resolution=float(resolution),
+        )
+    except KeyError as exc:
+        raise ValueError(f"a profile record lacks the field {exc.args[0]!r}") from None
