@@ -9,7 +9,9 @@ change, its interval in the same sign, and a word ("+20.0% slower").
 GitHub refuses a comment over 65,536 characters. The form stays under :data:`MAX_BYTES`
 UTF-8 bytes (never fewer than characters) whatever the number of metrics: each table shows
 its largest changes first, and a section cut short ends with "N more metrics, see the full
-report". Every piece of data goes through :mod:`perfgate.report.escape`.
+report". Each explained stage ("where it went", :mod:`perfgate.report.where`) follows the
+regressions, folded, all of them within :data:`~perfgate.report.where.COMMENT_BYTES`. Every
+piece of data goes through :mod:`perfgate.report.escape`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from perfgate.report.terms import (
     shown_change,
     unchanged_note,
 )
+from perfgate.report.where import comment_where
 
 __all__ = ["MAX_BYTES", "MAX_COLUMNS", "render_comment"]
 
@@ -220,6 +223,7 @@ def _section(label: str, result: CheckResult, cap: int | None, level: str) -> li
             "",
             *_table(["Budget", "Limit", "Current", "Status", "Note"], _budget_rows(shown), len(broken)),
         ]
+    lines += comment_where(result.explanations, cap)
     lines += _classes(result, by, cap)
     lines += _how(result, cap)
     return lines

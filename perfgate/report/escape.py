@@ -20,6 +20,8 @@ with a subset of raw HTML. Every piece of data goes through one of:
   longer than any run inside, so the span cannot be closed early.
 - :func:`md_link_url` for the target of a link perfgate itself writes: only ``http`` and
   ``https``, with the characters that could end the link percent-encoded.
+- :func:`md_html` for data inside a raw HTML line perfgate writes (a comment's
+  ``<summary>``), where Markdown is not parsed: HTML-escaped, on one line, autolinks defused.
 
 The test renders reports through a CommonMark renderer with raw HTML allowed and checks
 that no element appears that perfgate did not write (``tests/safety/test_markdown.py``).
@@ -29,12 +31,13 @@ Internal: shared with ``cli``; not part of the Python API (README, "Python API")
 
 from __future__ import annotations
 
+import html
 import re
 
 from perfgate.core.text import plain
 from perfgate.errors import InputError
 
-__all__ = ["Markdown", "md_cell", "md_code", "md_link_url", "md_prose", "md_text"]
+__all__ = ["Markdown", "md_cell", "md_code", "md_html", "md_link_url", "md_prose", "md_text"]
 
 # inline syntax; "_" only at a word's edge, where it can delimit emphasis (CommonMark §6.2)
 _SPECIAL = re.compile(r"""([\\`*\[\]<>!&|~$]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))""")
@@ -54,6 +57,13 @@ _GITHUB_LINKS = re.compile(r"(?i)(@)(?=[a-z0-9])|(:)(?=//)|(www)(?=\.)")
 def md_text(text: object) -> str:
     """``text`` as literal Markdown text, on one line."""
     escaped = _SPECIAL.sub(r"\\\1", plain(text))
+    return _GITHUB_LINKS.sub(lambda m: m.group(0) + "\u200b", escaped)
+
+
+def md_html(text: object) -> str:
+    """``text`` inside a raw HTML line (``<summary>…</summary>``): HTML-escaped, control characters
+    shown as escapes (so it stays on its line), GitHub's autolinks defused as in :func:`md_text`."""
+    escaped = html.escape(plain(text), quote=True)
     return _GITHUB_LINKS.sub(lambda m: m.group(0) + "\u200b", escaped)
 
 

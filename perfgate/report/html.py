@@ -4,9 +4,10 @@ report says, and charts drawn as SVG (:mod:`perfgate.report.plots` says why SVG)
 Per (model, machine) section: the Markdown report of its check (:func:`render_markdown`,
 rendered with markdown-it-py with raw HTML off, so it holds the same tables, notes,
 measurement conditions, unstable metrics and "samples that would decide" as the Markdown
-file), then per metric its distributions and, when a store is given, its history with the
-change points, and the machine-speed index over the history. Without a history, the page
-says so once.
+file), then the differential flame graph of each explained stage ("where it went",
+:mod:`perfgate.report.flame`), then per metric its distributions and, when a store is
+given, its history with the change points, and the machine-speed index over the history.
+Without a history, the page says so once.
 
 No script, no stylesheet or image to fetch: the page works offline and a name from a run
 (model, metric, commit, run id, store URL) cannot run anything. Every such string goes
@@ -25,7 +26,9 @@ from markdown_it import MarkdownIt
 
 from perfgate.core.compare import CheckResult, Comparison, Verdict
 from perfgate.core.metrics import describe
+from perfgate.core.profiles import StageExplanation
 from perfgate.core.text import plain
+from perfgate.report.flame import flame_graph
 from perfgate.report.formatting import fmt_time
 from perfgate.report.markdown import render_markdown
 from perfgate.report.plots import HistoryPoint, IndexPoint, distribution_chart, history_chart, machine_index_chart
@@ -129,6 +132,20 @@ def _metric(index: int, m_index: int, name: str, comps: Sequence[Comparison], se
     )
 
 
+def _where(index: int, k: int, explanation: StageExplanation) -> str:
+    """An explained stage's differential flame graph (its table is in the Markdown part); "" when
+    there is nothing to draw."""
+    drawn = flame_graph(explanation)
+    if drawn is None:
+        return ""
+    chart, note = drawn
+    return (
+        f'<article class="metric where" id="s{index}-w{k}">'
+        f"<h3>Where it went: {_e(explanation.stage)} <code>{_e(explanation.metric)}</code></h3>"
+        f'<div class="charts">{chart}</div><p class="note">{_e(note)}</p></article>'
+    )
+
+
 def _section(index: int, section: ReportSection) -> str:
     result = section.result
     run = result.current
@@ -142,6 +159,7 @@ def _section(index: int, section: ReportSection) -> str:
         f'<p class="meta">{meta}</p>',
         f'<div class="md">{markdown_html(render_markdown(result))}</div>',
     ]
+    parts += [drawn for k, e in enumerate(result.explanations) if (drawn := _where(index, k, e))]
     names = {c.metric: None for c in result.comparisons}  # the comparisons' own order, once each
     names.update(dict.fromkeys(run.metrics))  # a run checked against budgets only has no comparisons
     by_metric = {name: [c for c in result.comparisons if c.metric == name] for name in names}

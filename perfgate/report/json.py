@@ -8,12 +8,14 @@ from dataclasses import asdict
 from typing import Any
 
 from perfgate.core.compare import CheckResult, Comparison
+from perfgate.core.profiles import Contributor, StageExplanation
 from perfgate.report.environment import environment_json
 from perfgate.report.shift import shift_json
 
-__all__ = ["REPORT_VERSION", "render_json", "result_to_dict"]
+__all__ = ["REPORT_VERSION", "explanation_to_dict", "render_json", "result_to_dict"]
 
-# report format history: 1: first version (``environment_changes`` added since, an additional key).
+# report format history: 1: first version (``environment_changes`` added since, an additional key;
+# ``explanations``, where each explained stage's change went, present only when a stage was explained).
 REPORT_VERSION = 1
 
 
@@ -48,9 +50,50 @@ def _comparison(c: Comparison) -> dict[str, Any]:
     }
 
 
+def _contributor(c: Contributor) -> dict[str, Any]:
+    return {
+        "name": c.name,
+        "where": c.where,
+        "own_baseline": c.own_baseline,
+        "own_current": c.own_current,
+        "own_change": c.own_change,
+        "inclusive_baseline": c.inclusive_baseline,
+        "inclusive_current": c.inclusive_current,
+        "inclusive_change": c.inclusive_change,
+        "share": c.share,
+        "z": c.z,
+        "named": c.named,
+    }
+
+
+def explanation_to_dict(e: StageExplanation) -> dict[str, Any]:
+    """Every field of a :class:`StageExplanation` (and what follows from them), costs per call of the stage."""
+    return {
+        "stage": e.stage,
+        "metric": e.metric,
+        "available": e.available,
+        "reason": e.reason,
+        "instrument": e.instrument,
+        "unit": e.unit,
+        "profiles": {"baseline": e.profiles[0], "current": e.profiles[1]},
+        "calls": {"baseline": e.calls[0], "current": e.calls[1]},
+        "baseline_total": e.baseline_total,
+        "current_total": e.current_total,
+        "change": e.change,
+        "rho": e.rho,
+        "spread_thin": e.spread_thin,
+        "explained": e.explained,
+        "summary": e.summary(),
+        "notes": list(e.notes),
+        "contributors": [_contributor(c) for c in e.contributors],
+        "stacks_baseline": dict(e.stacks_baseline),
+        "stacks_current": dict(e.stacks_current),
+    }
+
+
 def result_to_dict(result: CheckResult) -> dict[str, Any]:
     base = result.baseline
-    return {
+    out: dict[str, Any] = {
         "report_version": REPORT_VERSION,
         "verdict": "fail" if result.failed else "undecided" if result.exit_code else "pass",
         "exit_code": result.exit_code,
@@ -101,6 +144,9 @@ def result_to_dict(result: CheckResult) -> dict[str, Any]:
             for b in result.budgets
         ],
     }
+    if result.explanations:  # only when a stage was explained: reports without one stay as they were
+        out["explanations"] = [explanation_to_dict(e) for e in result.explanations]
+    return out
 
 
 def _finite(value: Any) -> Any:

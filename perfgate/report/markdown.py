@@ -6,11 +6,12 @@ class has one table that carries its own statistics, in one sign convention: the
 the metric in its own terms (throughput ``-30.0%``), its interval in the same sign, and a
 word for which way that is (:mod:`perfgate.report.terms`). p-values appear only where they
 explain a decision: a regression's, an inconclusive metric's reason, an unchanged metric
-whose significant change is below its threshold. Optional columns nobody's row fills are
-left out. However many metrics there are, the report stays under :data:`MAX_CHARS`
-(GitHub's comment limit is 65,536): rows are sorted by size of change and the tail of each
-long section is summarised in one line. The compact pull-request form is
-:mod:`perfgate.report.comment`.
+whose significant change is below its threshold. After the tables, "Where it went": the
+differential profile of each explained stage (:mod:`perfgate.report.where`). Optional
+columns nobody's row fills are left out. However many metrics there are, the report stays
+under :data:`MAX_CHARS` (GitHub's comment limit is 65,536): rows are sorted by size of
+change and the tail of each long section is summarised in one line. The compact
+pull-request form is :mod:`perfgate.report.comment`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from perfgate.report.terms import (
     shown_change,
     unchanged_note,
 )
+from perfgate.report.where import markdown_where
 
 __all__ = ["MAX_CHARS", "render_markdown", "verdict_heading"]
 
@@ -474,6 +476,7 @@ def _render(result: CheckResult, cap: int | None) -> str:
             "",
             *_table(["Metric", "Status", "Median", "Note"], rows, cap, "metrics"),
         ]
+    lines += markdown_where(result.explanations, cap)
     lines += conditions(result, cap)
     lines += environment_markdown(result)
     lines += _footer(result)
