@@ -12,7 +12,7 @@ $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[pipeline,dev,export]"
+	$(BIN)/pip install -q -e ".[pipeline,dev,export,profile]"
 	touch $@
 
 setup: $(BIN)/.installed

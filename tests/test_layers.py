@@ -28,8 +28,11 @@ ALLOWED = {
     "export": {"export", "core", "errors", "store", "report"},
     "notify": {"notify", "core", "errors", "report"},
     "importers": {"importers", "core", "errors", "inputs", "runfile"},
-    # the A/B engine of `perfgate ab`: both revisions' worker processes, the fallback, the paired decision
-    "ab": {"ab", "bench", "core", "errors", "usercode"},
+    # the A/B engine of `perfgate ab`: both revisions' worker processes, the fallback, the paired decision;
+    # the resident worker profiles a stage on request (its "profile" op)
+    "ab": {"ab", "bench", "core", "errors", "usercode", "profile"},
+    # the profilers (pyinstrument, torch.profiler, bytecodes, callgrind's functions) filling core's Profile
+    "profile": {"profile", "core", "errors"},
     # starts perfgate's own processes (bench workers, counted processes): above the measurement layer;
     # counted processes get their memory layouts from the randomiser the A/B engine uses, and are
     # started and ended (an interrupt kills them all at once) by the owner of its workers
