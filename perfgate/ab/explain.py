@@ -1,12 +1,18 @@
 """Where a stage's change went: both revisions profiled on the same work, after the decision.
 
-For each stage to explain, fresh resident workers of both revisions (:mod:`perfgate.ab.worker`,
-each with its own drawn memory layout, as the measured pairs have) set the stages up as the
-check did and answer a ``profile`` request: that stage's calls under a profiler
-(:mod:`perfgate.profile`). Each side is profiled in :attr:`ExplainOptions.repeats` separate
-processes, so that the spread between two profiles of one revision (sampling, layout,
-neighbour) is measured, and :func:`perfgate.core.profiles.explain` names only what stands
-above it.
+Fresh resident workers of both revisions (:mod:`perfgate.ab.worker`), :attr:`ExplainOptions.repeats`
+a side, each with its own drawn memory layout as the measured pairs have, set the stages up as
+the check did and answer ``profile`` requests: a stage's calls under a profiler
+(:mod:`perfgate.profile`). All of them live at once, and each stage is profiled in short
+chunks that go round the workers in an order drawn per round, so that a phase of the machine
+(a neighbour, a slower minute) falls on both revisions alike instead of on one side's profile:
+the interleaving of the measured blocks (``docs/noise.md`` §2), applied to the profiles. A
+worker's chunks are pooled into its profile. The spread between two processes of one revision
+is the floor: :func:`perfgate.core.profiles.explain` names only what stands above it.
+
+``auto`` is resolved once, by the first chunk (torch's operators for a torch stage, else the
+sampling profiler), and every later chunk on both sides asks for that instrument, so that the
+two sides are never profiled differently.
 
 The pass runs after the check has decided, never during its measured blocks, and within its
 own time budget (:attr:`ExplainOptions.budget`): when that is spent, the stages not yet
@@ -17,22 +23,28 @@ installed, gives one line instead of a table; the verdict never depends on this 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from perfgate.ab._plan import ResidentOptions, Side, setup_request
 from perfgate.ab._schedule import _Clock, _finish_setup, _greet
 from perfgate.ab.layout import draw, start_order, worker_args
 from perfgate.ab.workers import Channel, WorkerFailed, Workers, worker_module
-from perfgate.core.profiles import Profile, StageExplanation, explain, profile_from_record, unavailable
+from perfgate.core.profiles import Profile, StageExplanation, explain, pooled, profile_from_record, unavailable
 from perfgate.errors import PerfgateError
 
 __all__ = ["DEFAULT_EXPLAIN_BUDGET", "ExplainOptions", "explain_metrics"]
 
 DEFAULT_EXPLAIN_BUDGET = 60.0  # seconds the profiling pass may add to a check
 PAIR_OFFSET = 10_000  # layouts of the profiling processes: drawn apart from the measured pairs'
+CHUNK_SECONDS = 0.25  # a chunk's calls: short, so that the rounds interleave the sides finely
+# what a profile's instrument string says of the instrument to ask for (auto resolved once)
+CHOSEN = (("torch", "torch"), ("pyinstrument", "sampling"), ("bytecodes", "bytecodes"))
 
 ProgressFn = Callable[[str], None]
 
@@ -44,9 +56,10 @@ class ExplainOptions:
     Attributes:
         instrument: ``auto`` (torch's operators for a torch stage, else a sampling profiler),
             ``sampling``, ``torch`` or ``bytecodes`` (exact counts, for ``--measure counts``).
-        seconds: seconds of calls per profile (at least ``min_calls`` calls).
-        min_calls: the fewest calls a profile takes.
-        repeats: processes per side, each profiling every stage once (the A/A floor needs two).
+        seconds: seconds of calls per process and stage, in chunks of about :data:`CHUNK_SECONDS`.
+        min_calls: the fewest calls a process profiles of a stage (one per chunk at least; for
+            ``bytecodes``, exactly this many, in one chunk: counts need no interleaving).
+        repeats: processes per side, each profiling every stage (the A/A floor needs two).
         budget: seconds the whole pass may take; stages left when it is spent are not profiled.
     """
 
@@ -84,58 +97,78 @@ def explain_metrics(
         return ()
     one = _Pass(sides, dataclasses.replace(options, time_budget=how.budget), how, progress)
     with Workers() as workers:
-        for repeat in range(how.repeats):
-            pair = PAIR_OFFSET + repeat
-            for name in start_order(options.seed, pair):
-                one.profile_side(workers, name, pair, metrics)
+        one.start(workers)
+        for metric in one.wanted(metrics):
+            one.profile(metric)
+        for worker in one.workers:
+            worker.channel.close()
     return tuple(one.explained(m) for m in one.wanted(metrics))
 
 
+@dataclass(slots=True)
+class _Worker:
+    name: str  # "A" (baseline) or "B" (current)
+    side: Side
+    channel: Channel
+    chunks: dict[str, list[Profile]] = dataclasses.field(default_factory=dict)  # metric -> its chunks
+
+
 class _Pass:
-    """One profiling pass: what each side's processes recorded, and why a stage was not profiled."""
+    """One profiling pass: its workers, what each recorded, and why a stage was not profiled."""
 
     def __init__(
         self, sides: tuple[Side, Side], opts: ResidentOptions, how: ExplainOptions, progress: ProgressFn | None
     ) -> None:
         self.sides = dict(zip("AB", sides, strict=True))
-        self.modules = {name: worker_module(side.path) for name, side in self.sides.items()}
         self.opts, self.how, self.progress = opts, how, progress
         self.started = time.monotonic()
         self.clock = _Clock(self.started, opts)
-        self.stages: dict[str, str] = {}  # metric -> stage, of the stages profiled
-        self.known: dict[str, str] = {}  # metric -> stage, every stage a worker set up
-        self.profiles: dict[str, dict[str, list[Profile]]] = {}
+        self.workers: list[_Worker] = []
+        self.known: dict[str, str] = {}  # metric -> stage, every stage both sides set up
         self.notes: dict[str, list[str]] = {}
         self.reasons: dict[str, str] = {}  # "*": every stage's
+        self.rng = np.random.default_rng([opts.seed, PAIR_OFFSET])
 
     def left(self) -> float:
         return self.how.budget - (time.monotonic() - self.started)
 
-    def profile_side(self, workers: Workers, name: str, pair: int, metrics: Sequence[str]) -> None:
-        side, module = self.sides[name], self.modules[name]
-        if "*" in self.reasons:
-            return
-        if module is None:
-            self.reasons["*"] = f"the {side.label} has no resident worker to profile with"
-            return
-        if self.left() <= 0:
-            for metric in metrics:
-                self.reasons.setdefault(metric, f"not profiled: the profiling pass's {self.how.budget:g} s were spent")
-            return
+    def say(self, what: str) -> None:
+        if self.progress is not None:
+            self.progress(what)
+
+    def start(self, workers: Workers) -> None:
+        """Start every worker (each side's in a drawn order) and set them all up; a failure is every stage's reason."""
+        modules = {name: worker_module(side.path) for name, side in self.sides.items()}
+        for name, module in modules.items():
+            if module is None:
+                self.reasons["*"] = f"the {self.sides[name].label} has no resident worker to profile with"
+                return
+        opts, started = self.opts, []
+        deadline = self.clock.deadline(opts.setup_floor)
         try:
-            ch, known = self._start(workers, side, module, pair, name)
+            for repeat in range(self.how.repeats):
+                pair = PAIR_OFFSET + repeat
+                for name in start_order(opts.seed, pair):
+                    side, module = self.sides[name], modules[name]
+                    assert module is not None
+                    env = draw(opts.seed, pair, name).env(side.env) if opts.randomise_layout else dict(side.env)
+                    args = worker_args(module, randomise=opts.randomise_layout)
+                    ch = workers.spawn(f"{side.label} profiling worker {repeat + 1}", side.path, env, args)
+                    _greet(ch, side, module, self.clock, deadline)
+                    ch.send(setup_request(opts))
+                    started.append(_Worker(name, side, ch))
+            self.say(f"setting up {len(started)} profiling workers")
+            stages: list[dict[str, str]] = []
+            for w in started:
+                reply = _finish_setup(w.channel, self.clock, deadline)
+                if reply.get("ok") is not True:
+                    raise PerfgateError(f"the {w.side.label} cannot be set up: {reply.get('error')}")
+                stages.append({str(s["metric"]): str(s["name"]) for s in reply.get("stages", [])})
         except PerfgateError as exc:
             self.reasons["*"] = f"not profiled: {exc}"
             return
-        self.known.update(known)
-        try:
-            for metric in self.wanted(metrics):
-                stage = known.get(metric)
-                if stage is not None and metric not in self.reasons:  # a derived rate or memory has no stage
-                    self.stages.setdefault(metric, stage)
-                    self._profile(ch, side, name, metric, stage)
-        finally:
-            ch.close()
+        self.workers = started
+        self.known = {m: st for m, st in stages[0].items() if all(other.get(m) == st for other in stages)}
 
     def wanted(self, targets: Sequence[str]) -> list[str]:
         """The metrics of ``targets`` (metric or stage names; ``*`` every stage), once each, in order."""
@@ -147,74 +180,85 @@ class _Pass:
                     out.append(metric)
         return out
 
-    def _start(self, workers: Workers, side: Side, module: str, pair: int, name: str) -> tuple[Channel, dict[str, str]]:
-        opts = self.opts
-        layout = draw(opts.seed, pair, name) if opts.randomise_layout else None
-        env = layout.env(side.env) if layout is not None else dict(side.env)
-        ch = workers.spawn(
-            f"{side.label} profiling worker", side.path, env, worker_args(module, randomise=opts.randomise_layout)
-        )
-        deadline = self.clock.deadline(opts.setup_floor)
-        _greet(ch, side, module, self.clock, deadline)
-        ch.send(setup_request(opts))
-        reply = _finish_setup(ch, self.clock, deadline)
-        if reply.get("ok") is not True:
-            ch.kill()
-            raise PerfgateError(f"the {side.label} cannot be set up: {reply.get('error')}")
-        return ch, {str(s["metric"]): str(s["name"]) for s in reply.get("stages", [])}
+    def profile(self, metric: str) -> None:
+        """The stage of ``metric`` profiled in rounds of chunks that go round every worker in a drawn order."""
+        stage = self.known.get(metric)
+        if "*" in self.reasons or stage is None:
+            return  # explained() says why: every stage's reason, or no such stage on both sides
+        how = self.how
+        instrument = how.instrument
+        exact = instrument == "bytecodes"
+        rounds = 1 if exact else max(how.min_calls, math.ceil(how.seconds / CHUNK_SECONDS))
+        chunk = how.seconds / rounds
+        self.say(f"profiling {stage}: {rounds} round(s) over {len(self.workers)} workers")
+        for r in range(rounds):
+            if self.left() <= 0 and r > 0:
+                self.notes.setdefault(metric, []).append(
+                    f"the profiling pass's {how.budget:g} s were spent after {r} of {rounds} rounds"
+                )
+                break
+            if self.left() <= 0:
+                self.reasons[metric] = f"not profiled: the profiling pass's {how.budget:g} s were spent"
+                return
+            for i in self.rng.permutation(len(self.workers)):
+                w = self.workers[int(i)]
+                request = {
+                    "op": "profile",
+                    "stage": stage,
+                    "instrument": instrument,
+                    "seconds": chunk,
+                    "min_calls": how.min_calls if exact else 1,
+                    "warmup": 1 if r == 0 else 0,
+                }
+                got = self._ask(w, metric, request)
+                if got is None:
+                    return
+                w.chunks.setdefault(metric, []).append(got)
+                if instrument == "auto":  # resolved once: every later chunk, on both sides, asks for it
+                    instrument = next((ask for key, ask in CHOSEN if got.instrument.startswith(key)), "sampling")
 
-    def _profile(self, ch: Channel, side: Side, name: str, metric: str, stage: str) -> None:
-        left = self.left()
-        if left <= 0:
-            self.reasons[metric] = f"not profiled: the profiling pass's {self.how.budget:g} s were spent"
-            return
-        if self.progress is not None:
-            self.progress(f"profiling {stage} on the {side.label}")
-        request = {
-            "op": "profile",
-            "stage": stage,
-            "instrument": self.how.instrument,
-            "seconds": min(self.how.seconds, max(left / 4, 0.05)),
-            "min_calls": self.how.min_calls,
-        }
+    def _ask(self, w: _Worker, metric: str, request: Mapping[str, Any]) -> Profile | None:
+        """One chunk from one worker; None (and the stage's reason) when it could not be had."""
         try:
-            reply = ch.request(request, max(left, 5.0) + 60.0)  # a profile's least calls may overrun the pass
+            reply = w.channel.request(dict(request), max(self.left(), 5.0) + 60.0)  # a chunk's least calls may overrun
         except WorkerFailed as exc:
             self.reasons[metric] = f"not profiled: {exc}"
-            return
+            return None
         if reply.get("ok") is not True:
             error = str(reply.get("error", "no answer"))
             if error.startswith("unknown op"):
-                error = f"the {side.label}'s perfgate cannot profile (its worker has no profile op)"
+                error = f"the {w.side.label}'s perfgate cannot profile (its worker has no profile op)"
             self.reasons[metric] = error if reply.get("missing") else f"not profiled: {error}"
-            return
-        try:
-            profile = profile_from_record(_record(reply))
-        except ValueError as exc:
-            self.reasons[metric] = f"not profiled: the {side.label}'s worker sent a bad profile ({exc})"
-            return
-        self.profiles.setdefault(metric, {"A": [], "B": []})[name].append(profile)
+            return None
         for line in reply.get("notes", []):
             if str(line) not in self.notes.setdefault(metric, []):
                 self.notes[metric].append(str(line))
+        try:
+            return profile_from_record(_record(reply))
+        except ValueError as exc:
+            self.reasons[metric] = f"not profiled: the {w.side.label}'s worker sent a bad profile ({exc})"
+            return None
 
     def explained(self, metric: str) -> StageExplanation:
-        stage = self.stages.get(metric, "")
-        reason = self.reasons.get(metric) or self.reasons.get("*")
+        stage = self.known.get(metric, "")
+        reason = self.reasons.get("*") or self.reasons.get(metric)
         if reason:
             return unavailable(stage, metric, reason)
-        got = self.profiles.get(metric, {"A": [], "B": []})
         if not stage:
             return unavailable(stage, metric, "no stage of this metric is set up on both sides")
-        if not got["A"] or not got["B"]:
+        sides: dict[str, list[Profile]] = {"A": [], "B": []}
+        try:
+            for w in self.workers:
+                if w.chunks.get(metric):
+                    sides[w.name].append(pooled(w.chunks[metric]))
+        except ValueError as exc:
+            return unavailable(stage, metric, f"not profiled alike: {exc}")
+        if not sides["A"] or not sides["B"]:
             return unavailable(stage, metric, "not profiled on both sides")
-        kinds = sorted({(p.instrument, p.unit) for p in (*got["A"], *got["B"])})
-        if len(kinds) > 1:  # "auto" chose torch on one side and the sampling profiler on the other
+        kinds = sorted({(p.instrument, p.unit) for p in (*sides["A"], *sides["B"])})
+        if len(kinds) > 1:
             return unavailable(stage, metric, f"the two sides were profiled with different instruments: {kinds}")
-        notes = list(self.notes.get(metric, []))
-        if len(got["A"]) < 2 and len(got["B"]) < 2:
-            notes.append("one profile a side: the floor is the least relative spread, not a measured one")
-        return explain(stage, metric, got["A"], got["B"], notes=notes)
+        return explain(stage, metric, sides["A"], sides["B"], notes=self.notes.get(metric, []))
 
 
 def _record(reply: Mapping[str, Any]) -> Mapping[str, object]:

@@ -26,7 +26,8 @@ speaks first and answers every request with one line:
   same K floats as base64 of native float64 (the coordinator runs on the same machine): for
   a block of 6,000 calls about a tenth of the cost of JSON numbers, which both the measured
   worker and the coordinator spend between blocks (a coordinator that does not ask gets numbers);
-* ``{"op": "profile", "stage": NAME, "instrument": "auto", "seconds": 1.0, "min_calls": 3}`` →
+* ``{"op": "profile", "stage": NAME, "instrument": "auto", "seconds": 1.0, "min_calls": 3,
+  "warmup": 1}`` →
   ``{"ok": true, "profile": {…}, "notes": […]}``: the stage's calls under a profiler
   (:mod:`perfgate.profile`; ``instrument`` one of ``auto``, ``sampling``, ``torch``,
   ``bytecodes``), its folded stacks as :func:`perfgate.core.profiles.profile_record` writes
@@ -195,8 +196,9 @@ class Worker:
         if p is None:
             return _error(f"no stage {req.get('stage')!r} is set up in this worker")
         seconds, min_calls = float(req.get("seconds", 1.0)), int(req.get("min_calls", 3))
-        if not (0 < seconds <= 3600 and 1 <= min_calls <= _MAX_CALLS):
-            return _error(f"seconds must be in (0, 3600] and min_calls in [1, {_MAX_CALLS}]")
+        warmup = int(req.get("warmup", 1))  # calls before the profiler starts (0 for a later chunk)
+        if not (0 < seconds <= 3600 and 1 <= min_calls <= _MAX_CALLS and 0 <= warmup <= _MAX_CALLS):
+            return _error(f"seconds must be in (0, 3600], min_calls in [1, {_MAX_CALLS}] and warmup not negative")
         call, sync = p.call, p.sync
 
         def once() -> None:
@@ -212,6 +214,7 @@ class Worker:
                     seconds=seconds,
                     min_calls=min_calls,
                     device=self.device,
+                    warmup=warmup,
                 )
         except ProfilerMissing as exc:
             return {**_error(str(exc)), "missing": True}

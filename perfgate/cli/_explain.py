@@ -13,8 +13,8 @@ none could be (the reason in one line: a profiler not installed, a revision too 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perfgate.cli._ab import add_explain_arguments, shared_data
 from perfgate.cli._common import add_flag, checked_number, stderr_console
@@ -22,6 +22,9 @@ from perfgate.core.metrics import default_suite
 from perfgate.core.schema import normalize_model
 from perfgate.errors import EXIT_ERROR, EXIT_OK, InputError
 from perfgate.output import check_distinct, output_file, to_stdout, write_outputs
+
+if TYPE_CHECKING:
+    from perfgate.core.profiles import StageExplanation
 
 __all__ = ["add_arguments", "run"]
 
@@ -121,8 +124,16 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, data: Path | None) -> int:
     import secrets
 
-    from perfgate.ab import WORKTREE, ExplainOptions, ResidentOptions, checkout, explain_metrics, git_toplevel
-    from perfgate.ab import is_dirty, sides
+    from perfgate.ab import (
+        WORKTREE,
+        ExplainOptions,
+        ResidentOptions,
+        checkout,
+        explain_metrics,
+        git_toplevel,
+        is_dirty,
+        sides,
+    )
 
     repo = git_toplevel(args.repo if args.repo is not None else Path.cwd())
     current_ref = args.current_ref or (WORKTREE if is_dirty(repo) else "HEAD")
@@ -133,9 +144,7 @@ def _run(args: argparse.Namespace, data: Path | None) -> int:
             console.print(f"perfgate explain: {what}", markup=False)
 
     instrument = args.instrument or ("bytecodes" if args.measure == "counts" else "auto")
-    how = ExplainOptions(
-        instrument=instrument, seconds=args.seconds, repeats=args.profiles, budget=args.explain_budget
-    )
+    how = ExplainOptions(instrument=instrument, seconds=args.seconds, repeats=args.profiles, budget=args.explain_budget)
     resident = ResidentOptions(
         model=normalize_model(args.model),
         suite=args.suite,
@@ -147,14 +156,12 @@ def _run(args: argparse.Namespace, data: Path | None) -> int:
         time_budget=args.explain_budget,
     )
     with checkout(repo, args.baseline_ref, current_ref) as (base_rev, cur_rev):
-        explanations = explain_metrics(
-            sides(base_rev, cur_rev), resident, args.stages or ["*"], how, progress=progress
-        )
-        title = f"`{base_rev.ref}` ({base_rev.commit[:12]}) → `{cur_rev.ref}` ({cur_rev.commit[:12]})"
+        explanations = explain_metrics(sides(base_rev, cur_rev), resident, args.stages or ["*"], how, progress=progress)
+        title = f"baseline {base_rev.ref} ({base_rev.commit[:12]}) → current {cur_rev.ref} ({cur_rev.commit[:12]})"
     return _report(args, explanations, title)
 
 
-def _report(args: argparse.Namespace, explanations: tuple, title: str) -> int:  # type: ignore[type-arg]
+def _report(args: argparse.Namespace, explanations: tuple[StageExplanation, ...], title: str) -> int:
     from perfgate.report.explain import explanations_json, render_explain_html, render_explain_markdown
 
     markdown = render_explain_markdown(explanations, title)
@@ -162,7 +169,7 @@ def _report(args: argparse.Namespace, explanations: tuple, title: str) -> int:  
     if args.output is not None:
         outputs.append((args.output, markdown))
     if args.json_output is not None:
-        outputs.append((args.json_output, json.dumps(explanations_json(explanations), sort_keys=True, indent=2) + "\n"))
+        outputs.append((args.json_output, explanations_json(explanations)))
     if args.html_output is not None:
         outputs.append((args.html_output, render_explain_html(explanations, title)))
     write_outputs(outputs)

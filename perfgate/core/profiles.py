@@ -45,6 +45,7 @@ __all__ = [
     "StageExplanation",
     "explain",
     "merged_stacks",
+    "pooled",
     "profile_from_record",
     "profile_record",
     "unavailable",
@@ -53,6 +54,7 @@ __all__ = [
 SEPARATOR = ";"  # between the frames of a folded stack
 FLOOR_Z = 4.0  # standard errors of the A/A spread a function's change must pass to be named
 MIN_SHARE = 0.10  # of the stage's change, the least a named function explains
+STAGE_Z = 2.0  # standard errors the stage's own profiled change must pass before any function is named
 THIN_SHARE = 0.25  # the named functions together explain less: the change is spread thin
 TOP = 5  # rows of the table kept
 MIN_RHO = 0.01  # the least relative spread between two profiles of one revision (1 %)
@@ -215,6 +217,16 @@ def _rho(sides: Sequence[Sequence[Mapping[str, float]]], resolutions: Sequence[f
     return max(math.sqrt(statistics.median(excess)), MIN_RHO)
 
 
+def _spread(a: Sequence[float], b: Sequence[float]) -> float:
+    """The variance of one profile's value between repeats of one revision, pooled over both sides
+    (each side about its own mean); 0 with one profile a side."""
+    df = max(len(a) - 1, 0) + max(len(b) - 1, 0)
+    if df == 0:
+        return 0.0
+    ss = sum((x - statistics.fmean(side)) ** 2 for side in (a, b) if len(side) > 1 for x in side)
+    return ss / df
+
+
 def explain(
     stage: str,
     metric: str,
@@ -247,15 +259,23 @@ def explain(
     where: dict[str, str] = {}
     for p in (*baseline, *current):
         where.update(p.where)
+    # the stage's own profiled change must stand above its spread before any share of it is told
+    totals = ([p.total() for p in baseline], [p.total() for p in current])
+    var_total = max(rho**2 * total_a**2, _spread(*totals)) / len(baseline) + max(
+        rho**2 * total_b**2, _spread(*totals)
+    ) / len(current)
+    stage_moved = abs(change) >= STAGE_Z * math.sqrt(var_total) if var_total > 0 else change != 0
     rows: list[Contributor] = []
     for key in set().union(*own_a, *own_b):
         a, b = _mean(own_a, key), _mean(own_b, key)
-        # the variance of each side's mean: the relative spread and the sampling count of each profile
-        var = (rho**2 * a**2 + res_a * a) / len(own_a) + (rho**2 * b**2 + res_b * b) / len(own_b)
+        # the variance of each side's mean: the relative spread, pooled or this function's own between
+        # repeats when that is larger, and the sampling count of each profile
+        seen = _spread([m.get(key, 0.0) for m in own_a], [m.get(key, 0.0) for m in own_b])
+        var = (max(rho**2 * a**2, seen) + res_a * a) / len(own_a) + (max(rho**2 * b**2, seen) + res_b * b) / len(own_b)
         diff = b - a
         z = diff / math.sqrt(var) if var > 0 else (math.copysign(math.inf, diff) if diff else 0.0)
         share = diff / change if change else 0.0
-        named = abs(z) >= FLOOR_Z and share >= MIN_SHARE
+        named = stage_moved and abs(z) >= FLOOR_Z and share >= MIN_SHARE
         rows.append(
             Contributor(
                 name=key,
@@ -301,6 +321,34 @@ def merged_stacks(profiles: Sequence[Profile], keep: int = STACKS_KEPT) -> dict[
             out[stack] = out.get(stack, 0.0) + cost / p.calls / len(profiles)
     kept = sorted(out.items(), key=lambda kv: (-kv[1], kv[0]))[:keep]
     return dict(sorted(kept))
+
+
+def pooled(chunks: Sequence[Profile]) -> Profile:
+    """One process's profiles of one stage taken in chunks (interleaved with the other side's), as one.
+
+    Raises:
+        ValueError: no chunk, or chunks of different instruments or units.
+    """
+    if not chunks:
+        raise ValueError("pooled needs at least one profile")
+    kinds = {(p.instrument, p.unit, p.resolution) for p in chunks}
+    if len(kinds) != 1:
+        raise ValueError(f"pooled needs profiles of one instrument, unit and resolution, got {sorted(kinds)}")
+    stacks: dict[str, float] = {}
+    where: dict[str, str] = {}
+    for p in chunks:
+        for stack, cost in p.stacks.items():
+            stacks[stack] = stacks.get(stack, 0.0) + cost
+        where.update(p.where)
+    first = chunks[0]
+    return Profile(
+        instrument=first.instrument,
+        unit=first.unit,
+        calls=sum(p.calls for p in chunks),
+        stacks=stacks,
+        where=where,
+        resolution=first.resolution,
+    )
 
 
 def profile_record(profile: Profile) -> dict[str, object]:

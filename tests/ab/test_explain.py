@@ -1,0 +1,176 @@
+"""Where it went: two revisions of a real git repository profiled on a stage (`perfgate explain`, `ab`).
+
+The repository's stages module has a pure-Python helper beside a steady part; its second commit
+gives the helper twice the work, and its third adds a torch operator (a sort) to a training-like
+step. The profiles must name the helper first, in times mode (pyinstrument) and in counts mode
+(the interpreter's bytecodes, exact), name the added operator (torch.profiler), and name nothing
+on identical code. Only rankings and names are asserted, never a time.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from perfgate.cli import main
+from tests.ab.test_command import git
+
+STAGES = '''\
+"""Stages for the perfgate explain tests: a pure-Python helper beside a steady part, and a torch step."""
+
+import torch
+
+from perfgate.bench import stage
+
+HELPER_LOOPS = {loops}
+SORTED = {sorted}
+
+
+def busy_helper(n):
+    total = 0
+    for i in range(n):
+        total += i * i % 7
+    return total
+
+
+def steady_part(n):
+    total = 0
+    for i in range(n):
+        total += i ^ 3
+    return total
+
+
+@stage("work", metric="work_time_ms", unit="ms", suite="explaintest", repeat=20, warmup=2)
+def work(ctx):
+    def once():
+        return busy_helper(HELPER_LOOPS) + steady_part(30_000)
+
+    return once
+
+
+@stage("step", metric="step_time_ms", unit="ms", suite="explaintest", repeat=20, warmup=2)
+def step(ctx):
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    layer = torch.nn.Linear(128, 128)
+    x = torch.randn(512, 128)
+
+    def once():
+        with torch.no_grad():
+            y = torch.relu(layer(x))
+            if SORTED:
+                y = torch.sort(y, dim=0).values
+            return float(y.sum())
+
+    return once
+'''
+# a package of the tree's own that hides the real profiler: the tree is first on the workers' PYTHONPATH
+HIDDEN = 'raise ImportError("hidden by the test")\n'
+
+
+def write(repo: Path, loops: int, sorted_: bool) -> None:
+    (repo / "explainstages.py").write_text(STAGES.format(loops=loops, sorted=sorted_))
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """Commits: base; helper (the helper does 2× the work); sort (an added torch operator); hidden (no profiler)."""
+    path = tmp_path_factory.mktemp("explainrepo")
+    git(path, "init", "-q", "-b", "main")
+    commits = {}
+    for name, loops, sorted_ in (("base", 30_000, False), ("helper", 60_000, False), ("sort", 30_000, True)):
+        write(path, loops, sorted_)
+        git(path, "add", "explainstages.py")
+        git(path, "commit", "-q", "-m", name)
+        commits[name] = git(path, "rev-parse", "HEAD")
+    (path / "pyinstrument").mkdir()
+    (path / "pyinstrument" / "__init__.py").write_text(HIDDEN)
+    write(path, 60_000, False)
+    git(path, "add", "pyinstrument", "explainstages.py")
+    git(path, "commit", "-q", "-m", "hidden")
+    commits["hidden"] = git(path, "rev-parse", "HEAD")
+    return path, commits
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+
+
+def explain(repo: Path, base: str, cur: str, tmp_path: Path, *extra: str) -> tuple[int, list[dict], str]:
+    out, md = tmp_path / "explain.json", tmp_path / "explain.md"
+    argv = ["explain", "--repo", str(repo), "--baseline-ref", base, "--current-ref", cur, "--model", "dqn"]
+    argv += ["--suite", "explaintest", "--stages-module", "explainstages", "--json", str(out), "--output", str(md)]
+    argv += ["--quiet", "--seconds", "0.6", *extra]
+    code = main(argv)
+    data = json.loads(out.read_text()) if out.exists() else []
+    return code, data, md.read_text() if md.exists() else ""
+
+
+def named(explanation: dict) -> list[str]:
+    return [c["name"] for c in explanation["contributors"] if c["named"]]
+
+
+@pytest.mark.parametrize("measure", ["times", "counts"])
+def test_a_slowed_helper_is_named_first(repo, tmp_path, measure):
+    path, commits = repo
+    code, data, md = explain(
+        path, commits["base"], commits["helper"], tmp_path, "--stage", "work", "--measure", measure
+    )
+    assert code == 0
+    (work,) = data
+    assert work["stage"] == "work" and not work["reason"]
+    assert named(work)[:1] == ["busy_helper"], work["contributors"]
+    assert "steady_part" not in named(work)
+    assert "busy_helper" in md and "Where it went" in md
+
+
+def test_identical_code_names_nothing(repo, tmp_path):
+    path, commits = repo
+    code, data, md = explain(path, commits["base"], commits["base"], tmp_path, "--stage", "work", "--stage", "step")
+    assert code == 0
+    assert [e["stage"] for e in data] == ["work", "step"]
+    for e in data:
+        assert not e["reason"] and named(e) == [], e["contributors"]
+    assert "no function's change stands above" in md.lower()
+
+
+def test_an_added_torch_operator_is_named(repo, tmp_path):
+    path, commits = repo
+    code, data, _ = explain(path, commits["base"], commits["sort"], tmp_path, "--stage", "step")
+    assert code == 0
+    (step,) = data
+    assert step["unit"] == "s" and "torch" in step["instrument"]
+    assert any("sort" in name for name in named(step)[:2]), step["contributors"]
+
+
+def test_a_missing_profiler_is_one_line_and_exit_2(repo, tmp_path, capsys):
+    path, commits = repo
+    code, data, _ = explain(path, commits["hidden"], commits["hidden"], tmp_path, "--stage", "work")
+    assert code == 2
+    (work,) = data
+    assert "pyinstrument" in work["reason"] and "\n" not in work["reason"]
+    assert not work["contributors"]
+
+
+def test_ab_attaches_where_it_went_and_a_missing_profiler_leaves_the_verdict(repo, tmp_path):
+    """`ab` on the doubled helper: exit 1, and the report names the helper; with the profiler hidden on
+    the current side the verdict is the same and the report says why there is no table, in one line."""
+    path, commits = repo
+    for current, expect in ((commits["helper"], "busy_helper"), (commits["hidden"], "pyinstrument")):
+        report, js = tmp_path / f"{expect}.md", tmp_path / f"{expect}.json"
+        argv = ["ab", "--repo", str(path), "--baseline-ref", commits["base"], "--current-ref", current]
+        argv += ["--suite", "explaintest", "--stages-module", "explainstages", "--model", "dqn", "--quiet"]
+        argv += ["--time-budget", "25", "--output", str(report), "--json", str(js)]
+        assert main(argv) == 1
+        data = json.loads(js.read_text())
+        verdicts = {c["metric"]: c["verdict"] for c in data["comparisons"] if c["statistic"] == "median"}
+        assert verdicts["work_time_ms"] == "regressed"
+        (work,) = [e for e in data["explanations"] if e["metric"] == "work_time_ms"]
+        if expect == "busy_helper":
+            assert named(work)[:1] == ["busy_helper"]
+        else:
+            assert "pyinstrument" in work["reason"] and not work["contributors"]
+        assert expect in report.read_text()
