@@ -5,7 +5,8 @@ the report; the test uses every sample through the log ratios) and one log ratio
 and statistic, estimated block by block (:func:`perfgate.core.paired.block_log_ratio`,
 :func:`~perfgate.core.paired.tail_log_ratio`). At a look the runs so far are decided
 (:func:`decide_now`); at the end the looks' verdicts are merged into the check's result
-(:func:`collect`), with the time budget more pairs would take for what is still undecided.
+(:func:`collect`), with the time budget more pairs would take for what is still undecided, and
+how long the check took against its budget and grace.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ import dataclasses
 import math
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
-from perfgate.ab._plan import CheckPlan, ResidentOptions, Side, StagePlan, statistics
+from perfgate.ab._plan import CheckPlan, ResidentOptions, Side, StagePlan, grace_seconds, statistics
 from perfgate.core.codec import format_timestamp
 from perfgate.core.compare import CheckResult
 from perfgate.core.metrics import Direction, metric_info
@@ -99,6 +100,9 @@ class Measured:
     pair_seconds: float = 0.0
     setup_seconds: list[float] = field(default_factory=list)
     measure_seconds: list[float] = field(default_factory=list)
+    # per pair measured: from its workers' start to their end (set-up, any wait for the CPU, blocks)
+    pair_spans: list[float] = field(default_factory=list)
+    pairs_cut: int = 0  # pairs started and cut at the budget plus grace: their blocks dropped
     # per worker, in start order: pair, side, whether it started first, its layout draw
     layouts: list[dict[str, Any]] = field(default_factory=list)
 
@@ -127,6 +131,10 @@ class ResidentOutcome:
     derived: Mapping[str, str] = field(default_factory=dict)  # derived metric -> the metric it comes from
     # per worker, in start order: pair, side, whether it started first, its layout draw (perfgate.ab.layout)
     layouts: tuple[dict[str, Any], ...] = ()
+    time_budget: float = 0.0  # the check's --time-budget, s
+    grace: float = 0.0  # the check ends within time_budget + grace (perfgate.ab.resident, "Deadlines")
+    slowest_pair_seconds: float = 0.0  # the slowest pair from its start to its end: the fit rule's
+    pairs_cut: int = 0  # pairs started and cut at the budget plus grace, their blocks dropped
 
     def describe(self) -> str:
         pin_text = (
@@ -140,10 +148,13 @@ class ResidentOutcome:
             if randomised
             else "**memory layout not randomised** (--no-randomise-layout): a layout-only change can read as one"
         )
+        cut = ", a pair cut at the budget plus grace and dropped" if self.pairs_cut == 1 else ""
+        cut = f", {self.pairs_cut} pairs cut at the budget plus grace and dropped" if self.pairs_cut > 1 else cut
         return (
             f"interleaved A/B in resident workers: {self.pairs} fresh worker pairs, each alternating short blocks "
             f"of every stage in random order (seed {self.seed}); {pin_text}; {layout_text}; looked after "
-            f"{', '.join(map(str, self.looks))} pairs and stopped: {self.stopped} ({self.seconds:.0f} s)"
+            f"{', '.join(map(str, self.looks))} pairs and stopped: {self.stopped} ({self.seconds:.0f} s of its "
+            f"{self.time_budget:g} s time budget, {self.grace:.0f} s grace{cut})"
         )
 
 
@@ -190,11 +201,17 @@ def runs(measured: Measured, plan: CheckPlan, sides: tuple[Side, Side], options:
     return out[0], out[1]
 
 
-def with_budgets(result: CheckResult, seconds: float, pairs: int, pair_seconds: float) -> CheckResult:
-    """Say, for each comparison more pairs would decide, the time budget those pairs would take."""
+def with_budgets(
+    result: CheckResult, seconds: float, pairs: int, pair_seconds: float, margin: float = 0.0
+) -> CheckResult:
+    """Say, for each comparison more pairs would decide, the time budget those pairs would take.
+
+    ``margin``: what the slowest pair adds over a typical one, since a pair starts only while the
+    slowest fits (:func:`~perfgate.ab._plan.pair_fits`).
+    """
     fixed = max(0.0, seconds - pairs * pair_seconds)  # the first pair's start, not overlapped
     comparisons = tuple(
-        dataclasses.replace(c, required_seconds=fixed + c.required_n * pair_seconds)
+        dataclasses.replace(c, required_seconds=fixed + c.required_n * pair_seconds + margin)
         if c.required_unit == "pairs" and c.required_n is not None
         else c
         for c in result.comparisons
@@ -213,14 +230,27 @@ def decide_now(
     )
 
 
-def collect(measured: Measured, sides: tuple[Side, Side], options: ResidentOptions, started: float) -> ResidentOutcome:
-    """The check's outcome: its runs, the looks' merged verdicts and how the pairs were measured."""
+def collect(
+    measured: Measured,
+    sides: tuple[Side, Side],
+    options: ResidentOptions,
+    started: float,
+    *,
+    now: Callable[[], float] = time.monotonic,
+) -> ResidentOutcome:
+    """The check's outcome: its runs, the looks' merged verdicts and how the pairs were measured.
+
+    ``started`` is the check's start on the clock ``now`` (``time.monotonic`` unless a test fakes it).
+    """
     rule, plan, data = measured.rule, measured.plan, measured.samples
     if rule is None or not rule.results or plan is None:
         raise PerfgateError("the check ended before its first look")  # max_pairs >= MIN_PAIRS makes this unreachable
     baseline, current = runs(measured, plan, sides, options)
-    seconds = time.monotonic() - started
-    merged = with_budgets(rule.merged(), seconds, len(data.orders), measured.pair_seconds)
+    seconds = now() - started
+    spans = measured.pair_spans
+    slowest = max(spans, default=0.0)
+    margin = slowest - sum(spans) / len(spans) if spans else 0.0
+    merged = with_budgets(rule.merged(), seconds, len(data.orders), measured.pair_seconds, margin)
     outcome = ResidentOutcome(
         result=merged,
         baseline=baseline,
@@ -242,6 +272,10 @@ def collect(measured: Measured, sides: tuple[Side, Side], options: ResidentOptio
         derived=dict(data.derived),
         # not a pair started but never measured
         layouts=tuple(x for x in measured.layouts if x["pair"] < len(data.orders)),
+        time_budget=options.time_budget,
+        grace=grace_seconds(options.time_budget),
+        slowest_pair_seconds=slowest,
+        pairs_cut=measured.pairs_cut,
     )
     return dataclasses.replace(
         outcome,

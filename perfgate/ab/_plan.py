@@ -6,13 +6,18 @@ revisions have is timed in blocks of ``calls`` calls, ``blocks`` per pair, fixed
 sides' typical call times and kept for the whole check; a stage only one side has is reported
 new or missing from its typical time. The looks at the data (:func:`looks`) are fixed after
 the second pair, from the time budget and the pairs' time only, before any look at the data.
+
+The fit rule (:func:`pair_fits`): past the :data:`~perfgate.core.paired.MIN_PAIRS` pairs the
+test needs, a pair is started only while the slowest pair seen so far (from its start to its
+end: set-up, any wait for the CPU, and its blocks), not the mean, still fits in what is left of
+the budget. The looks count the pairs that rule will let start.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +36,9 @@ __all__ = [
     "ResidentOptions",
     "Side",
     "StagePlan",
+    "grace_seconds",
     "looks",
+    "pair_fits",
     "plan_check",
     "setup_request",
     "statistics",
@@ -39,6 +46,8 @@ __all__ = [
 
 DEFAULT_TIME_BUDGET = 80.0  # seconds: a DQN or PPO check ends within 90 s here
 MAX_TIME_BUDGET = 86_400.0  # one day: a budget past it is a typo (and inf a way to never stop)
+GRACE_SECONDS = 10.0  # a check ends within its budget plus at least this much ...
+GRACE_FRACTION = 0.25  # ... or this fraction of the budget, whichever is more
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,7 +71,9 @@ class ResidentOptions:
         setup_seed: the random seed every stage's set-up gets, the same on both sides.
         params: stage parameters (``quick``, ``threads``), the same on both sides.
         data: DBN file for the reference pipeline (None: the synthetic default).
-        time_budget: seconds for the whole check; pairs are added only while they fit.
+        time_budget: seconds for the whole check; pairs are added only while the slowest pair
+            seen still fits (:func:`pair_fits`), and the check ends within it plus
+            ``grace_seconds(time_budget)`` (:mod:`perfgate.ab.resident`, "Deadlines").
         block_time: seconds of work per block and side.
         stage_time: seconds per stage and pair, both sides together (sets the block count).
         min_blocks, max_blocks: bounds on blocks per stage and pair.
@@ -70,7 +81,9 @@ class ResidentOptions:
         looks: looks at the data (α is spent over them).
         overlap: with two CPUs or more, the next pair sets up on another CPU while a pair measures.
         setup_floor, block_floor: native seconds a worker's start and set-up, or one block, may
-            always take, even when the budget is spent (see the module docstring, "Deadlines").
+            always take in a pass outside the check's pairs (the profiling pass of
+            :mod:`perfgate.ab.explain`); the check's own exchanges end with its budget plus
+            grace (:mod:`perfgate.ab.resident`, "Deadlines").
         deadline_scale: how many times slower than native this way of measuring runs the
             stages (1 here; about 20 for a mode that runs them under valgrind); it scales the floors.
         randomise_layout: give every worker a memory layout drawn at random (:mod:`perfgate.ab.layout`);
@@ -156,9 +169,42 @@ def plan_check(stages_a: list[dict[str, Any]], stages_b: list[dict[str, Any]], o
     return CheckPlan(stages=tuple(stages), one_side=(_one_side(stages_a, stages_b), _one_side(stages_b, stages_a)))
 
 
-def looks(policy: Policy, options: ResidentOptions, pairs: int, elapsed: float, pair_seconds: float) -> SequentialLooks:
-    """The stopping rule, fixed after ``pairs`` pairs from the budget and the pairs' time only."""
-    fit = pairs + int(max(0.0, options.time_budget - elapsed) // max(pair_seconds, 1e-3))
+def grace_seconds(time_budget: float) -> float:
+    """Seconds past the time budget by which a check has ended: ``max(10 s, 25 % of the budget)``.
+
+    A pair cut there is dropped, and a worker that has not answered by then counts as hung.
+    """
+    return max(GRACE_SECONDS, GRACE_FRACTION * time_budget)
+
+
+def pair_fits(spans: Sequence[float], elapsed: float, budget: float) -> bool:
+    """The fit rule: may a pair start ``elapsed`` s into a ``budget`` s check whose pairs took ``spans`` s each?
+
+    Only when the slowest of them (each from its start to its end: set-up, any wait for the
+    CPU, blocks) still fits in what is left: the mean would let a check whose pairs get slower
+    start one that ends past the budget (a TFT check took 246 s of its 240 s that way).
+    """
+    return elapsed + max(spans, default=0.0) <= budget
+
+
+def looks(
+    policy: Policy,
+    options: ResidentOptions,
+    pairs: int,
+    elapsed: float,
+    pair_seconds: float,
+    *,
+    slowest: float,
+    running: int = 0,
+) -> SequentialLooks:
+    """The stopping rule, fixed after ``pairs`` pairs from the budget and the pairs' time only.
+
+    The pairs planned: those measured, the ``running`` ones already started, and those the fit
+    rule will start, one every ``pair_seconds`` while the ``slowest`` pair still fits.
+    """
+    room = options.time_budget - elapsed - slowest
+    more = 0 if room < 0 else 1 + int(room // max(pair_seconds, 1e-3))
+    fit = pairs + running + more
     return SequentialLooks(policy.alpha, min(options.max_pairs, max(MIN_PAIRS, fit)), options.looks)
 
 

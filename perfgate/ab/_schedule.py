@@ -5,8 +5,14 @@ with its own layout, and are sent their set-up; while a pair measures, the next 
 another CPU (with two CPUs or more). A pair's workers are pinned to one CPU and alternate
 blocks of every stage in rounds, the side that goes first drawn per block (:func:`block_orders`).
 After each pair the stopping rule looks when a look is due, or early when the budget ends first.
-Every exchange with a worker has a deadline (:class:`_Clock`; :mod:`perfgate.ab.resident`,
-"Deadlines").
+
+The budget is a budget: the check ends within it plus :func:`grace_seconds` (``max(10 s, 25 %
+of the budget)``), whatever its pairs do (:mod:`perfgate.ab.resident`, "Deadlines"). Past the
+pairs the test needs (:data:`~perfgate.core.paired.MIN_PAIRS`), a pair starts only while the
+slowest pair so far, from its start to its end, still fits in what is left of the budget
+(:func:`~perfgate.ab._plan.pair_fits`), and one whose blocks would end past budget + grace is
+cut: its workers ended, its blocks dropped (:meth:`_Pairs.blocks` says why). Every exchange
+with a worker must be answered by that end (:attr:`_Clock.end`).
 """
 
 from __future__ import annotations
@@ -22,7 +28,16 @@ from typing import Any
 import numpy as np
 
 from perfgate.ab._collect import Measured, Samples, decide_now
-from perfgate.ab._plan import CheckPlan, ResidentOptions, Side, StagePlan, looks, plan_check, setup_request
+from perfgate.ab._plan import (
+    ResidentOptions,
+    Side,
+    StagePlan,
+    grace_seconds,
+    looks,
+    pair_fits,
+    plan_check,
+    setup_request,
+)
 from perfgate.ab.layout import Layout, draw, start_order, worker_args
 from perfgate.ab.workers import Channel, WorkerHung, Workers, allow, module_missing, pin, worker_module
 from perfgate.core.paired import MIN_PAIRS
@@ -31,25 +46,22 @@ from perfgate.errors import PerfgateError
 
 __all__ = ["ProtocolMissing", "block_orders", "block_seconds", "grace_seconds", "schedule"]
 
-GRACE_SECONDS = 10.0  # at least this much past the budget before a worker counts as hung
-GRACE_FRACTION = 0.25  # ... and at least this fraction of the budget
-
 ProgressFn = Callable[[str], None]
+Now = Callable[[], float]
 
 
 class ProtocolMissing(PerfgateError):
     """The revision's perfgate has no resident worker (it predates the protocol)."""
 
 
+class _Cut(Exception):
+    """A pair past the minimum would end past the check's end: it is dropped and its workers ended."""
+
+
 def block_orders(seed: int, pair: int, n: int) -> tuple[str, ...]:
     """Which side goes first in each of a pair's ``n`` blocks: ``"A"`` or ``"B"``, reproducible from its seed."""
     rng = np.random.default_rng([seed, pair])
     return tuple("A" if x else "B" for x in rng.random(n) < 0.5)
-
-
-def grace_seconds(time_budget: float) -> float:
-    """Seconds past the time budget before a worker counts as hung: ``max(10 s, 25 % of the budget)``."""
-    return max(GRACE_SECONDS, GRACE_FRACTION * time_budget)
 
 
 def block_seconds(reply: Mapping[str, Any], scale: float) -> list[float]:
@@ -63,22 +75,28 @@ def block_seconds(reply: Mapping[str, Any], scale: float) -> list[float]:
 
 @dataclass(frozen=True, slots=True)
 class _Clock:
-    """The check's deadlines (module docstring, "Deadlines"); times are ``time.monotonic()``."""
+    """The check's deadlines (module docstring); times are ``now()``, ``time.monotonic()`` unless a test fakes it."""
 
     started: float
     options: ResidentOptions
+    now: Now = time.monotonic
 
     @property
     def grace(self) -> float:
         return grace_seconds(self.options.time_budget)
 
+    @property
+    def end(self) -> float:
+        """When the check must have ended: its start, plus the budget, plus the grace."""
+        return self.started + self.options.time_budget + self.grace
+
     def deadline(self, floor: float) -> float:
-        """When an exchange that starts now and may always take ``floor`` native seconds must be answered."""
+        """When an exchange outside the check's pairs that starts now and may always take ``floor`` s must end."""
         budget_end = self.started + self.options.time_budget
-        return max(budget_end, time.monotonic() + floor * self.options.deadline_scale) + self.grace
+        return max(budget_end, self.now() + floor * self.options.deadline_scale) + self.grace
 
     def left(self, deadline: float) -> float:
-        return max(0.1, deadline - time.monotonic())  # 0.1: a reply already in the pipe is still read
+        return max(0.1, deadline - self.now())  # 0.1: a reply already in the pipe is still read
 
     def within(self, deadline: float, floor: float, what: str) -> str:
         """Words for ``deadline``: "within 30 s of the check's start (the --time-budget 20 s plus 10 s grace)"."""
@@ -104,13 +122,18 @@ def _tail(ch: Channel) -> str:
     return "" if tail == "no output" else f": {tail}"
 
 
-def _greet(ch: Channel, side: Side, module: str, clock: _Clock, deadline: float) -> None:
-    """Read a fresh worker's greeting (``module`` runs it); ProtocolMissing when its perfgate has no resident worker."""
+def _greet(ch: Channel, side: Side, module: str, clock: _Clock, deadline: float, *, cut: bool = False) -> None:
+    """Read a fresh worker's greeting (``module`` runs it); ProtocolMissing when its perfgate has no resident worker.
+
+    ``cut``: a missed deadline raises :class:`_Cut` (the pair is dropped) instead of an error.
+    """
     from perfgate.ab.worker import PROTOCOL, PROTOCOL_VERSION
 
     try:
         hello = ch.receive(clock.left(deadline))
     except WorkerHung:
+        if cut:
+            raise _Cut from None
         within = clock.within(deadline, clock.options.setup_floor, "every set-up")
         raise PerfgateError(f"the {side.label} did not start {within}: {ch.stderr_tail()}") from None
     except PerfgateError as exc:
@@ -122,13 +145,18 @@ def _greet(ch: Channel, side: Side, module: str, clock: _Clock, deadline: float)
         raise ProtocolMissing(f"the {side.label} speaks worker protocol {hello.get('version')!r}")
 
 
-def _finish_setup(ch: Channel, clock: _Clock, deadline: float) -> dict[str, Any]:
-    """A worker's set-up reply, read past its progress lines; a missed deadline names the stage it hung in."""
+def _finish_setup(ch: Channel, clock: _Clock, deadline: float, *, cut: bool = False) -> dict[str, Any]:
+    """A worker's set-up reply, read past its progress lines; a missed deadline names the stage it hung in.
+
+    ``cut``: a missed deadline raises :class:`_Cut` (the pair is dropped) instead of an error.
+    """
     step, stage = "", None
     while True:
         try:
             reply = ch.receive(clock.left(deadline))
         except WorkerHung:
+            if cut:
+                raise _Cut from None
             within = clock.within(deadline, clock.options.setup_floor, "every set-up")
             if stage is None:  # a worker that predates the progress lines: the stage is not known
                 what = "did not finish its stages' set-up"
@@ -146,15 +174,24 @@ def _finish_setup(ch: Channel, clock: _Clock, deadline: float) -> dict[str, Any]
 
 
 def schedule(
-    sides: tuple[Side, Side], options: ResidentOptions, policy: Policy, started: float, progress: ProgressFn | None
+    sides: tuple[Side, Side],
+    options: ResidentOptions,
+    policy: Policy,
+    started: float,
+    progress: ProgressFn | None,
+    *,
+    now: Now = time.monotonic,
 ) -> Measured:
-    """Measure pair after pair until the stopping rule stops the check; every worker is ended on return or error."""
+    """Measure pair after pair until the stopping rule stops the check; every worker is ended on return or error.
+
+    ``started`` is the check's start on the clock ``now`` (``time.monotonic`` unless a test fakes it).
+    """
     cpus = tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else (0,)
     from perfgate.bench.machine import collect_machine, collect_software
 
     measured = Measured(samples=Samples(), machine=collect_machine(), software=collect_software(), cpus=cpus)
     with Workers() as workers:
-        _Pairs(sides, options, policy, progress, workers, _Clock(started, options), measured).run()
+        _Pairs(sides, options, policy, progress, workers, _Clock(started, options, now), measured).run()
     return measured
 
 
@@ -176,7 +213,9 @@ class _Pairs:
         self.cpus = measured.cpus
         self.overlap = options.overlap and len(self.cpus) > 1
         self.request = setup_request(options)
-        self.setup_deadlines: dict[int, float] = {}  # per pair: when both workers' start and set-up must be done
+        self.spawned: dict[int, float] = {}  # per pair: when its workers were started
+        # per stage: the slowest of the measured pairs' mean seconds for one block on one side
+        self.pace: dict[str, float] = {}
         # the worker module each side's tree has (a revision from before perfgate.ab: its older name)
         self.modules: dict[str, str] = {}
         for name, side in zip("AB", sides, strict=True):
@@ -185,45 +224,53 @@ class _Pairs:
                 raise ProtocolMissing(f"the {side.label} has no resident worker")
             self.modules[name] = module
 
+    def elapsed(self) -> float:
+        return self.clock.now() - self.clock.started
+
+    @staticmethod
+    def needed(pair: int) -> bool:
+        """Pair ``pair`` (from 0) is one of those the test needs at least: started whatever, never cut."""
+        return pair < MIN_PAIRS
+
+    def may_start(self, pair: int) -> bool:
+        """May pair ``pair`` (from 0) start now: a needed one, or one the fit rule lets start."""
+        if pair >= self.options.max_pairs:
+            return False
+        return self.needed(pair) or pair_fits(self.measured.pair_spans, self.elapsed(), self.options.time_budget)
+
     def run(self) -> None:
-        m, options, cpus = self.measured, self.options, self.cpus
-        t_last = time.monotonic()
+        clock = self.clock
+        t_last = clock.now()
         upcoming: dict[str, Channel] | None = self.start_pair(0, None)  # the first pair sets up on every CPU
-        for pair in range(options.max_pairs):
-            t_pair = time.monotonic()
+        for pair in range(self.options.max_pairs):
             assert upcoming is not None  # started before the loop, or at the end of the previous pair
             chans: dict[str, Channel] = upcoming
-            upcoming = None
-            replies = self.finish_setup(chans, self.setup_deadlines[pair])
-            if m.plan is None:
-                m.plan = plan_check(replies["A"]["stages"], replies["B"]["stages"], options)
-            t_measure = time.monotonic()
-            m.setup_seconds.append(t_measure - t_pair)
-            cpu = cpus[pair % len(cpus)]
-            m.pinned = all([pin(ch.pid, cpu) for ch in chans.values()]) and m.pinned
-            elapsed = t_measure - self.clock.started
-            if self.overlap and pair + 1 < options.max_pairs and elapsed + 2 * m.pair_seconds <= options.time_budget:
-                # the next pair sets up on the other CPU while this one measures
-                upcoming = self.start_pair(pair + 1, cpus[(pair + 1) % len(cpus)])
-            self.measure_pair(pair, chans, m.plan, replies)
-            m.measure_seconds.append(time.monotonic() - t_measure)
-            for ch in chans.values():
-                ch.close()
-            if upcoming is not None:  # this pair's CPU is free: the next pair ends its set-up on every CPU
-                for ch in upcoming.values():
-                    allow(ch.pid, set(cpus))
-            now = time.monotonic()
+            try:
+                upcoming = self.measure_pair(pair, chans)
+            except _Cut:  # whatever the next pair had started is ended on leaving (Workers)
+                for ch in chans.values():
+                    ch.kill()
+                self.cut(pair)
+                return
+            now = clock.now()
             took, t_last = now - t_last, now
-            if self.stop_after(pair + 1, took, now - self.clock.started):
-                break
-            if upcoming is None and pair + 1 < options.max_pairs:
-                upcoming = self.start_pair(pair + 1, None)
+            more = upcoming is not None or self.may_start(pair + 1)
+            if self.stop_after(pair + 1, took, now - clock.started, running=upcoming is not None, more=more):
+                return
+            if upcoming is None:
+                if not more:
+                    return  # the last of max_pairs
+                try:
+                    upcoming = self.start_pair(pair + 1, None)
+                except _Cut:
+                    self.cut(pair + 1)
+                    return
 
     def start_pair(self, pair: int, cpu: int | None) -> dict[str, Channel]:
         """Start both workers of a pair (pinned to ``cpu`` if given) and send them their set-up; do not wait."""
         options, clock = self.options, self.clock
         chans = {}
-        self.setup_deadlines[pair] = clock.deadline(options.setup_floor)
+        self.spawned[pair] = clock.now()
         by_name = dict(zip("AB", self.sides, strict=True))
         order = start_order(options.seed, pair)  # neither side always starts first
         for name in order:
@@ -236,38 +283,82 @@ class _Pairs:
             )
             if cpu is not None:
                 pin(chans[name].pid, cpu)
-        for name in order:
-            _greet(chans[name], by_name[name], self.modules[name], clock, self.setup_deadlines[pair])
-            chans[name].send(self.request)
+        try:
+            for name in order:
+                _greet(chans[name], by_name[name], self.modules[name], clock, clock.end, cut=not self.needed(pair))
+                chans[name].send(self.request)
+        except _Cut:
+            for ch in chans.values():
+                ch.kill()
+            raise
         return chans
 
-    def finish_setup(self, chans: dict[str, Channel], deadline: float) -> dict[str, dict[str, Any]]:
+    def finish_setup(self, pair: int, chans: dict[str, Channel]) -> dict[str, dict[str, Any]]:
         replies = {}
         for name in "AB":  # the baseline's error first, whichever side started first
             ch = chans[name]
-            reply = _finish_setup(ch, self.clock, deadline)
+            reply = _finish_setup(ch, self.clock, self.clock.end, cut=not self.needed(pair))
             if reply.get("ok") is not True:
                 ch.kill()
                 raise PerfgateError(f"the {ch.label} cannot be imported or set up: {reply.get('error')}")
             replies[name] = reply
         return replies
 
-    def measure_pair(
-        self, pair: int, chans: dict[str, Channel], plan: CheckPlan, replies: Mapping[str, Mapping[str, Any]]
-    ) -> None:
-        """Alternate blocks of every stage between the two workers of one pair and record the pair."""
-        samples = self.measured.samples
-        orders = block_orders(self.options.seed, pair, sum(p.blocks for p in plan.stages))
-        samples.orders.append(orders)
-        samples.add_blocks(plan.stages, self.blocks(chans, plan.stages, orders), self.options)
-        samples.add_memory(replies["A"].get("memory", {}), replies["B"].get("memory", {}))
+    def measure_pair(self, pair: int, chans: dict[str, Channel]) -> dict[str, Channel] | None:
+        """Set up, measure and record one pair; return the next pair when it was started meanwhile.
+
+        Raises :class:`_Cut`, having recorded nothing of this pair, when it would end past the check's end.
+        """
+        m, clock, cpus = self.measured, self.clock, self.cpus
+        t_pair = clock.now()
+        replies = self.finish_setup(pair, chans)
+        if m.plan is None:
+            m.plan = plan_check(replies["A"]["stages"], replies["B"]["stages"], self.options)
+        t_measure = clock.now()
+        cpu = cpus[pair % len(cpus)]
+        pinned = all([pin(ch.pid, cpu) for ch in chans.values()])
+        upcoming = None
+        if self.overlap and self.may_start(pair + 1):
+            # the next pair sets up on the other CPU while this one measures
+            try:
+                upcoming = self.start_pair(pair + 1, cpus[(pair + 1) % len(cpus)])
+            except _Cut:  # the end has come while it started: this pair is cut next, or (needed) ends in an error
+                upcoming = None
+        orders = block_orders(self.options.seed, pair, sum(p.blocks for p in m.plan.stages))
+        timings = self.blocks(pair, chans, m.plan.stages, orders)
+        for ch in chans.values():
+            ch.close(min(5.0, clock.left(clock.end)))
+        if upcoming is not None:  # this pair's CPU is free: the next pair ends its set-up on every CPU
+            for ch in upcoming.values():
+                allow(ch.pid, set(cpus))
+        end = clock.now()
+        m.pinned = pinned and m.pinned
+        m.setup_seconds.append(t_measure - t_pair)
+        m.measure_seconds.append(end - t_measure)
+        m.pair_spans.append(end - self.spawned[pair])
+        m.samples.orders.append(orders)
+        m.samples.add_blocks(m.plan.stages, timings, self.options)
+        m.samples.add_memory(replies["A"].get("memory", {}), replies["B"].get("memory", {}))
+        return upcoming
 
     def blocks(
-        self, chans: dict[str, Channel], stages: tuple[StagePlan, ...], orders: tuple[str, ...]
+        self, pair: int, chans: dict[str, Channel], stages: tuple[StagePlan, ...], orders: tuple[str, ...]
     ) -> dict[str, dict[str, list[list[float]]]]:
-        """Every stage's blocks in rounds, each block on one side and then the other, first as ``orders`` says."""
+        """Every stage's blocks in rounds, each block on one side and then the other, first as ``orders`` says.
+
+        A pair past the needed ones is cut (:class:`_Cut`) before a block when its remaining blocks,
+        at this pair's own pace per stage so far (else the slowest earlier pair's), would end past the
+        check's end, or when a block is not answered by that end. Its finished blocks are dropped,
+        not kept: the test across pairs takes one log ratio per pair as one draw of the same
+        design, and a cut pair would bring one of fewer blocks (with the stages later in a round,
+        and the second side of a block, missing more often), so a noisier and differently weighted
+        draw; the drop depends on time only, never on what the blocks measured.
+        """
         options, clock = self.options, self.clock
+        cuttable = not self.needed(pair)
         timings: dict[str, dict[str, list[list[float]]]] = {p.name: {"A": [], "B": []} for p in stages}
+        left = {p.name: 2 * p.blocks for p in stages}  # blocks still to measure, both sides
+        spent: dict[str, list[float]] = {p.name: [] for p in stages}  # this pair's seconds per block
         i = 0
         for r in range(max(p.blocks for p in stages)):
             for p in stages:
@@ -276,27 +367,61 @@ class _Pairs:
                 first = orders[i]
                 i += 1
                 for side in (first, "B" if first == "A" else "A"):
-                    deadline = clock.deadline(options.block_floor)
+                    if cuttable and clock.now() + self._still(left, spent) > clock.end:
+                        raise _Cut
+                    t_block = clock.now()
                     try:
                         request = {"op": "time", "stage": p.name, "calls": p.calls, "encoding": "f64"}
-                        reply = chans[side].request(request, clock.left(deadline))
+                        reply = chans[side].request(request, clock.left(clock.end))
                     except WorkerHung:
-                        within = clock.within(deadline, options.block_floor, "every block")
+                        if cuttable:
+                            raise _Cut from None
+                        within = clock.within(clock.end, options.block_floor, "every block")
                         raise PerfgateError(
                             f"stage {p.name!r} did not finish a block of {p.calls} calls {within}, on the "
                             f"{chans[side].label}; {_HUNG_HINT}{_tail(chans[side])}"
                         ) from None
+                    spent[p.name].append(clock.now() - t_block)
+                    left[p.name] -= 1
                     timings[p.name][side].append(block_seconds(reply, p.scale))
+        for name, seconds in spent.items():
+            self.pace[name] = max(self.pace.get(name, 0.0), sum(seconds) / len(seconds))
         return timings
 
-    def stop_after(self, n: int, took: float, elapsed: float) -> bool:
-        """After pair ``n`` (which took ``took`` s, ``elapsed`` s into the check): look if due; True to stop."""
+    def _still(self, left: Mapping[str, int], spent: Mapping[str, list[float]]) -> float:
+        """Seconds the blocks ``left`` will take: per stage, this pair's mean block so far, else the slowest pair's."""
+        total = 0.0
+        for name, n in left.items():
+            done = spent[name]
+            total += n * (sum(done) / len(done) if done else self.pace.get(name, 0.0))
+        return total
+
+    def cut(self, pair: int) -> None:
+        """Pair ``pair`` (from 0), past the needed ones, was cut: look at the pairs measured, and stop."""
+        m, rule, n = self.measured, self.measured.rule, len(self.measured.samples.orders)
+        assert rule is not None and n == pair >= MIN_PAIRS  # the needed pairs are never cut
+        m.pairs_cut += 1
+        if self.progress:
+            self.progress(f"pair {pair + 1} cut: it would end past the budget plus grace ({self.elapsed():.0f} s)")
+        if rule.looked and rule.looked[-1] == n:  # already looked at these pairs (not decided): nothing new to see
+            m.stopped = "time budget"
+            return
+        result_of = functools.partial(decide_now, m, self.sides, self.options, self.policy)
+        m.stopped = rule.look(n, result_of, out_of_time=True) or "time budget"
+
+    def stop_after(self, n: int, took: float, elapsed: float, *, running: bool, more: bool) -> bool:
+        """After pair ``n`` (which took ``took`` s, ``elapsed`` s into the check): look if due; True to stop.
+
+        ``running``: the next pair is already started; ``more``: a next pair will be measured
+        (running, or the fit rule lets it start); without one, the check looks now and stops.
+        """
         m, options, progress = self.measured, self.options, self.progress
         m.pair_seconds = took if n <= 2 else 0.5 * (m.pair_seconds + took)
         if n == 2:  # the looks are fixed here, from the budget and the pairs' time only
-            m.rule = looks(self.policy, options, n, elapsed, m.pair_seconds)
+            slowest = max(m.pair_spans)
+            m.rule = looks(self.policy, options, n, elapsed, m.pair_seconds, slowest=slowest, running=int(running))
         rule = m.rule
-        out_of_time = n >= MIN_PAIRS and elapsed + m.pair_seconds > options.time_budget
+        out_of_time = n >= MIN_PAIRS and not more
         looked = len(rule.looked) if rule else 0
         result_of = functools.partial(decide_now, m, self.sides, options, self.policy)
         stop = rule.look(n, result_of, out_of_time) if rule else None

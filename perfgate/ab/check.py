@@ -66,8 +66,12 @@ def _resident_details(outcome: ResidentOutcome) -> dict[str, object]:
         "planned_looks": list(outcome.schedule),
         "stopped": outcome.stopped,
         "pinned": outcome.pinned,
-        "seconds": round(outcome.seconds, 1),
+        "seconds": round(outcome.seconds, 1),  # the check's, against its time_budget plus grace
+        "time_budget": outcome.time_budget,
+        "grace": round(outcome.grace, 1),
         "seconds_per_pair": round(outcome.pair_seconds, 1),
+        "slowest_pair_seconds": round(outcome.slowest_pair_seconds, 1),
+        "pairs_cut": outcome.pairs_cut,
         "stages": list(outcome.plan),
         "pair_log_ratios": {f"{m} {st}": [round(x, 6) for x in v] for (m, st), v in outcome.log_ratios.items()},
         "derived": dict(outcome.derived),

@@ -25,16 +25,22 @@ one layout offset between the sides, which the test across pairs cannot see: mea
 pure-Python stage, that design raised false alarms in A/A checks (``benchmarks/ab.py``).
 Block sizes and counts are fixed from the first pair's set-up and kept for the whole check.
 
-Deadlines: a hung stage ends the check within its time budget plus a grace,
-:func:`grace_seconds` (``max(10 s, 25 % of the budget)``). Every exchange with a worker (its
-start, its set-up, a block) must be answered by ``max(start + budget, now + floor) + grace``,
-where ``start`` is the check's start and the floor (:attr:`ResidentOptions.setup_floor`,
-:attr:`ResidentOptions.block_floor`), times :attr:`ResidentOptions.deadline_scale` for ways of
-measuring slower than native, is what every set-up or block may take even when the budget is
-spent or smaller: the pairs the test needs at least are measured past the budget, and a first
-set-up on a slow machine may need more than a small budget. A worker that misses its deadline
-is killed with every other worker, and the check ends with one line naming the stage, what it
-was doing (its set-up, its first calls, a block) and the side.
+Deadlines: the budget is a budget. A check ends within ``start + budget + grace``, the grace
+:func:`grace_seconds` (``max(10 s, 25 % of the budget)``: 20 s for the default 80 s, 60 s for
+240 s), whatever its pairs do, a hung stage included. Past the three pairs the test needs
+(:data:`~perfgate.core.paired.MIN_PAIRS`), a pair is started only while the slowest pair so far,
+from its workers' start to their end (set-up, any wait for the CPU, blocks), not the mean, still
+fits in what is left of the budget; a pair whose remaining blocks, at its own pace, would end
+past ``start + budget + grace`` is cut before its next block: its workers are ended and its
+blocks dropped (a cut pair, with fewer blocks and a side missing from its last, is not one more
+draw of the same design for the test across pairs; the drop depends on time, not on what was
+measured), and the check looks at the pairs it has. Every exchange with a worker (its start, its
+set-up, a block) must be answered by that end too: in a pair past the three, one that is not
+cuts the pair; in one of the three, it ends the check: the worker is killed with every other,
+and one line names the stage, what it was doing (its set-up, its first calls, a block) and the
+side; a budget too small for three pairs ends so, and says to give a larger one. The JSON
+report says how long the check took against its budget and grace (``seconds``,
+``time_budget``, ``grace``).
 
 The engine's three steps are private modules of :mod:`perfgate.ab`: the **plan**
 (:mod:`perfgate.ab._plan`: the options, the stages and blocks from the first pair's set-up,
@@ -76,13 +82,16 @@ def measure_resident(
     policy: Policy,
     *,
     progress: ProgressFn | None = None,
+    now: Callable[[], float] = time.monotonic,
 ) -> ResidentOutcome:
     """Measure both sides pair by pair in resident workers and decide; see the module docstring.
+
+    ``now`` is the clock every deadline and the check's ``seconds`` are read on (a test may fake it).
 
     Raises:
         ProtocolMissing: a side's perfgate has no resident worker (the caller falls back).
         PerfgateError: a worker crashed, hung or could not import its revision (one line, naming it).
     """
-    started = time.monotonic()
-    measured = schedule(sides, options, policy, started, progress)  # the plan is made from the first pairs
-    return collect(measured, sides, options, started)
+    started = now()
+    measured = schedule(sides, options, policy, started, progress, now=now)  # the plan is made from the first pairs
+    return collect(measured, sides, options, started, now=now)
