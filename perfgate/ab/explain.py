@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,6 +38,7 @@ from perfgate.ab._plan import ResidentOptions, Side, setup_request
 from perfgate.ab._schedule import _Clock, _finish_setup, _greet
 from perfgate.ab.layout import draw, start_order, worker_args
 from perfgate.ab.workers import Channel, WorkerFailed, Workers, worker_module
+from perfgate.bench.callgrind import THREADS_ENV, valgrind_argv
 from perfgate.core.profiles import Profile, StageExplanation, explain, pooled, profile_from_record, unavailable
 from perfgate.errors import PerfgateError
 
@@ -45,6 +49,9 @@ PAIR_OFFSET = 10_000  # layouts of the profiling processes: drawn apart from the
 CHUNK_SECONDS = 0.25  # a chunk's calls: short, so that the rounds interleave the sides finely
 # what a profile's instrument string says of the instrument to ask for (auto resolved once)
 CHOSEN = (("torch", "torch"), ("pyinstrument", "sampling"), ("bytecodes", "bytecodes"))
+EXACT = ("bytecodes", "callgrind")  # counts: one chunk of exactly min_calls calls, no interleaving needed
+INSTRUMENTS = ("auto", "sampling", "torch", "bytecodes", "callgrind")
+CALLGRIND_SCALE = 20.0  # a worker under valgrind sets up about this many times slower (its deadlines)
 
 ProgressFn = Callable[[str], None]
 
@@ -55,7 +62,9 @@ class ExplainOptions:
 
     Attributes:
         instrument: ``auto`` (torch's operators for a torch stage, else a sampling profiler),
-            ``sampling``, ``torch`` or ``bytecodes`` (exact counts, for ``--measure counts``).
+            ``sampling``, ``torch``, or for ``--measure counts`` ``bytecodes`` (each Python function's
+            bytecodes, exact) or ``callgrind`` (each C function's instructions: the workers run under
+            valgrind, which sets them up about :data:`CALLGRIND_SCALE` times slower).
         seconds: seconds of calls per process and stage, in chunks of about :data:`CHUNK_SECONDS`.
         min_calls: the fewest calls a process profiles of a stage (one per chunk at least; for
             ``bytecodes``, exactly this many, in one chunk: counts need no interleaving).
@@ -70,8 +79,8 @@ class ExplainOptions:
     budget: float = DEFAULT_EXPLAIN_BUDGET
 
     def __post_init__(self) -> None:
-        if self.instrument not in ("auto", "sampling", "torch", "bytecodes"):
-            raise ValueError(f"instrument must be auto, sampling, torch or bytecodes, got {self.instrument!r}")
+        if self.instrument not in INSTRUMENTS:
+            raise ValueError(f"instrument must be one of {', '.join(INSTRUMENTS)}, got {self.instrument!r}")
         if not 0 < self.seconds <= 3600 or not 0 < self.budget <= 86_400:
             raise ValueError(f"seconds and budget must be positive, got {self.seconds}, {self.budget}")
         if self.repeats < 2 or self.min_calls < 1:
@@ -95,13 +104,18 @@ def explain_metrics(
     """
     if not metrics:
         return ()
-    one = _Pass(sides, dataclasses.replace(options, time_budget=how.budget), how, progress)
-    with Workers() as workers:
-        one.start(workers)
-        for metric in one.wanted(metrics):
-            one.profile(metric)
-        for worker in one.workers:
-            worker.channel.close()
+    scale = CALLGRIND_SCALE if how.instrument == "callgrind" else 1.0
+    one = _Pass(sides, dataclasses.replace(options, time_budget=how.budget, deadline_scale=scale), how, progress)
+    try:
+        with Workers() as workers:
+            one.start(workers)
+            for metric in one.wanted(metrics):
+                one.profile(metric)
+            for worker in one.workers:
+                worker.channel.close()
+    finally:
+        if one.out is not None:
+            shutil.rmtree(one.out.parent, ignore_errors=True)
     return tuple(one.explained(m) for m in one.wanted(metrics))
 
 
@@ -128,6 +142,7 @@ class _Pass:
         self.notes: dict[str, list[str]] = {}
         self.reasons: dict[str, str] = {}  # "*": every stage's
         self.rng = np.random.default_rng([opts.seed, PAIR_OFFSET])
+        self.out: Path | None = None  # callgrind's output prefix, for workers under valgrind
 
     def left(self) -> float:
         return self.how.budget - (time.monotonic() - self.started)
@@ -144,6 +159,14 @@ class _Pass:
                 self.reasons["*"] = f"the {self.sides[name].label} has no resident worker to profile with"
                 return
         opts, started = self.opts, []
+        under: list[str] = []
+        if self.how.instrument == "callgrind":
+            valgrind = shutil.which("valgrind")
+            if valgrind is None:
+                self.reasons["*"] = "not profiled under callgrind: valgrind is not installed (apt install valgrind)"
+                return
+            self.out = Path(tempfile.mkdtemp(prefix="perfgate-explain-")) / "callgrind.out"
+            under = valgrind_argv(valgrind, self.out, self.out.parent / "valgrind.log")  # dumps: OUT.PID.N
         deadline = self.clock.deadline(opts.setup_floor)
         try:
             for repeat in range(self.how.repeats):
@@ -151,9 +174,11 @@ class _Pass:
                 for name in start_order(opts.seed, pair):
                     side, module = self.sides[name], modules[name]
                     assert module is not None
-                    env = draw(opts.seed, pair, name).env(side.env) if opts.randomise_layout else dict(side.env)
+                    base = {**side.env, **(THREADS_ENV if under else {})}
+                    env = draw(opts.seed, pair, name).env(base) if opts.randomise_layout else base
                     args = worker_args(module, randomise=opts.randomise_layout)
-                    ch = workers.spawn(f"{side.label} profiling worker {repeat + 1}", side.path, env, args)
+                    label = f"{side.label} profiling worker {repeat + 1}"
+                    ch = workers.spawn(label, side.path, env, args, under=under)
                     _greet(ch, side, module, self.clock, deadline)
                     ch.send(setup_request(opts))
                     started.append(_Worker(name, side, ch))
@@ -187,7 +212,7 @@ class _Pass:
             return  # explained() says why: every stage's reason, or no such stage on both sides
         how = self.how
         instrument = how.instrument
-        exact = instrument == "bytecodes"
+        exact = instrument in EXACT
         rounds = 1 if exact else max(how.min_calls, math.ceil(how.seconds / CHUNK_SECONDS))
         chunk = how.seconds / rounds
         self.say(f"profiling {stage}: {rounds} round(s) over {len(self.workers)} workers")
@@ -209,6 +234,7 @@ class _Pass:
                     "seconds": chunk,
                     "min_calls": how.min_calls if exact else 1,
                     "warmup": 1 if r == 0 else 0,
+                    "out": str(self.out) if self.out is not None else "",
                 }
                 got = self._ask(w, metric, request)
                 if got is None:

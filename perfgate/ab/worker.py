@@ -206,6 +206,8 @@ class Worker:
             if sync is not None:
                 sync()
 
+        if req.get("instrument") == "callgrind":
+            return self._callgrind(p.stage, once, str(req.get("stage")), str(req.get("out", "")), min_calls, warmup)
         try:
             with p.stage.running("its profiled calls"):
                 profile, notes = profile_stage(
@@ -219,6 +221,44 @@ class Worker:
         except ProfilerMissing as exc:
             return {**_error(str(exc)), "missing": True}
         return {"ok": True, "profile": profile_record(profile), "notes": list(notes)}
+
+    def _callgrind(
+        self, stage: Any, once: Callable[[], None], name: str, out: str, calls: int, warmup: int
+    ) -> dict[str, Any]:
+        """``calls`` calls counted by callgrind (this worker runs under valgrind, instrumentation off until
+        now), dumped and read back as each C function's own instructions."""
+        from pathlib import Path
+
+        from perfgate.bench.callgrind import Callgrind
+        from perfgate.core.profiles import profile_record
+        from perfgate.profile.callgrind_functions import NOTE_PYTHON, read_functions
+
+        switch = Callgrind()
+        if not switch.running() or not out:
+            return _error("the callgrind instrument needs a worker started under valgrind, and its output prefix")
+        label = f"profile:{name}"
+        switch.label(label)
+        with stage.running("its profiled calls"):
+            for _ in range(warmup):
+                once()
+            switch.instrument(True)
+            once()  # the first call after instrumenting translates the code again; not counted
+            switch.toggle()
+            for _ in range(calls):
+                once()
+            switch.toggle()
+            switch.dump(label)
+            switch.instrument(False)
+        prefix = Path(out)
+        dumps = sorted(prefix.parent.glob(f"{prefix.name}.{os.getpid()}.*"), key=lambda f: int(f.suffix[1:] or 0))
+        if not dumps:
+            return _error(f"callgrind wrote no file beside {out}")
+        try:
+            profile = read_functions(dumps[-1], calls=calls)
+        finally:
+            for path in dumps:
+                path.unlink(missing_ok=True)
+        return {"ok": True, "profile": profile_record(profile), "notes": [NOTE_PYTHON]}
 
 
 @contextlib.contextmanager

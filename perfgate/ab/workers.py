@@ -330,12 +330,21 @@ class Workers:
                 raise
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
-    def spawn(self, label: str, cwd: Path, env: dict[str, str], args: Sequence[str] = ("-m", WORKER_MODULE)) -> Channel:
-        """A fresh worker in ``cwd`` (its revision's tree); ``args`` follow the interpreter (see ``layout``)."""
+    def spawn(
+        self,
+        label: str,
+        cwd: Path,
+        env: dict[str, str],
+        args: Sequence[str] = ("-m", WORKER_MODULE),
+        *,
+        under: Sequence[str] = (),
+    ) -> Channel:
+        """A fresh worker in ``cwd`` (its revision's tree); ``args`` follow the interpreter (see ``layout``),
+        ``under`` precedes it (valgrind's command line, for a worker that profiles under callgrind)."""
         stderr = self._stderr_path(label)
         with stderr.open("wb") as err:
             proc = subprocess.Popen(
-                [self.python, *args],
+                [*under, self.python, *args],
                 cwd=cwd,
                 env=env,
                 stdin=subprocess.PIPE,

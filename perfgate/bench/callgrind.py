@@ -39,6 +39,7 @@ from pathlib import Path
 __all__ = [
     "CACHE",
     "EVENTS",
+    "THREADS_ENV",
     "Callgrind",
     "Dump",
     "est_cycles",
@@ -56,6 +57,14 @@ __all__ = [
 CACHE: Mapping[str, str] = {"I1": "32768,8,64", "D1": "32768,8,64", "LL": "8388608,16,64"}
 # what --cache-sim=yes records, in callgrind's order
 EVENTS = ("Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw")
+# a counted process's numerical libraries run one thread: callgrind counts every thread, and a
+# pool's threads spinning while the stage waits are no part of its work
+THREADS_ENV: Mapping[str, str] = {
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "NUMBA_NUM_THREADS": "1",
+}
 # weights of est_cycles: an L1 hit, an LL hit, a RAM access (see the module docstring)
 L1_HIT, LL_HIT, RAM = 1, 5, 35
 

@@ -22,9 +22,9 @@ import contextlib
 import dataclasses
 import json
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from perfgate.cli._common import (
     add_config_argument,
@@ -48,6 +48,7 @@ from perfgate.suites import find, hook
 
 if TYPE_CHECKING:
     from perfgate.ab import AbOptions, ResidentOptions, Side
+    from perfgate.core.profiles import StageExplanation
 
 __all__ = ["add_arguments", "run"]
 
@@ -275,7 +276,9 @@ def _counts(args: argparse.Namespace, policy: Policy) -> int:
         # each count metric's residue between processes, learned from this counts machine's stored runs
         policy = with_calibration(None, policy, current)
         result = compare_runs(baseline, current, policy, baseline_source=source)
-        result = _explained(args, result, (a, b), _resident_options(args, policy, seed), "bytecodes", info, progress)
+        result = _explained(
+            args, result, (a, b), _resident_options(args, policy, seed), instruments_for("counts"), info, progress
+        )
     if args.quick:
         result = dataclasses.replace(
             result, baseline_source=result.baseline_source + ". A smoke run (--quick): not for decisions"
@@ -377,7 +380,7 @@ def _explained(
     result: CheckResult,
     pair: tuple[Side, Side],
     resident: ResidentOptions,
-    instrument: str,
+    instruments: Sequence[str],
     info: dict[str, object],
     progress: Callable[[str], None],
 ) -> CheckResult:
@@ -385,16 +388,46 @@ def _explained(
     decision, within ``--explain-budget`` (``perfgate.ab.explain``); the verdict is not touched."""
     import time
 
-    from perfgate.ab.explain import ExplainOptions, explain_metrics
+    from perfgate.ab.explain import explain_metrics
 
     metrics = result.to_explain()
     if not args.explain or args.quick or not metrics:
         return result
     started = time.monotonic()
-    how = ExplainOptions(instrument=instrument, budget=args.explain_budget)
-    explanations = explain_metrics(pair, resident, metrics, how, progress=progress)
+    explanations = explained_with(pair, resident, metrics, instruments, args.explain_budget, explain_metrics, progress)
     info["explain_seconds"] = round(time.monotonic() - started, 1)
     return dataclasses.replace(result, explanations=explanations)
+
+
+def instruments_for(measure: str, instrument: str | None = None) -> tuple[str, ...]:
+    """The profilers of a profiling pass: the one asked for; else, for counts, each Python function's
+    bytecodes and then each C function's instructions under callgrind; for times, ``auto``."""
+    if instrument is not None:
+        return (instrument,)
+    return ("bytecodes", "callgrind") if measure == "counts" else ("auto",)
+
+
+def explained_with(
+    pair: tuple[Side, Side],
+    resident: ResidentOptions,
+    metrics: Sequence[str],
+    instruments: Sequence[str],
+    budget: float,
+    explain_metrics: Callable[..., tuple[StageExplanation, ...]],
+    progress: Callable[[str], None],
+    **how: Any,
+) -> tuple[StageExplanation, ...]:
+    """Each instrument's pass in turn, within ``budget`` seconds together (a pass gets what is left)."""
+    import time
+
+    from perfgate.ab.explain import ExplainOptions
+
+    started, out = time.monotonic(), []
+    for instrument in instruments:
+        left = max(budget - (time.monotonic() - started), 1.0)
+        options = ExplainOptions(instrument=instrument, budget=left, **how)
+        out += explain_metrics(pair, resident, metrics, options, progress=progress)
+    return tuple(out)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -425,7 +458,9 @@ def _run(args: argparse.Namespace) -> int:
         )
         checked = check_revisions(base_rev, cur_rev, resident, fallback, policy, progress=progress)
         info.update(checked.details)
-        result = _explained(args, checked.result, sides(base_rev, cur_rev), resident, "auto", info, progress)
+        result = _explained(
+            args, checked.result, sides(base_rev, cur_rev), resident, instruments_for("times"), info, progress
+        )
     if args.quick:
         result = dataclasses.replace(
             result, baseline_source=result.baseline_source + ". A smoke run (--quick): not for decisions"

@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfgate.cli._ab import add_explain_arguments, shared_data
+from perfgate.cli._ab import add_explain_arguments, explained_with, instruments_for, shared_data
 from perfgate.cli._common import add_flag, checked_number, stderr_console
 from perfgate.core.metrics import default_suite
 from perfgate.core.schema import normalize_model
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["add_arguments", "run"]
 
-INSTRUMENTS = ("auto", "sampling", "torch", "bytecodes")
+INSTRUMENTS = ("auto", "sampling", "torch", "bytecodes", "callgrind")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,15 +67,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--measure",
         choices=("times", "counts"),
         default="times",
-        help="times: a sampling profiler, or torch's operators for a torch stage; counts: the interpreter's "
-        "bytecodes per Python function, counted exactly (default: times)",
+        help="times: a sampling profiler, or torch's operators for a torch stage; counts: the bytecodes of each "
+        "Python function and the instructions of each C function under callgrind, both exact (default: times)",
     )
     parser.add_argument(
         "--instrument",
         choices=INSTRUMENTS,
         default=None,
         help="the profiler, overriding --measure: auto (torch's operators for a torch stage, else pyinstrument), "
-        "sampling (pyinstrument), torch (torch.profiler) or bytecodes (exact counts)",
+        "sampling (pyinstrument), torch (torch.profiler), bytecodes (exact counts) or callgrind (valgrind)",
     )
     parser.add_argument(
         "--seconds",
@@ -126,7 +126,6 @@ def _run(args: argparse.Namespace, data: Path | None) -> int:
 
     from perfgate.ab import (
         WORKTREE,
-        ExplainOptions,
         ResidentOptions,
         checkout,
         explain_metrics,
@@ -143,8 +142,6 @@ def _run(args: argparse.Namespace, data: Path | None) -> int:
         if not args.quiet:
             console.print(f"perfgate explain: {what}", markup=False)
 
-    instrument = args.instrument or ("bytecodes" if args.measure == "counts" else "auto")
-    how = ExplainOptions(instrument=instrument, seconds=args.seconds, repeats=args.profiles, budget=args.explain_budget)
     resident = ResidentOptions(
         model=normalize_model(args.model),
         suite=args.suite,
@@ -156,7 +153,17 @@ def _run(args: argparse.Namespace, data: Path | None) -> int:
         time_budget=args.explain_budget,
     )
     with checkout(repo, args.baseline_ref, current_ref) as (base_rev, cur_rev):
-        explanations = explain_metrics(sides(base_rev, cur_rev), resident, args.stages or ["*"], how, progress=progress)
+        explanations = explained_with(
+            sides(base_rev, cur_rev),
+            resident,
+            args.stages or ["*"],
+            instruments_for(args.measure, args.instrument),
+            args.explain_budget,
+            explain_metrics,
+            progress,
+            seconds=args.seconds,
+            repeats=args.profiles,
+        )
         title = f"baseline {base_rev.ref} ({base_rev.commit[:12]}) → current {cur_rev.ref} ({cur_rev.commit[:12]})"
     return _report(args, explanations, title)
 

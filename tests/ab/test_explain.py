@@ -66,6 +66,28 @@ def step(ctx):
 
     return once
 '''
+NUMPY_STAGES = '''\
+"""A numpy stage for the callgrind test: no torch, so that its workers start quickly under valgrind."""
+
+import numpy as np
+
+from perfgate.bench import stage
+
+KERNEL = {kernel}
+X = np.random.default_rng(0).standard_normal(4_000)
+
+
+def smooth(x, k):
+    return np.convolve(x, np.ones(k) / k, mode="same")
+
+
+@stage("np", metric="np_time_ms", unit="ms", suite="explainnp", repeat=20, warmup=2)
+def np_stage(ctx):
+    def once():
+        return float(smooth(X, KERNEL)[0]) + float(np.sort(X)[0])
+
+    return once
+'''
 # a package of the tree's own that hides the real profiler: the tree is first on the workers' PYTHONPATH
 HIDDEN = 'raise ImportError("hidden by the test")\n'
 
@@ -76,13 +98,15 @@ def write(repo: Path, loops: int, sorted_: bool) -> None:
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    """Commits: base; helper (the helper does 2× the work); sort (an added torch operator); hidden (no profiler)."""
+    """Commits: base; helper (the helper does 2× the work); sort (an added torch operator, and a numpy call
+    with 6× the work); hidden (no profiler)."""
     path = tmp_path_factory.mktemp("explainrepo")
     git(path, "init", "-q", "-b", "main")
     commits = {}
     for name, loops, sorted_ in (("base", 30_000, False), ("helper", 60_000, False), ("sort", 30_000, True)):
         write(path, loops, sorted_)
-        git(path, "add", "explainstages.py")
+        (path / "npstages.py").write_text(NUMPY_STAGES.format(kernel=96 if name == "sort" else 16))
+        git(path, "add", "explainstages.py", "npstages.py")
         git(path, "commit", "-q", "-m", name)
         commits[name] = git(path, "rev-parse", "HEAD")
     (path / "pyinstrument").mkdir()
@@ -120,7 +144,10 @@ def test_a_slowed_helper_is_named_first(repo, tmp_path, measure):
         path, commits["base"], commits["helper"], tmp_path, "--stage", "work", "--measure", measure
     )
     assert code == 0
-    (work,) = data
+    # counts: the bytecodes of each Python function first, then each C function's instructions under callgrind
+    kinds = [e["instrument"].split()[0] for e in data]
+    assert kinds == (["bytecodes", "callgrind"] if measure == "counts" else ["pyinstrument"])
+    work = data[0]
     assert work["stage"] == "work" and not work["reason"]
     assert named(work)[:1] == ["busy_helper"], work["contributors"]
     assert "steady_part" not in named(work)
@@ -174,3 +201,18 @@ def test_ab_attaches_where_it_went_and_a_missing_profiler_leaves_the_verdict(rep
         else:
             assert "pyinstrument" in work["reason"] and not work["contributors"]
         assert expect in report.read_text()
+
+
+def test_a_numpy_call_with_more_work_is_named_under_callgrind(repo, tmp_path):
+    """Counts mode's C view: the numpy call's C function is named first (the bytecodes cannot see it)."""
+    path, commits = repo
+    out = tmp_path / "np.json"
+    argv = ["explain", "--repo", str(path), "--baseline-ref", commits["base"], "--current-ref", commits["sort"]]
+    argv += ["--model", "dqn", "--suite", "explainnp", "--stages-module", "npstages", "--stage", "np"]
+    argv += ["--instrument", "callgrind", "--json", str(out), "--quiet"]
+    assert main(argv) == 0
+    (np_stage,) = json.loads(out.read_text())
+    assert np_stage["unit"] == "instructions" and not np_stage["reason"], np_stage["reason"]
+    top = named(np_stage)
+    assert top, np_stage["contributors"]
+    assert "dot" in top[0].lower() or "correlate" in top[0].lower(), np_stage["contributors"]
