@@ -78,10 +78,14 @@ USER = textwrap.dedent(
     """
 )
 BASE = {"loops": 20_000, "kernel": 24}
-# case -> (file patched, the change, stage, names that count as the injected cause, modes)
+# case -> (the change, stage, names that count as the injected cause, modes)
+# In counts mode each check gives two tables: the bytecodes of each Python function (where a slower
+# Python helper shows) and the instructions of each C function under callgrind (where a numpy call
+# with more work shows); a case is judged on the table of its kind, the other's top name is printed.
+COUNTS_TABLE = {"python": "bytecodes", "numpy": "callgrind"}
 CASES = {
     "python": ({"loops": 30_000}, "user", ("busy_helper",), ("times", "counts")),
-    "numpy": ({"kernel": 48}, "user", ("smooth", "convolve", "numpy"), ("times", "counts")),
+    "numpy": ({"kernel": 48}, "user", ("smooth", "convolve", "correlate", "dot"), ("times", "counts")),
     "torch-op": ("layer_norm", "training_step_dqn", ("layer_norm",), ("times",)),
     "torch-size": ("wider", "training_step_dqn", ("addmm", "aten::mm", "MmBackward", "AddmmBackward"), ("times",)),
 }
@@ -129,7 +133,7 @@ def make_repo(root: Path) -> tuple[Path, dict[str, str]]:
     return repo, commits
 
 
-def explain(repo: Path, base: str, cur: str, stage: str, mode: str, out: Path) -> tuple[dict, float]:
+def explain(repo: Path, base: str, cur: str, stage: str, mode: str, out: Path) -> tuple[list[dict], float]:
     suite = ["--suite", "explainbench", "--stages-module", "userstages"] if stage == "user" else []
     argv = [sys.executable, "-m", "perfgate", "explain", "--repo", str(repo), "--baseline-ref", base]
     argv += ["--current-ref", cur, "--model", "dqn", "--stage", stage, "--measure", mode, "--json", str(out)]
@@ -139,8 +143,15 @@ def explain(repo: Path, base: str, cur: str, stage: str, mode: str, out: Path) -
     took = time.monotonic() - t
     if proc.returncode != 0 or not out.exists():
         raise SystemExit(f"perfgate explain failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
-    (one,) = json.loads(out.read_text())
-    return one, took
+    return json.loads(out.read_text()), took
+
+
+def table(explanations: list[dict], case: str, mode: str) -> dict:
+    """The explanation a case is judged on: counts mode's table of its kind, else the one there is."""
+    if mode == "counts":
+        kind = COUNTS_TABLE.get(case, "bytecodes")
+        return next(e for e in explanations if e["instrument"].startswith(kind))
+    return explanations[0]
 
 
 def named(e: dict) -> list[dict]:
@@ -203,6 +214,7 @@ def ab_check(repo: Path, commits: dict[str, str], out: Path) -> tuple[float, flo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checks", type=int, default=10, help="explain checks per case and mode")
+    parser.add_argument("--counts-checks", type=int, default=3, help="explain checks per case in counts mode")
     parser.add_argument("--aa", type=int, default=5, help="A/A checks per stage and mode")
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--ab", action="store_true", help="also one DQN ab check of the torch-op commit")
@@ -215,10 +227,11 @@ def main() -> None:
             _change, stage, causes, modes = CASES[case]
             for mode in modes:
                 firsts, shares, secs = 0, [], []
-                for i in range(args.checks):
-                    e, took = explain(
+                for i in range(args.checks if mode == "times" else args.counts_checks):
+                    got, took = explain(
                         repo, commits["base"], commits[case], stage, mode, Path(tmp) / f"{case}{mode}{i}.json"
                     )
+                    e = table(got, case, "times" if case not in COUNTS_TABLE else mode)
                     top = named(e)[:1]
                     first = bool(top) and is_cause(top[0]["name"], causes)
                     firsts += first
@@ -230,7 +243,7 @@ def main() -> None:
                         flush=True,
                     )
                 rows.append(
-                    (case, mode, firsts, args.checks, statistics.median(shares), statistics.median(secs), max(secs))
+                    (case, mode, firsts, len(secs), statistics.median(shares), statistics.median(secs), max(secs))
                 )
         aa_rows = []
         for stage, modes in (("user", ("times", "counts")), ("training_step_dqn", ("times",))):
@@ -239,12 +252,18 @@ def main() -> None:
             for mode in modes:
                 largest, named_any = [], 0
                 for i in range(args.aa):
-                    e, _took = explain(
+                    got, _took = explain(
                         repo, commits["base"], commits["base"], stage, mode, Path(tmp) / f"aa{stage}{mode}{i}.json"
                     )
-                    named_any += bool(named(e))
-                    top = max(e["contributors"], key=lambda c: abs(c["z"]), default=None)
-                    largest.append(f"{top['name']} z={top['z']:.1f}" if top else "-")
+                    said = [c for e in got for c in named(e)]
+                    named_any += bool(said)
+                    # the named contributor if any (the target is none), else each table's first row and its z
+                    firsts = [f"{c['name']} (named)" for c in said[:1]] or [
+                        f"{e['contributors'][0]['name']} z={e['contributors'][0]['z']:.1f}"
+                        for e in got
+                        if e["contributors"]
+                    ]
+                    largest.append(", ".join(firsts) or "-")
                 aa_rows.append((stage, mode, named_any, args.aa, largest))
         over = overhead(repo)
         ab = ab_check(repo, commits, Path(tmp) / "ab.json") if args.ab else None
