@@ -75,7 +75,7 @@ class ExplainOptions:
     instrument: str = "auto"
     seconds: float = 1.5
     min_calls: int = 3
-    repeats: int = 2
+    repeats: int = 3  # a function bimodal between processes lands alike on all of a side's 1 time in 32
     budget: float = DEFAULT_EXPLAIN_BUDGET
 
     def __post_init__(self) -> None:

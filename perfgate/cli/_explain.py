@@ -87,10 +87,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--profiles",
         type=int,
-        default=2,
+        default=3,
         metavar="N",
-        help="processes per revision, each profiling every stage once; the spread between them is the floor "
-        "(default 2)",
+        help="processes per revision, each profiling every stage; the spread between them is the floor "
+        "(default 3)",
     )
     parser.add_argument("--output", type=output_file, help="write the Markdown report here (default: standard output)")
     add_flag(parser, "--json", type=output_file, dest="json_output")

@@ -14,17 +14,27 @@ path of one, the interpreter's bytecodes per function), so one difference serves
 * *share*: its own change over the stage's whole change per call.
 
 **The floor.** The same revision profiled twice never gives the same profile: a sampling
-profiler draws its samples, a process draws its layout and its neighbour. That spread is
-the floor. Each function's cost is taken to vary between profiles of one revision with a
-variance ``ρ² · cost² + resolution · cost``: a relative part ``ρ`` common to all functions
-(pooled from the repeated profiles, so a single function's two values do not have to carry
-it) and, for a sampling profiler, the Poisson part of counting samples of ``resolution``
-each. A function is *named* only when its own change is beyond :data:`FLOOR_Z` standard
-errors of that difference of means and explains at least :data:`MIN_SHARE` of the stage's
-change. On identical code (an A/A check) nothing should pass it; ``benchmarks/explain.py``
-measures that. When the named functions together explain less than :data:`THIN_SHARE` of
-the change, the change is *spread thin* and the explanation says so instead of naming
-what is left.
+profiler draws its samples, a process draws its layout, a neighbour slows a minute. A process
+or a minute slower as a whole moves every function alike, so each function is tested on its
+*part* of the stage (its own cost over the profile's total), which such a shift leaves as it
+was. A function's part is taken to vary between profiles of one revision with a variance
+``ρ² · part² + resolution · part``: a relative spread ``ρ`` pooled over the functions from the
+repeated profiles (weighted by cost, so that a function seen in a handful of samples does not
+widen every floor) and, for a sampling profiler, the Poisson part of counting its samples.
+Where a function's own part spreads more than that between repeats of one revision, its own
+spread is taken. A function is *named* only when
+
+* its part moved in the stage's direction by :data:`FLOOR_Z` standard errors of that difference;
+* its own change explains at least :data:`MIN_SHARE` of the stage's change;
+* the stage's profiled change itself stands above :data:`STAGE_Z` standard errors of its spread
+  between repeats (a share of a change that is only noise names noise).
+
+On identical code (an A/A check) nothing should pass; ``benchmarks/explain.py`` measures that.
+When every function moved alike, nothing is named and the explanation says so. When the named
+functions together explain less than :data:`THIN_SHARE` of the change, it is *spread thin* and
+the explanation says so instead of naming what is left. A function bimodal between processes
+(a dict whose speed follows the hash seed) can be named when each side's processes happen to
+draw alike and the two sides differently: the more processes a side, the rarer.
 
 Pure: no clock, no files. The profilers that fill :class:`Profile` are :mod:`perfgate.profile`.
 """
@@ -58,6 +68,7 @@ STAGE_Z = 2.0  # standard errors the stage's own profiled change must pass befor
 THIN_SHARE = 0.25  # the named functions together explain less: the change is spread thin
 TOP = 5  # rows of the table kept
 MIN_RHO = 0.01  # the least relative spread between two profiles of one revision (1 %)
+_TINY = 1e-300  # a total of nothing (an empty profile): its parts are 0, not a division by zero
 STACKS_KEPT = 400  # folded stacks kept per side for the flame graph (the costliest)
 
 
@@ -142,7 +153,8 @@ class StageExplanation:
     calls: tuple[int, int] = (0, 0)  # stage calls per profile, per side
     baseline_total: float = 0.0  # the stage's profiled cost per call
     current_total: float = 0.0
-    rho: float = 0.0  # relative spread of a function's cost between two profiles of one revision
+    rho: float = 0.0  # relative spread of a function's part of the stage between two profiles of one revision
+    moved: bool = False  # the stage's profiled change stands above the spread of its own repeats
     contributors: tuple[Contributor, ...] = ()  # the TOP largest own changes, named or not
     spread_thin: bool = False
     reason: str = ""  # set when nothing could be profiled; the rest is then empty
@@ -171,10 +183,15 @@ class StageExplanation:
         """One line: what the profiles name, or why they name nothing."""
         if self.reason:
             return self.reason
+        if not self.named and self.moved and self.baseline_total > 0:
+            return (
+                f"the stage's functions moved alike ({self.change / self.baseline_total:+.0%} together): no function's "
+                "part of it changed beyond the spread of the same revision profiled twice"
+            )
         if not self.named:
             return (
                 "no function's change stands above the spread of the same revision profiled twice "
-                f"({self.rho:.0%} of a function's cost between two profiles)"
+                f"({self.rho:.0%} of a function's part between two profiles)"
             )
         top = self.named[0]
         line = f"{top.name} explains {top.share:.0%} of the change"
@@ -195,12 +212,13 @@ def _mean(maps: Sequence[Mapping[str, float]], key: str) -> float:
 def _rho(sides: Sequence[Sequence[Mapping[str, float]]], resolutions: Sequence[float]) -> float:
     """The relative spread of a function's own cost between profiles of one revision, pooled.
 
-    Each function with a cost in every repeat contributes its squared relative deviation from
-    its side's mean, less what sampling alone explains; the median over functions (weighted
-    by nothing, so that no one function rules) is robust to the one that really changed
-    between processes. Never below :data:`MIN_RHO`.
+    Each function contributes its squared relative deviation between repeats, less what sampling
+    alone explains, weighted by its cost: the functions that hold the stage's time set the
+    typical spread, and a function seen in a handful of samples (present in one profile, absent
+    in the next) does not make every function's floor wide; its own spread still guards it
+    (:func:`explain`). Never below :data:`MIN_RHO`.
     """
-    excess: list[float] = []
+    weighted, weights = 0.0, 0.0
     for profiles, resolution in zip(sides, resolutions, strict=True):
         if len(profiles) < 2:
             continue
@@ -211,10 +229,15 @@ def _rho(sides: Sequence[Sequence[Mapping[str, float]]], resolutions: Sequence[f
             if mean <= 0:
                 continue
             var = statistics.variance(values)
-            excess.append(max(var - resolution * mean, 0.0) / mean**2)
-    if not excess:
+            weighted += mean * max(var - resolution * mean, 0.0) / mean**2
+            weights += mean
+    if weights <= 0:
         return MIN_RHO
-    return max(math.sqrt(statistics.median(excess)), MIN_RHO)
+    return max(math.sqrt(weighted / weights), MIN_RHO)
+
+
+def _composition(own: Mapping[str, float], total: float) -> dict[str, float]:
+    return {k: v / max(total, _TINY) for k, v in own.items()}
 
 
 def _spread(a: Sequence[float], b: Sequence[float]) -> float:
@@ -250,32 +273,39 @@ def explain(
     own_b = [p.own() for p in current]
     inc_a = [p.inclusive() for p in baseline]
     inc_b = [p.inclusive() for p in current]
-    res_a = statistics.fmean(p.resolution / p.calls for p in baseline)
-    res_b = statistics.fmean(p.resolution / p.calls for p in current)
-    rho = _rho((own_a, own_b), (res_a, res_b))
-    total_a = statistics.fmean(p.total() for p in baseline)
-    total_b = statistics.fmean(p.total() for p in current)
+    totals = ([p.total() for p in baseline], [p.total() for p in current])
+    total_a, total_b = statistics.fmean(totals[0]), statistics.fmean(totals[1])
     change = total_b - total_a
+    # each profile's composition: its functions' own costs over its total, so that a process (or a
+    # minute) faster or slower as a whole moves no function's part
+    comp_a = [_composition(m, t) for m, t in zip(own_a, totals[0], strict=True)]
+    comp_b = [_composition(m, t) for m, t in zip(own_b, totals[1], strict=True)]
+    res_a = statistics.fmean(p.resolution / p.calls / max(p.total(), _TINY) for p in baseline)
+    res_b = statistics.fmean(p.resolution / p.calls / max(p.total(), _TINY) for p in current)
+    rho = _rho((comp_a, comp_b), (res_a, res_b))
     where: dict[str, str] = {}
     for p in (*baseline, *current):
         where.update(p.where)
-    # the stage's own profiled change must stand above its spread before any share of it is told
-    totals = ([p.total() for p in baseline], [p.total() for p in current])
-    var_total = max(rho**2 * total_a**2, _spread(*totals)) / len(baseline) + max(
-        rho**2 * total_b**2, _spread(*totals)
-    ) / len(current)
-    stage_moved = abs(change) >= STAGE_Z * math.sqrt(var_total) if var_total > 0 else change != 0
+    # the stage's own profiled change must stand above its spread before any share of it is told; on a
+    # log scale, where a process slower by a factor is one spread whatever the stage's size
+    logs = [[math.log(max(t, _TINY)) for t in side] for side in totals]
+    var_log = max(MIN_RHO**2, _spread(*logs)) * (1 / len(baseline) + 1 / len(current))
+    stage_moved = abs(statistics.fmean(logs[1]) - statistics.fmean(logs[0])) >= STAGE_Z * math.sqrt(var_log)
+    sign = 1.0 if change >= 0 else -1.0
     rows: list[Contributor] = []
     for key in set().union(*own_a, *own_b):
         a, b = _mean(own_a, key), _mean(own_b, key)
-        # the variance of each side's mean: the relative spread, pooled or this function's own between
+        ca, cb = _mean(comp_a, key), _mean(comp_b, key)
+        # the variance of each side's mean part: the relative spread, pooled or this function's own between
         # repeats when that is larger, and the sampling count of each profile
-        seen = _spread([m.get(key, 0.0) for m in own_a], [m.get(key, 0.0) for m in own_b])
-        var = (max(rho**2 * a**2, seen) + res_a * a) / len(own_a) + (max(rho**2 * b**2, seen) + res_b * b) / len(own_b)
-        diff = b - a
+        seen = _spread([m.get(key, 0.0) for m in comp_a], [m.get(key, 0.0) for m in comp_b])
+        var = (max(rho**2 * ca**2, seen) + res_a * ca) / len(comp_a) + (max(rho**2 * cb**2, seen) + res_b * cb) / len(
+            comp_b
+        )
+        diff = cb - ca  # its part grew (or shrank) beyond what the whole stage did
         z = diff / math.sqrt(var) if var > 0 else (math.copysign(math.inf, diff) if diff else 0.0)
-        share = diff / change if change else 0.0
-        named = stage_moved and abs(z) >= FLOOR_Z and share >= MIN_SHARE
+        share = (b - a) / change if change else 0.0
+        named = stage_moved and sign * z >= FLOOR_Z and share >= MIN_SHARE
         rows.append(
             Contributor(
                 name=key,
@@ -290,7 +320,6 @@ def explain(
             )
         )
     # the largest own changes in the stage's direction first; a tie (exact counts) by name
-    sign = 1.0 if change >= 0 else -1.0
     rows.sort(key=lambda c: (-sign * c.own_change, c.name))
     top = tuple(rows[:TOP])
     named_share = sum(c.share for c in rows if c.named)
@@ -304,6 +333,7 @@ def explain(
         baseline_total=total_a,
         current_total=total_b,
         rho=rho,
+        moved=stage_moved,
         contributors=top,
         spread_thin=any(c.named for c in rows) and named_share < THIN_SHARE,
         notes=tuple(notes),

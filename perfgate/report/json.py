@@ -81,6 +81,7 @@ def explanation_to_dict(e: StageExplanation) -> dict[str, Any]:
         "current_total": e.current_total,
         "change": e.change,
         "rho": e.rho,
+        "moved": e.moved,
         "spread_thin": e.spread_thin,
         "explained": e.explained,
         "summary": e.summary(),

@@ -135,11 +135,14 @@ def _name(name: str, limit: int | None) -> str:
     return md_text(name if limit is None else short(name, limit))
 
 
-def _cell_name(c: Contributor, limit: int | None) -> Markdown:
+def _cell_name(c: Contributor, limit: int | None, change: float = 0.0) -> Markdown:
+    """The name, bold when named; else why not: its part did not move past the floor in the stage's
+    direction (within the A/A spread), or it did but its own change is a small share of the stage's."""
     shown = _name(c.name, limit)
     if c.named:
         return Markdown(f"**{shown}**")
-    why = "within the A/A spread" if abs(c.z) < FLOOR_Z else f"under {MIN_SHARE:.0%} of the change"
+    beyond = (c.z if change >= 0 else -c.z) >= FLOOR_Z
+    why = f"under {MIN_SHARE:.0%} of the change" if beyond else "within the A/A spread"
     return Markdown(f"{shown} ({why})")
 
 
@@ -151,7 +154,7 @@ def _row(e: StageExplanation, c: Contributor, name_chars: int | None, where_char
     where = c.where if where_chars is None else short(c.where, where_chars, keep_end=True)
     scale = max(e.baseline_total, e.current_total)
     return [
-        _cell_name(c, name_chars),
+        _cell_name(c, name_chars, e.change),
         where or "—",
         fmt_cost_change(c.own_change, e.unit, scale),
         fmt_cost_change(c.inclusive_change, e.unit, scale),
