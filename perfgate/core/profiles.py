@@ -19,8 +19,8 @@ or a minute slower as a whole moves every function alike, so each function is te
 *part* of the stage (its own cost over the profile's total), which such a shift leaves as it
 was. A function's part is taken to vary between profiles of one revision with a variance
 ``ρ² · part² + resolution · part``: a relative spread ``ρ`` pooled over the functions from the
-repeated profiles (weighted by cost, so that a function seen in a handful of samples does not
-widen every floor) and, for a sampling profiler, the Poisson part of counting its samples.
+repeated profiles (their variances over their squared means, so that a function seen in a
+handful of samples does not widen every floor) and, for a sampling profiler, the Poisson part of counting its samples.
 Where a function's own part spreads more than that between repeats of one revision, its own
 spread is taken. A function is *named* only when
 
@@ -210,30 +210,28 @@ def _mean(maps: Sequence[Mapping[str, float]], key: str) -> float:
 
 
 def _rho(sides: Sequence[Sequence[Mapping[str, float]]], resolutions: Sequence[float]) -> float:
-    """The relative spread of a function's own cost between profiles of one revision, pooled.
+    """The relative spread of a function's part of the stage between profiles of one revision, pooled.
 
-    Each function contributes its squared relative deviation between repeats, less what sampling
-    alone explains, weighted by its cost: the functions that hold the stage's time set the
-    typical spread, and a function seen in a handful of samples (present in one profile, absent
-    in the next) does not make every function's floor wide; its own spread still guards it
+    The functions' variances between repeats, less what sampling alone explains, over the sum of
+    their squared means: the functions that hold the stage's time set the typical spread, and a
+    function seen in a handful of samples (present in one profile, absent in the next), whose
+    relative spread is huge, does not widen every floor; its own spread still guards it
     (:func:`explain`). Never below :data:`MIN_RHO`.
     """
-    weighted, weights = 0.0, 0.0
+    excess, scale = 0.0, 0.0
     for profiles, resolution in zip(sides, resolutions, strict=True):
         if len(profiles) < 2:
             continue
-        keys = set().union(*profiles)
-        for key in keys:
+        for key in set().union(*profiles):
             values = [p.get(key, 0.0) for p in profiles]
             mean = statistics.fmean(values)
             if mean <= 0:
                 continue
-            var = statistics.variance(values)
-            weighted += mean * max(var - resolution * mean, 0.0) / mean**2
-            weights += mean
-    if weights <= 0:
+            excess += max(statistics.variance(values) - resolution * mean, 0.0)
+            scale += mean**2
+    if scale <= 0:
         return MIN_RHO
-    return max(math.sqrt(weighted / weights), MIN_RHO)
+    return max(math.sqrt(excess / scale), MIN_RHO)
 
 
 def _composition(own: Mapping[str, float], total: float) -> dict[str, float]:
