@@ -176,6 +176,11 @@ PUBLIC_MODULES = {
     "perfgate.cli.countworker", "perfgate.cli.prepareworker",
     # importing and running the user's code, shared with suites, bench, ab and cli: an exit or error is exit 2
     "perfgate.usercode",
+    # where a stage's change went (docs/design.md §13): the difference, the pass, the profilers by
+    # instrument, and how each report shows it
+    "perfgate.core.profiles", "perfgate.ab.explain", "perfgate.profile.sampling", "perfgate.profile.torchops",
+    "perfgate.profile.bytecodes", "perfgate.profile.callgrind_functions", "perfgate.report.where",
+    "perfgate.report.flame", "perfgate.report.explain",
 }  # fmt: skip
 
 

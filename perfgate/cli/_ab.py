@@ -60,15 +60,10 @@ MAX_REPEAT = 1_000_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from perfgate.ab import DEFAULT_PAIRS, DEFAULT_TIME_BUDGET, WORKTREE
+    from perfgate.ab import DEFAULT_PAIRS, DEFAULT_TIME_BUDGET
 
-    parser.add_argument("--baseline-ref", required=True, help="git ref of the baseline (branch, tag or SHA)")
-    parser.add_argument(
-        "--current-ref",
-        default=None,
-        help=f"git ref of the current version, or {WORKTREE} for the working tree as it is "
-        f"(default: HEAD when the working tree is clean, {WORKTREE} when it has uncommitted changes)",
-    )
+    add_flag(parser, "--baseline-ref", required=True)
+    add_flag(parser, "--current-ref", default=None)
     add_flag(parser, "--model", required=True)
     add_flag(
         parser,
@@ -137,9 +132,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--json", type=output_file, dest="json_output")
     add_flag(parser, "--html", type=output_file, dest="html_output")
     add_flag(parser, "--comment", type=output_file)
-    parser.add_argument(
-        "--repo", type=Path, default=None, help="the git repository (default: the one holding the working directory)"
-    )
+    add_flag(parser, "--repo", type=Path, default=None)
     add_flag(parser, "--quiet", action="store_true")
     add_flag(parser, "--fail-on-inconclusive", action="store_true")
     add_flag(parser, "--measure", choices=("times", "counts"), default="times", default_text="times")
@@ -152,20 +145,8 @@ def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
     """``--no-explain`` and ``--explain-budget``: the profiling pass after a regression (``perfgate.ab.explain``)."""
     from perfgate.ab.explain import DEFAULT_EXPLAIN_BUDGET
 
-    parser.add_argument(
-        "--no-explain",
-        action="store_false",
-        dest="explain",
-        help="do not profile a regressed stage after the check (by default both revisions are profiled on it, "
-        "and the report says where its change went)",
-    )
-    parser.add_argument(
-        "--explain-budget",
-        type=float,
-        default=DEFAULT_EXPLAIN_BUDGET,
-        metavar="SECONDS",
-        help=f"seconds the profiling pass may add to the check (default {DEFAULT_EXPLAIN_BUDGET:g})",
-    )
+    add_flag(parser, "--no-explain", action="store_false", dest="explain")
+    add_flag(parser, "--explain-budget", type=float, default=DEFAULT_EXPLAIN_BUDGET)
 
 
 def _bench_args(args: argparse.Namespace) -> tuple[str, ...]:

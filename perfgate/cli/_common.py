@@ -68,6 +68,13 @@ class Parser(argparse.ArgumentParser):
 FLAG_HELP: dict[str, str] = {
     "--alpha": "family-wise significance level: the chance of a false alarm in any of the metrics compared",
     "--baseline-branch": "the branch whose recorded runs are read as the reference: baselines, trends, noise",
+    "--baseline-ref": "git ref of the baseline (branch, tag or SHA)",
+    "--current-ref": "git ref of the current version, or WORKTREE for the working tree as it is (default: HEAD when "
+    "the working tree is clean, WORKTREE when it has uncommitted changes)",
+    "--repo": "the git repository (default: the one holding the working directory)",
+    "--no-explain": "do not profile a regressed stage after the check (by default both revisions are profiled on it, "
+    "and the report says where its change went)",
+    "--explain-budget": "seconds the profiling pass may add (default 60)",
     "--baseline-runs": "how many of the newest recorded runs of the baseline branch are used",
     "--branch": "the git branch to record with the new run",
     "--comment": "write the compact pull-request comment form here (6 columns at most, details folded); - for "
@@ -114,6 +121,7 @@ FLAG_HELP: dict[str, str] = {
 
 _METAVARS = {
     "--baseline-branch": "BRANCH",
+    "--explain-budget": "SECONDS",
     "--branch": "BRANCH",
     "--config": "FILE",
     "--data": "FILE",

@@ -32,15 +32,9 @@ INSTRUMENTS = ("auto", "sampling", "torch", "bytecodes", "callgrind")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from perfgate.ab import WORKTREE
 
-    parser.add_argument("--baseline-ref", required=True, help="git ref of the baseline (branch, tag or SHA)")
-    parser.add_argument(
-        "--current-ref",
-        default=None,
-        help=f"git ref of the current version, or {WORKTREE} for the working tree as it is "
-        f"(default: HEAD when the working tree is clean, {WORKTREE} when it has uncommitted changes)",
-    )
+    add_flag(parser, "--baseline-ref", required=True)
+    add_flag(parser, "--current-ref", default=None)
     add_flag(parser, "--model", required=True)
     parser.add_argument(
         "--stage",
@@ -63,13 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--device", default="cpu", default_text="cpu")
     add_flag(parser, "--data", type=Path, default=None, default_text="synthetic OHLCV-1m bars")
     add_flag(parser, "--quick", action="store_true")
-    parser.add_argument(
-        "--measure",
-        choices=("times", "counts"),
-        default="times",
-        help="times: a sampling profiler, or torch's operators for a torch stage; counts: the bytecodes of each "
-        "Python function and the instructions of each C function under callgrind, both exact (default: times)",
-    )
+    add_flag(parser, "--measure", choices=("times", "counts"), default="times", default_text="times")
     parser.add_argument(
         "--instrument",
         choices=INSTRUMENTS,
@@ -89,15 +77,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=3,
         metavar="N",
-        help="processes per revision, each profiling every stage; the spread between them is the floor "
-        "(default 3)",
+        help="processes per revision, each profiling every stage; the spread between them is the floor (default 3)",
     )
     parser.add_argument("--output", type=output_file, help="write the Markdown report here (default: standard output)")
     add_flag(parser, "--json", type=output_file, dest="json_output")
     add_flag(parser, "--html", type=output_file, dest="html_output")
-    parser.add_argument(
-        "--repo", type=Path, default=None, help="the git repository (default: the one holding the working directory)"
-    )
+    add_flag(parser, "--repo", type=Path, default=None)
     add_flag(parser, "--quiet", action="store_true")
     add_explain_arguments(parser)
 

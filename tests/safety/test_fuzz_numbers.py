@@ -52,6 +52,7 @@ BASE = {
     "export prometheus": ["--store", "{store}", "--textfile", "{out}/m.prom"],
     "report": ["--store", "{store}", "--html", "{out}/r.html"],
     "ab": ["--model", "dqn", "--baseline-ref", "HEAD", "--current-ref", "HEAD"],
+    "explain": ["--model", "dqn", "--baseline-ref", "HEAD", "--current-ref", "HEAD"],
     "store compact": ["--store", "{store}"],
 }
 FLAGS = _numeric_flags()

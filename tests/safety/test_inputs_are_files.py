@@ -62,6 +62,12 @@ PROBES: list[tuple[str, str, list[str]]] = [
     ("ab", "--config", ["ab", "--baseline-ref", "HEAD", "--current-ref", "HEAD", "--suite", "{suite}",
                         "--stages-module", "{stages}", "--model", "m", "--output", "{out}/ab.md", "--config",
                         "{input}"]),
+    ("explain", "--data", ["explain", "--baseline-ref", "HEAD", "--current-ref", "HEAD", "--suite", "{suite}",
+                           "--stages-module", "{stages}", "--model", "m", "--output", "{out}/ex.md", "--data",
+                           "{input}"]),
+    ("explain", "--stages-module", ["explain", "--baseline-ref", "HEAD", "--current-ref", "HEAD", "--suite",
+                                    "{suite}", "--stages-module", "{input}", "--model", "m", "--output",
+                                    "{out}/ex.md"]),
 ]  # fmt: skip
 KINDS = ["fifo", "directory", "dev-zero"]
 FOLDERS = {"--dir", "--repo"}  # flags that name a folder, read or filled
@@ -165,7 +171,8 @@ def test_an_input_that_is_not_a_file_is_refused(command, flag, argv, kind, files
     assert [line for line in err.splitlines() if line.strip()] == [err.strip()], err
     assert "Traceback" not in err and "internal error" not in err, err
     if flag == "--stages-module":  # Python's import takes regular files only: there is no such module
-        assert command == "ab" or f"cannot import {given!r}" in err, err  # ab needs a git repository first
+        # ab and explain need a git repository first
+        assert command in ("ab", "explain") or f"cannot import {given!r}" in err, err
     else:
         assert "not a regular file" in err or "is a directory" in err, err
         assert str(given) in err, err

@@ -80,6 +80,21 @@ CASES: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
         "--comment",
         ("config",),
     ),
+    (
+        ("explain", "--model", "dqn", "--baseline-ref", "HEAD", "--current-ref", "HEAD", "--data", "{run}"),
+        "--output",
+        ("run",),
+    ),
+    (
+        ("explain", "--model", "dqn", "--baseline-ref", "HEAD", "--current-ref", "HEAD", "--data", "{run}"),
+        "--json",
+        ("run",),
+    ),
+    (
+        ("explain", "--model", "dqn", "--baseline-ref", "HEAD", "--current-ref", "HEAD", "--data", "{run}"),
+        "--html",
+        ("run",),
+    ),
 ]
 
 # outputs that cannot name an input: the command reads no file
