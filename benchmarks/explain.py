@@ -4,7 +4,7 @@ A temporary clone of this repository gets one commit per injected change, each o
 product: a user's stages module (``userstages.py``) and the reference pipeline's torch code.
 
 * **python** — a pure-Python helper (``busy_helper``) given 50 % more loop iterations;
-* **numpy** — a numpy call with more work (``smooth``'s ``np.convolve`` over a longer kernel);
+* **numpy** — a numpy call with more work (``smooth``'s ``np.convolve`` over a kernel twice as long);
 * **torch-op** — an extra operator in DQN's training step (a ``layer_norm`` after the second layer);
 * **torch-size** — a slower operator: DQN's second layer twice as wide (its ``addmm`` and ``mm``).
 
@@ -77,7 +77,7 @@ USER = textwrap.dedent(
         return once
     """
 )
-BASE = {"loops": 20_000, "kernel": 24}
+BASE = {"loops": 20_000, "kernel": 100}  # the helper about 1.5 ms a call, the convolution about 0.5 ms
 # case -> (the change, stage, names that count as the injected cause, modes)
 # In counts mode each check gives two tables: the bytecodes of each Python function (where a slower
 # Python helper shows) and the instructions of each C function under callgrind (where a numpy call
@@ -85,7 +85,7 @@ BASE = {"loops": 20_000, "kernel": 24}
 COUNTS_TABLE = {"python": "bytecodes", "numpy": "callgrind"}
 CASES = {
     "python": ({"loops": 30_000}, "user", ("busy_helper",), ("times", "counts")),
-    "numpy": ({"kernel": 48}, "user", ("smooth", "convolve", "correlate", "dot"), ("times", "counts")),
+    "numpy": ({"kernel": 200}, "user", ("smooth", "convolve", "correlate", "dot"), ("times", "counts")),
     "torch-op": ("layer_norm", "training_step_dqn", ("layer_norm",), ("times",)),
     "torch-size": ("wider", "training_step_dqn", ("addmm", "aten::mm", "MmBackward", "AddmmBackward"), ("times",)),
 }
