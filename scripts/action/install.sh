@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # perfgate's GitHub Action, step 2 (when the virtualenv is not in the cache): install perfgate.
 #
-# Environment: PERFGATE_VENV (where), EXTRAS (export, or pipeline,export), PERFGATE_SPEC (a pip
+# Environment: PERFGATE_VENV (where), EXTRAS (export,profile, or pipeline,export,profile), PERFGATE_SPEC (a pip
 # requirement for perfgate; empty: the action's own copy in GITHUB_ACTION_PATH), INSTALL (pip
 # arguments for the suite's own dependencies, e.g. "-r requirements.txt"), TORCH_INDEX_URL (where
 # torch comes from for the built-in pipeline; the CPU-only wheels by default).
@@ -13,7 +13,7 @@ python=${PYTHON:-python}
 pip=("$venv/bin/python" -m pip --disable-pip-version-check)
 "${pip[@]}" install --quiet --upgrade pip
 
-extras=${EXTRAS:-export}
+extras=${EXTRAS:-export,profile}
 if [[ ",$extras," == *,pipeline,* ]]; then
   # the models' torch, exactly this pin; from the CPU index a runner gets the small CPU build
   # instead of the multi-GB CUDA one

@@ -7,7 +7,7 @@
 #   venv      where perfgate's virtualenv lives ($RUNNER_TEMP/perfgate-venv)
 #   venv-key  its cache key: everything that decides what is installed in it, so two jobs that
 #             install different things never share an entry
-#   extras    perfgate's extras to install: export, and pipeline for the built-in suite
+#   extras    perfgate's extras to install: export and profile, and pipeline for the built-in suite
 #
 # Inputs arrive as environment variables (never interpolated into the script): SUITE, MODELS,
 # STAGES_MODULES, MODE, EVENT_NAME, REF, DEFAULT_BRANCH, RECORD_BRANCH, PERFGATE_SPEC, INSTALL,
@@ -54,9 +54,10 @@ case "$mode" in
   *) fail "the input 'mode' must be auto, pr or record, got '$mode'" ;;
 esac
 
-extras="export"
+# export: the HTML report; profile: where a regressed stage's time went (pyinstrument)
+extras="export,profile"
 if [ "$suite" = pipeline ]; then
-  extras=pipeline,export
+  extras=pipeline,export,profile
 fi
 
 # what decides the virtualenv's content: perfgate's own source (or the requirement given for it),
@@ -87,7 +88,7 @@ digest=$(sha256sum "${RUNNER_TEMP:-/tmp}/perfgate-venv-inputs.txt" | cut -c1-20)
 {
   echo "mode=$mode"
   echo "venv=${RUNNER_TEMP:-/tmp}/perfgate-venv"
-  echo "venv-key=perfgate-venv-${RUNNER_OS:-Linux}-${RUNNER_ARCH:-X64}-py${PYTHON_VERSION:-3}-${extras/,/-}-${digest}"
+  echo "venv-key=perfgate-venv-${RUNNER_OS:-Linux}-${RUNNER_ARCH:-X64}-py${PYTHON_VERSION:-3}-${extras//,/-}-${digest}"
   echo "extras=$extras"
 } >>"$GITHUB_OUTPUT"
 echo "perfgate: mode $mode (event ${EVENT_NAME:-none}, ref ${REF:-none}, record branch $record_branch)"

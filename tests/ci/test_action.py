@@ -271,7 +271,7 @@ def test_prepare_decides_from_the_event(tmp_path, event, ref, mode):
     done = _script("prepare.sh", tmp_path, env)
     assert done.returncode == 0, done.stdout + done.stderr
     out = _outputs(env)
-    assert out["mode"] == mode and out["extras"] == "export"
+    assert out["mode"] == mode and out["extras"] == "export,profile"
     assert out["venv"] == str(tmp_path / "runner" / "perfgate-venv")
     assert out["venv-key"].startswith("perfgate-venv-Linux-X64-py3.11.9-export-")
 

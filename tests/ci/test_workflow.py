@@ -228,7 +228,7 @@ def test_the_record_job_installs_what_its_html_report_needs(tmp_path):
     done = subprocess.run(["bash", str(GATE.with_name("prepare.sh"))], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     outputs = dict(line.split("=", 1) for line in out.read_text().splitlines())
-    assert (outputs["mode"], outputs["extras"]) == ("record", "pipeline,export")  # export: the HTML report
+    assert (outputs["mode"], outputs["extras"]) == ("record", "pipeline,export,profile")  # export: the HTML report
 
 
 def _perfgate_lines(script: str) -> list[list[str]]:
