@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from perfgate.core.profiles import StageExplanation
 from perfgate.report.escape import md_text
-from perfgate.report.html import _CSS, _e, _where, markdown_html
+from perfgate.report.html import _where, markdown_html, page
 from perfgate.report.json import explanation_to_dict
 from perfgate.report.where import markdown_where
 
@@ -20,7 +20,7 @@ __all__ = ["explanations_json", "render_explain_html", "render_explain_markdown"
 
 
 def render_explain_markdown(explanations: Sequence[StageExplanation], title: str) -> str:
-    """``# perfgate explain: TITLE`` and the section (``title`` is plain text: escaped here)."""
+    """``## perfgate explain: TITLE`` and the section (``title`` is plain text: escaped here)."""
     lines = [f"## perfgate explain: {md_text(title)}", *markdown_where(explanations)]
     if not explanations:
         lines += ["", "No stage was profiled: none of the asked stages is set up on both sides."]
@@ -35,22 +35,7 @@ def render_explain_html(explanations: Sequence[StageExplanation], title: str) ->
     """One page: the Markdown section, then each stage's differential flame graph (offline SVG)."""
     body = markdown_html(render_explain_markdown(explanations, title))
     graphs = [drawn for k, e in enumerate(explanations) if (drawn := _where(0, k, e))]
-    return "\n".join(
-        [
-            "<!DOCTYPE html>",
-            '<html lang="en">',
-            "<head>",
-            '<meta charset="utf-8">',
-            '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            f"<title>{_e('perfgate explain: ' + title)}</title>",
-            f"<style>{_CSS}</style>",
-            "</head>",
-            "<body>",
-            f'<main><section class="model" id="s0"><div class="md">{body}</div>',
-            *graphs,
-            "</section></main>",
-            "</body>",
-            "</html>",
-            "",
-        ]
+    return page(
+        "perfgate explain: " + title,
+        [f'<main><section class="model" id="s0"><div class="md">{body}</div>', *graphs, "</section></main>"],
     )

@@ -7,10 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections import Counter
-from html.parser import HTMLParser
-
-from markdown_it import MarkdownIt
 
 from perfgate.core.profiles import Contributor, Profile, StageExplanation, explain
 from perfgate.core.text import plain
@@ -27,9 +23,7 @@ from tests.report.where_fixtures import (
     same_revision,
     slower_helper,
 )
-from tests.safety.hostile import HOSTILE
-
-_MD = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+from tests.safety.hostile import HOSTILE, rendered
 
 
 def where_section(markdown: str) -> str:
@@ -183,36 +177,10 @@ def test_the_comment_keeps_the_explanations_inside_its_limit():
 # ---- hostile names --------------------------------------------------------------------------
 
 
-class _Elements(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: Counter[str] = Counter()
-        self.comments: list[str] = []
-        self.hrefs: list[str] = []
-        self.text: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        self.tags[tag] += 1
-        self.hrefs += [v or "" for k, v in attrs if k in ("href", "src")]
-
-    def handle_comment(self, data):
-        self.comments.append(data)
-
-    def handle_data(self, data):
-        self.text.append(data)
-
-
-def _rendered(markdown: str) -> _Elements:
-    parser = _Elements()
-    parser.feed(_MD.render(markdown))
-    parser.close()
-    return parser
-
-
 def test_hostile_names_are_inert_in_the_markdown_report_and_the_comment():
     hostile, benign = check_with([hostile_explanation()]), check_with([benign_explanation()])
     for render in (render_markdown, render_comment):
-        got, want = _rendered(render(hostile)), _rendered(render(benign))
+        got, want = rendered(render(hostile)), rendered(render(benign))
         assert got.tags == want.tags, render.__name__
         assert got.comments == [] and got.hrefs == []
         shown = " ".join("".join(got.text).replace("\u200b", "").split())
@@ -246,3 +214,18 @@ def test_the_json_report_has_every_field_with_the_stacks():
     assert second["contributors"] == [] and second["stacks_current"] == {}
     # keys sorted like the rest of the report
     assert list(first) == sorted(first)
+
+
+def test_perfgate_explains_own_report_escapes_its_title_and_draws_offline():
+    from perfgate.report.explain import explanations_json, render_explain_html, render_explain_markdown
+
+    e = slower_helper()
+    title = "baseline main (abc) → current <script>x</script> `b`"
+    page = render_explain_html([e], title)
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    assert "<svg" in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
+    assert "https://" not in page
+    markdown = render_explain_markdown([e], title)
+    assert markdown.startswith("## perfgate explain: ") and HELPER in markdown
+    assert json.loads(explanations_json([e]))[0]["contributors"][0]["name"] == HELPER
+    assert "No stage was profiled" in render_explain_markdown([], title)

@@ -7,9 +7,12 @@ escapes, new lines, Prometheus exposition syntax.
 
 from __future__ import annotations
 
+from collections import Counter
+from html.parser import HTMLParser
 from typing import Any
 
 import numpy as np
+from markdown_it import MarkdownIt
 
 from perfgate.core.codec import run_from_dict
 from perfgate.core.compare import CheckResult, compare_runs
@@ -78,3 +81,35 @@ def hostile_result(names: list[str], *, commit: str, fingerprint: str, source: s
 def benign_names(n: int) -> list[str]:
     """Names of the same count that no writer could misread (their order as the hostile ones)."""
     return [f"metric{i:02d}" for i in range(n)]
+
+
+_MD = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+
+
+class Elements(HTMLParser):
+    """What a rendered report is made of: its tags, comments, link targets and text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: Counter[str] = Counter()
+        self.comments: list[str] = []
+        self.text: list[str] = []
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags[tag] += 1
+        self.hrefs += [v or "" for k, v in attrs if k in ("href", "src")]
+
+    def handle_comment(self, data):
+        self.comments.append(data)
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def rendered(markdown: str) -> Elements:
+    """``markdown`` rendered as GitHub renders it (CommonMark, tables, raw HTML allowed), then parsed."""
+    parser = Elements()
+    parser.feed(_MD.render(markdown))
+    parser.close()
+    return parser

@@ -5,45 +5,15 @@ exactly the elements it produces for harmless names."""
 from __future__ import annotations
 
 from collections import Counter
-from html.parser import HTMLParser
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from markdown_it import MarkdownIt
 
 from perfgate.cli._summary import DEFAULT_MARKER, Section, compose
 from perfgate.core.text import plain
 from perfgate.report.escape import md_code, md_link_url, md_prose, md_text
 from perfgate.report.markdown import render_markdown
-from tests.safety.hostile import HOSTILE, benign_names, hostile_result
-
-_MD = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
-
-
-class _Elements(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: Counter[str] = Counter()
-        self.comments: list[str] = []
-        self.text: list[str] = []
-        self.hrefs: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        self.tags[tag] += 1
-        self.hrefs += [v or "" for k, v in attrs if k in ("href", "src")]
-
-    def handle_comment(self, data):
-        self.comments.append(data)
-
-    def handle_data(self, data):
-        self.text.append(data)
-
-
-def _render(markdown: str) -> _Elements:
-    parser = _Elements()
-    parser.feed(_MD.render(markdown))
-    parser.close()
-    return parser
+from tests.safety.hostile import HOSTILE, benign_names, hostile_result, rendered
 
 
 def _report(names: list[str], commit: str, fingerprint: str, source: str) -> str:
@@ -54,8 +24,8 @@ def test_hostile_names_render_as_text_and_add_no_element():
     """Regression: a new line in a metric name injected a heading; <img>, <script>, links,
     images, fences and the comment marker passed through the report."""
     commit = "abc\n# heading <img src=x onerror=alert(1)>"
-    hostile = _render(_report(HOSTILE, commit, "fp`<b>x</b>`", "file `we<script>ird.json`"))
-    benign = _render(_report(benign_names(len(HOSTILE)), "abc123", "fp", "file `base.json`"))
+    hostile = rendered(_report(HOSTILE, commit, "fp`<b>x</b>`", "file `we<script>ird.json`"))
+    benign = rendered(_report(benign_names(len(HOSTILE)), "abc123", "fp", "file `base.json`"))
     assert hostile.tags == benign.tags
     assert hostile.comments == [] and hostile.hrefs == []
     shown = "".join(hostile.text).replace("\u200b", "")  # the zero-width spaces that defuse GitHub's autolinks
@@ -73,7 +43,7 @@ def test_summary_keeps_one_marker_and_escapes_labels_and_title():
         title="t",
         details_url="https://ci.example/run/1",
     )
-    got, want = _render(body), _render(benign_body)
+    got, want = rendered(body), rendered(benign_body)
     assert got.tags == want.tags
     assert got.comments == [" perfgate-report "]  # the marker perfgate writes, once, first
     assert body.startswith(DEFAULT_MARKER + "\n") and body.count(DEFAULT_MARKER) == 1
@@ -98,15 +68,15 @@ def test_github_autolinks_are_defused():
 
 def test_code_span_cannot_be_closed_early():
     for text in ["a`b", "``", "`x`", "a ``` b", ""]:
-        out = _render(f"x {md_code(text)} y")
+        out = rendered(f"x {md_code(text)} y")
         assert out.tags == Counter({"p": 1, "code": 1}), text
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=st.characters(codec="utf-8"), max_size=60))
 def test_any_text_renders_as_itself(text):
-    for rendered in (md_text(text), md_prose(text)):
-        out = _render(f"x {rendered} y")
+    for escaped in (md_text(text), md_prose(text)):
+        out = rendered(f"x {escaped} y")
         assert set(out.tags) <= {"p", "code"} and not out.comments and not out.hrefs, repr(text)
         if "`" not in text:
             shown = "".join(out.text).replace("\u200b", "")
