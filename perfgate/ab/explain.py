@@ -46,7 +46,11 @@ __all__ = ["DEFAULT_EXPLAIN_BUDGET", "ExplainOptions", "explain_metrics"]
 
 DEFAULT_EXPLAIN_BUDGET = 60.0  # seconds the profiling pass may add to a check
 PAIR_OFFSET = 10_000  # layouts of the profiling processes: drawn apart from the measured pairs'
-CHUNK_SECONDS = 0.25  # a chunk's calls: short, so that the rounds interleave the sides finely
+# a chunk's calls: short, so that the rounds interleave the sides finely, and long beside a profiler's
+# own start and stop (torch.profiler's takes tenths of a second)
+CHUNK_SECONDS = 0.5
+MIN_REPEATS = 2  # processes a side the floor needs
+MORE_REPEATS_SHARE = 0.3  # a third process a side only while the set-ups so far took less of the budget
 # what a profile's instrument string says of the instrument to ask for (auto resolved once)
 CHOSEN = (("torch", "torch"), ("pyinstrument", "sampling"), ("bytecodes", "bytecodes"))
 EXACT = ("bytecodes", "callgrind")  # counts: one chunk of exactly min_calls calls, no interleaving needed
@@ -68,7 +72,9 @@ class ExplainOptions:
         seconds: seconds of calls per process and stage, in chunks of about :data:`CHUNK_SECONDS`.
         min_calls: the fewest calls a process profiles of a stage (one per chunk at least; for
             ``bytecodes``, exactly this many, in one chunk: counts need no interleaving).
-        repeats: processes per side, each profiling every stage (the A/A floor needs two).
+        repeats: processes per side, each profiling every stage; the A/A floor needs two, and a
+            third starts only while the set-ups so far took under :data:`MORE_REPEATS_SHARE` of
+            the budget (a torch model's workers on a busy machine: two).
         budget: seconds the whole pass may take; stages left when it is spent are not profiled.
     """
 
@@ -167,10 +173,17 @@ class _Pass:
                 return
             self.out = Path(tempfile.mkdtemp(prefix="perfgate-explain-")) / "callgrind.out"
             under = valgrind_argv(valgrind, self.out, self.out.parent / "valgrind.log")  # dumps: OUT.PID.N
-        deadline = self.clock.deadline(opts.setup_floor)
+        stages: list[dict[str, str]] = []
         try:
             for repeat in range(self.how.repeats):
+                spent = time.monotonic() - self.started
+                if repeat >= MIN_REPEATS and spent > MORE_REPEATS_SHARE * self.how.budget:
+                    budget = self.how.budget
+                    self.notes["*"] = [f"{repeat} processes a side: their set-up took {spent:.0f} s of {budget:g} s"]
+                    break
                 pair = PAIR_OFFSET + repeat
+                deadline = self.clock.deadline(opts.setup_floor)
+                fresh = []
                 for name in start_order(opts.seed, pair):
                     side, module = self.sides[name], modules[name]
                     assert module is not None
@@ -181,14 +194,14 @@ class _Pass:
                     ch = workers.spawn(label, side.path, env, args, under=under)
                     _greet(ch, side, module, self.clock, deadline)
                     ch.send(setup_request(opts))
-                    started.append(_Worker(name, side, ch))
-            self.say(f"setting up {len(started)} profiling workers")
-            stages: list[dict[str, str]] = []
-            for w in started:
-                reply = _finish_setup(w.channel, self.clock, deadline)
-                if reply.get("ok") is not True:
-                    raise PerfgateError(f"the {w.side.label} cannot be set up: {reply.get('error')}")
-                stages.append({str(s["metric"]): str(s["name"]) for s in reply.get("stages", [])})
+                    fresh.append(_Worker(name, side, ch))
+                self.say(f"setting up profiling workers {repeat + 1} of both revisions")
+                for w in fresh:  # a pair of workers sets up side by side
+                    reply = _finish_setup(w.channel, self.clock, deadline)
+                    if reply.get("ok") is not True:
+                        raise PerfgateError(f"the {w.side.label} cannot be set up: {reply.get('error')}")
+                    stages.append({str(s["metric"]): str(s["name"]) for s in reply.get("stages", [])})
+                started += fresh
         except PerfgateError as exc:
             self.reasons["*"] = f"not profiled: {exc}"
             return
@@ -284,7 +297,8 @@ class _Pass:
         kinds = sorted({(p.instrument, p.unit) for p in (*sides["A"], *sides["B"])})
         if len(kinds) > 1:
             return unavailable(stage, metric, f"the two sides were profiled with different instruments: {kinds}")
-        return explain(stage, metric, sides["A"], sides["B"], notes=self.notes.get(metric, []))
+        notes = [*self.notes.get("*", []), *self.notes.get(metric, [])]
+        return explain(stage, metric, sides["A"], sides["B"], notes=notes)
 
 
 def _record(reply: Mapping[str, Any]) -> Mapping[str, object]:

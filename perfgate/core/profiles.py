@@ -27,7 +27,10 @@ spread is taken. A function is *named* only when
 * its part moved in the stage's direction by :data:`FLOOR_Z` standard errors of that difference;
 * its own change explains at least :data:`MIN_SHARE` of the stage's change;
 * the stage's profiled change itself stands above :data:`STAGE_Z` standard errors of its spread
-  between repeats (a share of a change that is only noise names noise).
+  between repeats (a share of a change that is only noise names noise), or, for a tracer (no
+  sampling), the function is in every profile of one side and in none of the other's: an
+  operator the change added, which torch's profiler sees or not whatever the noise of the
+  stage's total.
 
 On identical code (an A/A check) nothing should pass; ``benchmarks/explain.py`` measures that.
 When every function moved alike, nothing is named and the explanation says so. When the named
@@ -234,6 +237,16 @@ def _rho(sides: Sequence[Sequence[Mapping[str, float]]], resolutions: Sequence[f
     return max(math.sqrt(excess / scale), MIN_RHO)
 
 
+def _appeared(key: str, a: Sequence[Mapping[str, float]], b: Sequence[Mapping[str, float]]) -> bool:
+    """In every profile of one side and in none of the other's, two profiles a side at least: an operator
+    the change added (or removed), which counts even where the stage's total is too noisy to tell."""
+    if len(a) < 2 or len(b) < 2:
+        return False
+    in_a = [m.get(key, 0.0) > 0 for m in a]
+    in_b = [m.get(key, 0.0) > 0 for m in b]
+    return (all(in_b) and not any(in_a)) or (all(in_a) and not any(in_b))
+
+
 def _composition(own: Mapping[str, float], total: float) -> dict[str, float]:
     return {k: v / max(total, _TINY) for k, v in own.items()}
 
@@ -290,6 +303,7 @@ def explain(
     var_log = max(MIN_RHO**2, _spread(*logs)) * (1 / len(baseline) + 1 / len(current))
     stage_moved = abs(statistics.fmean(logs[1]) - statistics.fmean(logs[0])) >= STAGE_Z * math.sqrt(var_log)
     sign = 1.0 if change >= 0 else -1.0
+    traced = all(p.resolution == 0 for p in (*baseline, *current))
     rows: list[Contributor] = []
     for key in set().union(*own_a, *own_b):
         a, b = _mean(own_a, key), _mean(own_b, key)
@@ -303,7 +317,9 @@ def explain(
         diff = cb - ca  # its part grew (or shrank) beyond what the whole stage did
         z = diff / math.sqrt(var) if var > 0 else (math.copysign(math.inf, diff) if diff else 0.0)
         share = (b - a) / change if change else 0.0
-        named = stage_moved and sign * z >= FLOOR_Z and share >= MIN_SHARE
+        # a function a tracer (no sampling: resolution 0) sees on one side only is there or not by the code
+        appeared = traced and _appeared(key, own_a, own_b)
+        named = (stage_moved or appeared) and sign * z >= FLOOR_Z and share >= MIN_SHARE
         rows.append(
             Contributor(
                 name=key,
