@@ -288,6 +288,8 @@ def _training_stage(name: str) -> None:
         kind=spec.kind,
         uncounted=spec.uncounted,
         prepares=spec.prepares,
+        counted_warmup=spec.counted_warmup,
+        counted_calls=spec.counted_calls,
     )
     stages = [s for s in registered(SUITE.name) if s.name != new.name]
     first_inference = next((i for i, s in enumerate(stages) if s.name.startswith("inference")), len(stages))

@@ -8,6 +8,7 @@ The paired checks count two commits of a small git repository.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -103,6 +104,26 @@ def after_table(ctx):
 def table_fails(ctx):
     raise RuntimeError("no table today")
 
+@stage("lazy", metric="lazy_time_ms", unit="ms", suite="slow", counted_warmup=0, counted_calls=2)
+def lazy(ctx):
+    made = []
+    def once():
+        _log("lazy call")
+        if not made:  # a lazy first call, as a training step's first makes AdamW's state
+            made.append(sum(i * i for i in range(60000)))
+        s = 0
+        for i in range(20000):
+            s += i * i
+        return s
+    return once
+
+@stage("steady", metric="steady_time_ms", unit="ms", suite="slow")
+def steady(ctx):
+    def once():
+        _log("steady call")
+        return sum(range(5000))
+    return once
+
 @stage("hangs", metric="hangs_time_ms", unit="ms", suite="hanging")
 def hangs(ctx):
     import time
@@ -122,6 +143,35 @@ def crashes(ctx):
     return once
 """
 
+# a module of its own: importing numba costs every counted process of the other suites seconds
+JIT_STAGES = """\
+import os
+import numba
+from perfgate.bench import stage
+from perfgate.bench.callgrind import running_on_valgrind
+
+@numba.njit(cache=True)
+def kernel(n):
+    s = 0.0
+    for i in range(n):
+        s += (i % 7) * 0.5 + i * 1e-3
+    return s
+
+@stage("jit", metric="jit_time_ms", unit="ms", suite="jitted")
+def jit(ctx):
+    first = []
+    def once():
+        out = kernel(20000)
+        if not first:  # where this process got the kernel: compiled (a miss) or loaded (a hit)
+            first.append(1)
+            stats = kernel.stats
+            where = "valgrind" if running_on_valgrind() else "native"
+            with open(os.environ["JIT_LOG"], "a") as fh:
+                fh.write(f"{where} hits={sum(stats.cache_hits.values())} misses={sum(stats.cache_misses.values())}\\n")
+        return out
+    return once
+"""
+
 needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 
 
@@ -133,13 +183,15 @@ def _bench(
     suite: str = "tiny",
     log: Path | None = None,
     tmp: Path | None = None,
+    module: str = "tinystages",
+    env_extra: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "COUNTS_EXTRA": str(extra)}
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "COUNTS_EXTRA": str(extra), **(env_extra or {})}
     if log is not None:
         env["PREPARE_LOG"] = str(log)
     if tmp is not None:
         env["TMPDIR"] = str(tmp)
-    argv = [sys.executable, "-m", "perfgate", "bench", "--suite", suite, "--stages-module", "tinystages"]
+    argv = [sys.executable, "-m", "perfgate", "bench", "--suite", suite, "--stages-module", module]
     argv += ["--model", "x", "--measure", "counts", "--output", out, *args]
     return subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=300, check=False)
 
@@ -241,6 +293,114 @@ def test_the_products_are_read_only_checked_and_removed(tmp_path, monkeypatch):
     with Workers() as owner, counts._prepared({**job, "suite": "tiny"}, "x", [side], True, None, owner) as (products,):
         assert products.stages == [] and products.folder is None  # no stage prepares: nothing set up
         assert products.job(job) == job
+
+
+@needs_valgrind
+def test_a_slow_stage_counts_from_its_second_call_and_fewer_calls_the_same_work(counted):
+    """Stage.counted_warmup=0, counted_calls=2 (Mamba-2's training step): its first call, which does
+    more, is the uncounted one, and its two counted calls count what a run with two warm-up calls
+    counts; the other stages keep --repeat's five."""
+    log, warmed = counted / "slow.log", counted / "slow-warmed.log"
+    done = _bench(counted, "slow.json", 0.0, suite="slow", log=log)
+    assert done.returncode == 0, done.stderr
+    done = _bench(counted, "slow-warmed.json", 0.0, "--warmup", "2", suite="slow", log=warmed)
+    assert done.returncode == 0, done.stderr
+    calls = log.read_text().splitlines()
+    # per process: no warm-up, one uncounted call, two counted; the steady stage 2 + 1 + 5
+    assert calls.count("lazy call") == 2 * 3 and calls.count("steady call") == 2 * 8
+    assert warmed.read_text().splitlines().count("lazy call") == 2 * 5  # --warmup 2 is asked for
+    doc, ref = validate_run_file(counted / "slow.json"), validate_run_file(counted / "slow-warmed.json")
+    assert doc["metrics"]["lazy_instructions"]["groups"] == [2, 2]
+    assert doc["metrics"]["steady_instructions"]["groups"] == [5, 5]
+    assert doc["config"]["counts"]["calls_of_stage"] == {"lazy": 2}
+    # every counted call is a steady one: within the residue floor of the warmed run's steady calls
+    # (its first counted call, the fourth of the process, counts about 2 % more in pure Python, as the
+    # tiny loop's does; the lazy first call counts several times a call)
+    steady = min(ref["metrics"]["lazy_instructions"]["samples"])
+    for value in doc["metrics"]["lazy_instructions"]["samples"]:
+        assert abs(value / steady - 1) < 0.001, (value, steady)
+
+
+def test_counted_warmup_and_calls_give_way_to_what_is_asked():
+    """--warmup overrides a stage's own warm-up; --repeat may ask fewer counted calls, never more."""
+    from perfgate.bench.counting import CountOptions, _calls, _warmup
+    from perfgate.bench.registry import Stage
+
+    slow = Stage(
+        name="s",
+        metric="s_time_ms",
+        unit="ms",
+        setup=lambda ctx: lambda: None,
+        counted_warmup=0,
+        counted_calls=2,
+        warmup=3,
+    )
+    plain = Stage(name="p", metric="p_time_ms", unit="ms", setup=lambda ctx: lambda: None)
+    assert (_warmup(slow, CountOptions(model="x")), _calls(slow, CountOptions(model="x"))) == (0, 2)
+    assert (_warmup(slow, CountOptions(model="x", warmup=2)), _calls(slow, CountOptions(model="x", calls=9))) == (2, 2)
+    assert _calls(slow, CountOptions(model="x", calls=1)) == 1
+    assert (_warmup(plain, CountOptions(model="x")), _calls(plain, CountOptions(model="x"))) == (2, 5)
+    with pytest.raises(ValueError, match="counted_calls must be >= 1"):
+        Stage(name="b", metric="b_time_ms", unit="ms", setup=lambda ctx: lambda: None, counted_calls=0)
+
+
+@needs_valgrind
+def test_numba_kernels_compiled_natively_are_loaded_under_valgrind_and_count_the_same(tmp_path, monkeypatch):
+    """The native pass compiles a cached numba kernel for the CPU valgrind presents; the counted
+    processes load it instead of compiling it, and count what processes that compiled it count."""
+    monkeypatch.setenv("PERFGATE_CACHE_DIR", str(tmp_path / "cache"))
+    native, inside = tmp_path / "native", tmp_path / "inside"
+    for folder in (native, inside):
+        folder.mkdir()
+        (folder / "jitstages.py").write_text(JIT_STAGES)
+    env = {"JIT_LOG": str(native / "jit.log"), "PERFGATE_CACHE_DIR": str(tmp_path / "cache")}
+    done = _bench(native, "run.json", 0.0, suite="jitted", module="jitstages", env_extra=env)
+    assert done.returncode == 0, done.stderr
+    assert sorted((native / "jit.log").read_text().splitlines()) == [
+        "native hits=0 misses=1",  # the native pass compiled it
+        "valgrind hits=1 misses=0",  # both counted processes loaded it
+        "valgrind hits=1 misses=0",
+    ]
+    doc = validate_run_file(native / "run.json")
+    target = counts.valgrind_jit_target(shutil.which("valgrind") or "valgrind", {**os.environ})
+    assert target is not None and list((tmp_path / "cache").glob("valgrind-numba-cpu-*.json"))
+    assert doc["config"]["counts"]["compiled_natively"]["numba_cpu"] == target["NUMBA_CPU_NAME"]
+    assert doc["config"]["counts"]["compiled_natively"]["stages_called"] == ["jit"]
+
+    # the same suite in a fresh folder, without the native compile: each counted process compiles
+    monkeypatch.setattr(counts, "valgrind_jit_target", lambda valgrind, env: None)
+    monkeypatch.setenv("JIT_LOG", str(inside / "jit.log"))
+    monkeypatch.chdir(inside)
+    argv = ["bench", "--suite", "jitted", "--stages-module", "jitstages", "--model", "x", "--measure", "counts"]
+    assert main([*argv, "--output", str(inside / "run.json")]) == 0
+    assert (inside / "jit.log").read_text().splitlines() == ["valgrind hits=0 misses=1"] * 2
+    ref = validate_run_file(inside / "run.json")
+    assert "compiled_natively" not in ref["config"]["counts"]
+    change = statistics.median(_groups(doc, "jit_instructions")) / statistics.median(_groups(ref, "jit_instructions"))
+    assert abs(change - 1) < 0.001, change  # the same machine code: the residue floor at most
+
+
+def test_valgrind_cpu_is_used_only_when_the_host_runs_its_code(tmp_path, monkeypatch):
+    """A kernel compiled natively for valgrind's CPU must run natively: a feature the host lacks
+    means no native compile. The answer is kept, so valgrind is asked once."""
+    pytest.importorskip("numba")
+    import llvmlite.binding as ll
+
+    host = ll.get_host_cpu_features().flatten()
+    probes = []
+
+    def probe(valgrind, env):
+        probes.append(1)
+        return {"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": presented}
+
+    monkeypatch.setattr(counts, "valgrind_version", lambda valgrind: "3.19.0")
+    monkeypatch.setattr(counts, "_probe_jit_target", probe)
+    presented = ",".join(f for f in host.split(",") if f.startswith("-") or f == "+sse2")
+    env = {"PERFGATE_CACHE_DIR": str(tmp_path / "a")}
+    assert counts.valgrind_jit_target("valgrind", env) == {"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": presented}
+    assert counts.valgrind_jit_target("valgrind", env) is not None and len(probes) == 1  # kept
+    presented = presented + ",+no-such-feature"
+    assert counts.valgrind_jit_target("valgrind", {"PERFGATE_CACHE_DIR": str(tmp_path / "b")}) is None
 
 
 @needs_valgrind

@@ -146,6 +146,14 @@ class Stage:
             counts gate as any metric.
         prepares: its set-up keeps a product with :meth:`StageContext.prepare`, so
             ``--measure counts`` runs the set-ups once natively first (module docstring).
+        counted_warmup: warm-up calls under ``--measure counts`` before its one uncounted
+            call, for a stage whose calls take a minute there; ``None``: ``warmup``, else 2.
+            0 makes that uncounted call its first: only right when the counts of its second
+            call are already those of every later one (measured, as for Mamba-2's training step).
+        counted_calls: at most this many counted calls per process under ``--measure counts``,
+            whatever ``--repeat`` asks (which may ask fewer): for a slow stage whose calls
+            count the same work to a small fraction of the residue between processes.
+            ``None``: ``--repeat``.
     """
 
     name: str
@@ -165,6 +173,8 @@ class Stage:
     uncounted: str | None = None
     counts_informational: str | None = None
     prepares: bool = False
+    counted_warmup: int | None = None
+    counted_calls: int | None = None
 
     def __post_init__(self) -> None:
         if self.unit not in _TIME_UNITS:
@@ -175,6 +185,10 @@ class Stage:
             raise ValueError(f"stage {self.name!r}: warmup must be >= 0, got {self.warmup}")
         if self.repeat is not None and self.repeat < 1:
             raise ValueError(f"stage {self.name!r}: repeat must be >= 1, got {self.repeat}")
+        if self.counted_warmup is not None and self.counted_warmup < 0:
+            raise ValueError(f"stage {self.name!r}: counted_warmup must be >= 0, got {self.counted_warmup}")
+        if self.counted_calls is not None and self.counted_calls < 1:
+            raise ValueError(f"stage {self.name!r}: counted_calls must be >= 1, got {self.counted_calls}")
         if self.samples is not None and self.samples < 1:
             raise ValueError(f"stage {self.name!r}: samples must be >= 1, got {self.samples}")
         if self.kind is not None and self.kind not in REFERENCE_KINDS:
@@ -229,6 +243,8 @@ def stage(
     uncounted: str | None = None,
     counts_informational: str | None = None,
     prepares: bool = False,
+    counted_warmup: int | None = None,
+    counted_calls: int | None = None,
 ) -> Callable[[Callable[[StageContext], Callable[[], object]]], Callable[[StageContext], Callable[[], object]]]:
     """Decorator form of :func:`register`; returns the set-up function unchanged."""
 
@@ -254,6 +270,8 @@ def stage(
                 uncounted=uncounted,
                 counts_informational=counts_informational,
                 prepares=prepares,
+                counted_warmup=counted_warmup,
+                counted_calls=counted_calls,
             )
         )
         return setup

@@ -376,8 +376,9 @@ def _counted(args: argparse.Namespace, model: str, machine: dict, git) -> Run:  
         software=collect_software(),
         config=_config(args, model),
         progress=lambda line: console.print(plain(line), markup=False),
-        # the stages are registered here too: the native pass only when one of them prepares
-        prepare=any(st.prepares for st in stages_for(args.suite, model)),
+        # the stages are registered here too: the native pass only when one of them prepares, or
+        # when the suite uses numba (the pass compiles its cached kernels for valgrind's CPU)
+        prepare=any(st.prepares for st in stages_for(args.suite, model)) or "numba" in sys.modules,
     )
 
 

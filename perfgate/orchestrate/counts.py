@@ -37,8 +37,18 @@ set-ups first and saves the products in a folder of its own, named by the revisi
 hash of the job. That revision's counted processes load them from it; the folder is made
 read-only, its digest is checked after the counted processes and it is removed with the run.
 Products are never shared between revisions: each side of ``ab`` prepares with its own code.
-``bench`` asks for the native pass only when one of the model's stages prepares; ``ab``
-asks each revision, whose native process ends at once, having set nothing up, when none does.
+``bench`` asks for the native pass only when one of the model's stages prepares or the suite
+uses numba; ``ab`` asks each revision, whose native process ends at once, having set nothing
+up, when there is nothing to do.
+
+**numba compiled natively.** numba keys its cache on disk by the CPU it compiles for, and
+valgrind presents another CPU than the host's (here ``haswell`` with AVX2 for a ``znver5``
+with AVX-512): a counted process found nothing it could load and compiled every kernel under
+valgrind, about 33 s of each Mamba-2 process. :func:`valgrind_jit_target` asks valgrind once
+which CPU numba sees there (kept in perfgate's cache folder); the native pass then runs with
+``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES`` set to it and calls each counted stage once, so
+numba compiles the same code for the same target, natively, into the cache the counted
+processes read. A kernel whose key does not match is compiled where it always was.
 
 Internal: shared with ``api``, ``cli``; not part of the Python API (README, "Python API").
 """
@@ -93,6 +103,7 @@ __all__ = [
     "measure_counts",
     "measure_counts_paired",
     "module_in",
+    "valgrind_jit_target",
 ]
 
 WORKER_MODULE = "perfgate.cli.countworker"
@@ -175,6 +186,107 @@ def valgrind_version(valgrind: str) -> str:
     if done.returncode != 0 or not version:
         raise PerfgateError(f"{valgrind} --version failed (exit {done.returncode}): {done.stderr.strip()[-200:]}")
     return version.removeprefix("valgrind-")
+
+
+# run under valgrind: the CPU numba compiles for there, as numba itself works it out
+_JIT_PROBE = """\
+import json
+try:
+    import llvmlite.binding as ll
+    from numba.core import config
+    from numba.core.codegen import get_host_cpu_features
+except Exception:
+    print("{}")
+else:
+    name = config.CPU_NAME or ll.get_host_cpu_name()
+    features = config.CPU_FEATURES if config.CPU_FEATURES is not None else get_host_cpu_features()
+    print(json.dumps({"NUMBA_CPU_NAME": name, "NUMBA_CPU_FEATURES": features}))
+"""
+_JIT_PROBE_SECONDS = 300.0
+
+
+def _host_jit_key(env: Mapping[str, str]) -> tuple[str, set[str]] | None:
+    """What the valgrind probe's answer depends on besides valgrind (numba's and llvmlite's
+    versions, the host CPU as LLVM sees it, numba's settings), and the host's CPU features;
+    None without numba."""
+    import importlib
+    import importlib.metadata
+    import importlib.util
+
+    if importlib.util.find_spec("numba") is None or importlib.util.find_spec("llvmlite") is None:
+        return None
+    try:
+        ll: Any = importlib.import_module("llvmlite.binding")  # untyped; loaded only here
+        name, host = str(ll.get_host_cpu_name()), str(ll.get_host_cpu_features().flatten())
+        versions = [importlib.metadata.version(package) for package in ("numba", "llvmlite")]
+    except Exception:  # no LLVM here: numba compiles where it always did
+        return None
+    settings = sorted((k, v) for k, v in env.items() if k.startswith("NUMBA_"))
+    key = json.dumps([sys.executable, versions, name, host, settings])
+    return key, {f[1:] for f in host.split(",") if f.startswith("+")}
+
+
+def _cache_folder(env: Mapping[str, str]) -> Path:
+    """perfgate's cache folder: ``$PERFGATE_CACHE_DIR``, else ``perfgate`` in the XDG cache (as
+    ``perfgate.ab.jitcache`` keeps numba's code there)."""
+    if env.get("PERFGATE_CACHE_DIR"):
+        return Path(env["PERFGATE_CACHE_DIR"])
+    return (Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache") / "perfgate"
+
+
+def _jit_env(value: object) -> dict[str, str] | None:
+    names = ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")
+    if isinstance(value, dict) and set(value) == set(names) and all(isinstance(value[k], str) for k in names):
+        return {k: value[k] for k in names}
+    return None
+
+
+def _probe_jit_target(valgrind: str, env: Mapping[str, str]) -> dict[str, str] | None:
+    with tempfile.TemporaryDirectory(prefix="perfgate-jit-probe-") as tmp:
+        argv = [*valgrind_argv(valgrind, Path(tmp) / "callgrind.out", Path(tmp) / "valgrind.log")]
+        argv += [sys.executable, "-c", _JIT_PROBE]
+        try:
+            done = subprocess.run(
+                argv, env={**env, **_THREADS_ENV}, capture_output=True, text=True, timeout=_JIT_PROBE_SECONDS
+            )
+            lines = done.stdout.strip().splitlines()
+            return _jit_env(json.loads(lines[-1])) if done.returncode == 0 and lines else None
+        except (OSError, subprocess.SubprocessError, ValueError):
+            return None
+
+
+def valgrind_jit_target(valgrind: str, env: Mapping[str, str]) -> dict[str, str] | None:
+    """``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES`` of the CPU valgrind presents: with them a
+    native process compiles numba kernels to what a counted process would compile, under the
+    key that process looks up in numba's cache.
+
+    Asked once of a process under valgrind (about 3 s) and kept in perfgate's cache folder,
+    keyed by valgrind's version, the interpreter, numba's and llvmlite's versions, the host CPU
+    and numba's settings. None without numba, when the probe fails, or when valgrind presents a
+    feature the host lacks (code compiled for it could not run natively); a counted process then
+    compiles its kernels itself, as before. Never affects a count: a kernel compiled for another
+    key is not loaded.
+    """
+    host = _host_jit_key(env)
+    if host is None:
+        return None
+    key, host_features = host
+    digest = hashlib.sha256(json.dumps([valgrind_version(valgrind), key]).encode()).hexdigest()[:16]
+    kept = _cache_folder(env) / f"valgrind-numba-cpu-{digest}.json"
+    target = None
+    with contextlib.suppress(OSError, ValueError):
+        target = _jit_env(json.loads(kept.read_text()))
+    if target is None:
+        target = _probe_jit_target(valgrind, env)
+        if target is None:
+            return None
+        with contextlib.suppress(OSError):  # written whole or not at all
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            staged = kept.with_name(f".{kept.name}.{os.getpid()}")
+            staged.write_text(json.dumps(target, sort_keys=True))
+            staged.replace(kept)
+    presented = {f[1:] for f in target["NUMBA_CPU_FEATURES"].split(",") if f.startswith("+")}
+    return target if presented <= host_features else None
 
 
 def _last_line(text: str) -> str:
@@ -280,6 +392,8 @@ class _Products:
     stages: list[str] = field(default_factory=list)
     seconds: float = 0.0
     digest: str = ""
+    called: list[str] = field(default_factory=list)  # stages called for numba (compiled for jit_cpu)
+    jit_cpu: str = ""
 
     def job(self, job: Mapping[str, Any]) -> dict[str, Any]:
         """The counted processes' job: ``job`` and, when there are products, their folder."""
@@ -288,6 +402,10 @@ class _Products:
     def record(self) -> dict[str, Any]:
         """What the run says about it (``config.counts.prepared_natively``)."""
         return {"stages": list(self.stages), "seconds": round(self.seconds, 1), "sha256": self.digest}
+
+    def compiled(self) -> dict[str, Any]:
+        """What the run says about the numba kernels compiled natively (``config.counts.compiled_natively``)."""
+        return {"numba_cpu": self.jit_cpu, "stages_called": list(self.called), "seconds": round(self.seconds, 1)}
 
 
 def _digest(folder: Path) -> str:
@@ -317,16 +435,33 @@ def _product_key(job: Mapping[str, Any], model: str, side: CountSide) -> str:
     return f"{label}-{digest}" if label else digest
 
 
-def _prepare(job: Mapping[str, Any], model: str, side: CountSide, root: Path, owner: Workers) -> _Products:
-    """Run one revision's native pass into a new folder under ``root``; no folder when no stage prepares."""
+def _prepare(
+    job: Mapping[str, Any],
+    model: str,
+    side: CountSide,
+    root: Path,
+    owner: Workers,
+    jit: Mapping[str, str] | None = None,
+) -> _Products:
+    """Run one revision's native pass into a new folder under ``root``; no folder when no stage prepares.
+
+    ``jit``: the numba environment of valgrind's CPU (:func:`valgrind_jit_target`); the pass then
+    also calls each counted stage once, compiling its cached kernels for that CPU."""
     t0 = time.perf_counter()
     folder = root / _product_key(job, model, side)
     folder.mkdir()
     products = _Products(side=side)
     with tempfile.TemporaryDirectory(prefix="perfgate-prepare-") as tmp:
         out, progress = Path(tmp) / "result.json", Path(tmp) / "progress.txt"
-        env = {**(side.env if side.env is not None else os.environ), **_THREADS_ENV}
-        payload = {**job, "model": model, "prepared": str(folder), "output": str(out), "progress": str(progress)}
+        env = {**(side.env if side.env is not None else os.environ), **_THREADS_ENV, **(jit or {})}
+        payload = {
+            **job,
+            "model": model,
+            "prepared": str(folder),
+            "compile": bool(jit),
+            "output": str(out),
+            "progress": str(progress),
+        }
         module = module_in(side.cwd, PREPARE_MODULE)
         argv = [sys.executable, "-m", module]
         try:
@@ -341,15 +476,24 @@ def _prepare(job: Mapping[str, Any], model: str, side: CountSide, root: Path, ow
                 shutil.rmtree(folder)
                 return products
             steps = progress.read_text(encoding="utf-8", errors="replace").splitlines() if progress.exists() else []
-            _, _, stage = (steps[-1] if steps else "").partition("\t")
+            step, _, stage = (steps[-1] if steps else "").partition("\t")
             where = f"stage {stage!r}" if stage else "the process"
+            of = f"{model}{f', {side.label}' if side.label else ''}"
+            if step == "native call":
+                what = (
+                    "its native call (each counted stage is called once without valgrind first, compiling numba's "
+                    f"kernels for the counted processes of {of}"
+                )
+            else:
+                what = f"its native set-up (the set-ups that prepare products for the counted processes of {of} run "
+                what += "once without valgrind first"
             own = _last_line(done.stderr).removeprefix("perfgate bench: error: ")
-            raise PerfgateError(
-                f"{where} failed during its native set-up (the set-ups that prepare products for the counted "
-                f"processes of {model}{f', {side.label}' if side.label else ''} run once without valgrind first, "
-                f"exit {done.returncode}): {own}"
-            )
-        products.stages = list(json.loads(out.read_text())["prepared"])
+            raise PerfgateError(f"{where} failed during {what}, exit {done.returncode}): {own}")
+        result = json.loads(out.read_text())
+        products.stages = list(result["prepared"])
+        products.called = list(result.get("called", []))  # an older revision's pass calls nothing
+        if jit and products.called:
+            products.jit_cpu = jit["NUMBA_CPU_NAME"]
     products.seconds = time.perf_counter() - t0
     if not products.stages:
         shutil.rmtree(folder)
@@ -368,22 +512,30 @@ def _prepared(
     wanted: bool,
     progress: Callable[[str], None] | None,
     owner: Workers,
+    valgrind: str | None = None,
 ) -> Iterator[list[_Products]]:
     """Each side's native pass (side by side), its products kept while the counted processes run.
 
     On leaving, every folder's digest is checked (a counted process must not have changed
     what it read) and the folders are removed. ``wanted`` False: no native pass at all.
+    ``valgrind``: the pass also compiles numba's cached kernels for the CPU it presents.
     """
     if not wanted:
         yield [_Products(side=side) for side in sides]
         return
+    jit = valgrind_jit_target(valgrind, os.environ) if valgrind else None
     root = Path(tempfile.mkdtemp(prefix="perfgate-prepared-"))
     try:
-        made = _in_parallel([functools.partial(_prepare, job, model, side, root, owner) for side in sides], owner)
+        made = _in_parallel([functools.partial(_prepare, job, model, side, root, owner, jit) for side in sides], owner)
         for p in made:
+            where = f" for the {p.side.label}" if p.side.label else ""
             if p.stages and progress:
-                where = f" for the {p.side.label}" if p.side.label else ""
                 progress(f"{model}: set up {', '.join(p.stages)} natively{where} in {p.seconds:.1f} s")
+            if p.called and progress:
+                progress(
+                    f"{model}: called {', '.join(p.called)} natively{where}, numba compiling for valgrind's CPU "
+                    f"({p.jit_cpu}), in {p.seconds:.1f} s"
+                )
         yield made
         for p in made:
             if p.folder is not None and _digest(p.folder) != p.digest:
@@ -545,7 +697,8 @@ def measure_counts(
     ``data`` (a path or None), ``seed``, ``params``, ``warmup`` (None: each stage's own, else 2),
     ``calls`` (counted calls per stage and process) and ``count_all`` (count the stages that
     say counts cannot see their time too). ``prepare``: run the native pass first (it sets
-    nothing up when no stage prepares); False where the caller knows that none does.
+    nothing up when no stage prepares and numba is not there to compile for valgrind's CPU);
+    False where the caller knows that there is nothing for it to do.
     """
     valgrind = find_valgrind()
     version = valgrind_version(valgrind)
@@ -554,7 +707,7 @@ def measure_counts(
     done = [0]
     lock = threading.Lock()
     # the owner of every process: leaving it, however, kills what still runs
-    with Workers() as owner, _prepared(job, model, [_HERE], prepare, progress, owner) as (products,):
+    with Workers() as owner, _prepared(job, model, [_HERE], prepare, progress, owner, valgrind) as (products,):
         counted_job = products.job(job)
 
         def one(i: int) -> Callable[[], _Counted]:
@@ -616,7 +769,7 @@ def measure_counts_paired(
     roles: list[int] = []
     lock = threading.Lock()
     done = [0]
-    with Workers() as owner, _prepared(job, model, sides, True, progress, owner) as products:
+    with Workers() as owner, _prepared(job, model, sides, True, progress, owner, valgrind) as products:
         # each revision's counted processes read its own products, never the other's
         side_jobs = [p.job(job) for p in products]
 
@@ -721,6 +874,8 @@ def counts_run(
             samples.setdefault(f"{stem}_est_cycles", []).extend(cycles)
             units[f"{stem}_instructions"], units[f"{stem}_est_cycles"] = "instructions", "cycles"
     calls_per_stage = int(job["calls"])
+    # a stage that counts fewer calls than --repeat asks (Stage.counted_calls) says so
+    own_calls = {st["name"]: int(st["calls"]) for st in stages if st.get("calls") is not None}
     # a stage whose counts do not track its time (Stage.counts_informational): reported, never gates
     informational = [st for st in stages if st.get("informational")]
     info_names = {
@@ -747,6 +902,7 @@ def counts_run(
             "est_cycles": CYCLES_DEFINITION,
             "events": list(EVENTS),
             "calls_per_stage": calls_per_stage,
+            **({"calls_of_stage": own_calls} if own_calls else {}),
             "warmup": job["warmup"] if job["warmup"] is not None else "each stage's own, else 2",
             "cache": dict(CACHE),
             "threads": 1,
@@ -759,6 +915,7 @@ def counts_run(
             ],
             "process_seconds": [round(c.seconds, 1) for c in counted],
             **({"prepared_natively": prepared.record()} if prepared is not None and prepared.stages else {}),
+            **({"compiled_natively": prepared.compiled()} if prepared is not None and prepared.called else {}),
         },
         "stages": {
             st["name"]: {

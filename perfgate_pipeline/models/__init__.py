@@ -73,6 +73,10 @@ class ModelSpec:
             every counted process loads (:meth:`perfgate.bench.registry.StageContext.prepare`);
             the task then has ``prepare()`` (make it now), ``save_prepared(path)`` and
             ``load_prepared(path)``.
+        counted_warmup, counted_calls: the training step's warm-up and counted calls under
+            ``--measure counts`` (:attr:`perfgate.bench.registry.Stage.counted_warmup`,
+            :attr:`~perfgate.bench.registry.Stage.counted_calls`), for a step that takes a
+            minute under valgrind; ``None``: the defaults.
     """
 
     name: str
@@ -84,6 +88,8 @@ class ModelSpec:
     items_per_call: Callable[[Any], int] = _batch_size
     uncounted: str | None = None
     prepares: bool = False
+    counted_warmup: int | None = None
+    counted_calls: int | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9]+", self.name):
