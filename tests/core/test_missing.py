@@ -93,7 +93,7 @@ def test_missing_metric_setting() -> None:
 
 def test_hostile_missing_names_stay_inert_in_the_top_block() -> None:
     from tests.safety.hostile import HOSTILE, benign_names
-    from tests.safety.test_markdown import _render
+    from tests.safety.hostile import rendered as _render
 
     def report(names: list[str]) -> str:
         lower = dict.fromkeys(names, Direction.LOWER)

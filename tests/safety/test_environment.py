@@ -9,7 +9,7 @@ from pathlib import Path
 from perfgate.cli import main
 from perfgate.report.markdown import render_markdown
 from tests.safety.hostile import HOSTILE
-from tests.safety.test_markdown import _render
+from tests.safety.hostile import rendered as _render
 
 
 def _doc(software: dict[str, str]) -> dict:
