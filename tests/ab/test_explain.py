@@ -163,7 +163,9 @@ def test_identical_code_names_nothing(repo, tmp_path):
     assert [e["stage"] for e in data] == ["work", "step"]
     for e in data:
         assert not e["reason"] and named(e) == [], e["contributors"]
-    assert "no function's change stands above" in md.lower()
+    # nothing named; the summary says so (or that the stage's functions moved alike, when a busy machine
+    # made one side's processes slower as a whole)
+    assert md.lower().count("no function's change stands above") + md.count("moved alike") == 2, md
 
 
 def test_an_added_torch_operator_is_named(repo, tmp_path):
