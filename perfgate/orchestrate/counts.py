@@ -79,7 +79,7 @@ from typing import Any, TypeVar
 
 from perfgate.ab.layout import Layout, draw, start_order, worker_args
 from perfgate.ab.workers import Workers
-from perfgate.bench.callgrind import CACHE, EVENTS, est_cycles, read_dump, valgrind_argv
+from perfgate.bench.callgrind import CACHE, EVENTS, THREADS_ENV, est_cycles, read_dump, valgrind_argv
 from perfgate.bench.counting import NULL_LABEL
 from perfgate.core.metrics import Direction
 from perfgate.core.schema import GitInfo, Machine, Metric, Run
@@ -135,12 +135,7 @@ COUNTS_DEFINITION = (
 )
 # one thread everywhere: callgrind runs threads one at a time, and the count must not depend
 # on how a pool's threads were scheduled
-_THREADS_ENV = {
-    "OPENBLAS_NUM_THREADS": "1",
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "NUMBA_NUM_THREADS": "1",
-}
+_THREADS_ENV = THREADS_ENV  # (perfgate.bench.callgrind: the profiling pass under callgrind uses it too)
 _SUFFIXES = ("_ms", "_us", "_ns", "_s")
 _T = TypeVar("_T")
 
