@@ -19,6 +19,7 @@ built-in functions) executes no bytecodes: its work is not counted.
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable
 from types import CodeType, FrameType
@@ -76,6 +77,12 @@ def profile_bytecodes(call: Callable[[], Any], *, calls: int = 3) -> Profile:
 
         return local
 
+    # the collector off while counting: a collection in the middle of a call runs other objects'
+    # finalizers (__del__, weakref callbacks) in this thread, and their bytecodes would be charged to
+    # the stage, in one profile and not the next (a full test run showed it on identical code)
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
     previous = sys.gettrace()
     sys.settrace(on_call)
     try:
@@ -83,6 +90,8 @@ def profile_bytecodes(call: Callable[[], Any], *, calls: int = 3) -> Profile:
             call()
     finally:
         sys.settrace(previous)
+        if was_enabled:
+            gc.enable()
         paths.clear()
     by_identity: dict[tuple[Identity, ...], float] = {}
     for codes, n in counts.items():
