@@ -369,13 +369,11 @@ def _explained(
     decision, within ``--explain-budget`` (``perfgate.ab.explain``); the verdict is not touched."""
     import time
 
-    from perfgate.ab.explain import explain_metrics
-
     metrics = result.to_explain()
     if not args.explain or args.quick or not metrics:
         return result
     started = time.monotonic()
-    explanations = explained_with(pair, resident, metrics, instruments, args.explain_budget, explain_metrics, progress)
+    explanations = explained_with(pair, resident, metrics, instruments, args.explain_budget, progress)
     info["explain_seconds"] = round(time.monotonic() - started, 1)
     return dataclasses.replace(result, explanations=explanations)
 
@@ -394,14 +392,13 @@ def explained_with(
     metrics: Sequence[str],
     instruments: Sequence[str],
     budget: float,
-    explain_metrics: Callable[..., tuple[StageExplanation, ...]],
     progress: Callable[[str], None],
     **how: Any,
 ) -> tuple[StageExplanation, ...]:
     """Each instrument's pass in turn, within ``budget`` seconds together (a pass gets what is left)."""
     import time
 
-    from perfgate.ab.explain import ExplainOptions
+    from perfgate.ab.explain import ExplainOptions, explain_metrics
 
     started, out = time.monotonic(), []
     for instrument in instruments:
