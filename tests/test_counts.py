@@ -416,13 +416,21 @@ def test_valgrind_cpu_is_used_only_when_the_host_runs_its_code(tmp_path, monkeyp
     assert counts.valgrind_jit_target("valgrind", {"PERFGATE_CACHE_DIR": str(tmp_path / "b")}) is None
 
 
+def _residue(name: str) -> float:
+    """How far a stage's count may move with nothing of its own changed (docs/design.md §12):
+    instructions 0.0001-0.3 % between processes; estimated cycles move with the addresses a
+    process's layout gives (DQN's DBN load 2.7 %), and more work in an earlier stage leaves the
+    simulated caches another state (the tiny suite's `after` moved 0.46 % once in CI)."""
+    return 0.003 if name.endswith("_instructions") else 0.015
+
+
 @needs_valgrind
 def test_two_processes_count_the_same_within_the_measured_residue(counted):
     """docs/design.md §12: 0.0001-0.3 % between processes; the tiny suite's stages repeat to 0.3 %."""
     doc = json.loads((counted / "base.json").read_text())
     for name in doc["metrics"]:
         first, second = _groups(doc, name)
-        assert abs(second / first - 1) < 0.003, (name, first, second)
+        assert abs(second / first - 1) < _residue(name), (name, first, second)
 
 
 @needs_valgrind
@@ -434,7 +442,7 @@ def test_extra_work_in_one_stage_changes_only_its_counts(counted):
         if name.startswith("loop_"):
             assert 0.04 < change < 0.06, (name, change)
         else:
-            assert abs(change) < 0.003, (name, change)
+            assert abs(change) < _residue(name), (name, change)
 
 
 @needs_valgrind
