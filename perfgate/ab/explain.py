@@ -229,8 +229,9 @@ class _Pass:
         rounds = 1 if exact else max(how.min_calls, math.ceil(how.seconds / CHUNK_SECONDS))
         chunk = how.seconds / rounds
         self.say(f"profiling {stage}: {rounds} round(s) over {len(self.workers)} workers")
+        longest = 0.0  # the slowest round so far: a round is started only where one as slow still fits
         for r in range(rounds):
-            if self.left() <= 0 and r > 0:
+            if r > 0 and self.left() < longest:
                 self.notes.setdefault(metric, []).append(
                     f"the profiling pass's {how.budget:g} s were spent after {r} of {rounds} rounds"
                 )
@@ -238,6 +239,7 @@ class _Pass:
             if self.left() <= 0:
                 self.reasons[metric] = f"not profiled: the profiling pass's {how.budget:g} s were spent"
                 return
+            began = time.monotonic()
             for i in self.rng.permutation(len(self.workers)):
                 w = self.workers[int(i)]
                 request = {
@@ -255,6 +257,7 @@ class _Pass:
                 w.chunks.setdefault(metric, []).append(got)
                 if instrument == "auto":  # resolved once: every later chunk, on both sides, asks for it
                     instrument = next((ask for key, ask in CHOSEN if got.instrument.startswith(key)), "sampling")
+            longest = max(longest, time.monotonic() - began)
 
     def _ask(self, w: _Worker, metric: str, request: Mapping[str, Any]) -> Profile | None:
         """One chunk from one worker; None (and the stage's reason) when it could not be had."""

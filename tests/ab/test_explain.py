@@ -209,3 +209,31 @@ def test_ab_attaches_where_it_went_and_a_missing_profiler_leaves_the_verdict(rep
             assert "pyinstrument" in work["reason"] and "\n" not in work["reason"] and not work["contributors"]
         assert expect in report.read_text()
         assert data["ab"]["explain_seconds"] > 0
+
+
+def test_the_pass_starts_no_round_that_would_end_past_its_budget(monkeypatch):
+    """Rounds whose chunks get slower: the pass stops where the slowest round so far no longer fits,
+    says after how many rounds, and has spent no more than its budget (a fake clock)."""
+    from perfgate.ab import explain as pass_
+    from perfgate.ab._plan import ResidentOptions
+    from perfgate.core.profiles import Profile
+
+    now = [0.0]
+    monkeypatch.setattr(pass_.time, "monotonic", lambda: now[0])
+    how = pass_.ExplainOptions(instrument="sampling", seconds=10.0, budget=30.0)
+    one = pass_._Pass((None, None), ResidentOptions(model="m", suite="s"), how, None)  # type: ignore[arg-type]
+    one.workers = [pass_._Worker(name, None, None) for name in "AABB"]  # type: ignore[arg-type]
+    one.known = {"m_time_ms": "m"}
+    asked = []
+
+    def ask(w, metric, request):
+        asked.append(request)
+        now[0] += 0.5 + 0.05 * len(asked)  # each chunk a little slower than the last
+        return Profile(instrument="pyinstrument 5.1.3", unit="s", calls=1, stacks={"f": 1.0})
+
+    monkeypatch.setattr(one, "_ask", ask)
+    one.profile("m_time_ms")
+    rounds = len(asked) // 4
+    assert len(asked) == 4 * rounds and 1 <= rounds < 20  # whole rounds only, fewer than asked for
+    assert now[0] <= how.budget
+    assert one.notes["m_time_ms"] == [f"the profiling pass's 30 s were spent after {rounds} of 20 rounds"]

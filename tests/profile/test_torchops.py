@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from perfgate.core.profiles import SEPARATOR, explain
@@ -85,36 +83,63 @@ def test_auto_picks_sampling_when_the_call_is_python():
     assert any(note.startswith("sampling:") for note in notes)
 
 
+def _tables_fold(events) -> dict[str, float]:
+    """The same folding done on torch's own tables (``prof.events()``), as the profile once was."""
+    stacks: dict[str, float] = {}
+    for event in events:
+        if str(event.device_type).endswith("CPU") and event.self_cpu_time_total > 0:
+            names, parent = [], event
+            while parent is not None:
+                names.append(parent.name)
+                parent = parent.cpu_parent
+            key = SEPARATOR.join(reversed(names))
+            stacks[key] = stacks.get(key, 0.0) + event.self_cpu_time_total * 1e-6
+    return stacks
+
+
+def test_the_collector_s_events_fold_as_torch_s_own_tables_do(model):
+    """The profile reads the collector's raw events (torch's tables cost 8x the profiled time to
+    build); the operator tree and every operator's own time are those of torch's tables."""
+    without, _ = model
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for _ in range(5):
+            without()
+    cpu, device = torchops.fold_raw(torchops.raw_events(prof))
+    tables = _tables_fold(prof.events())
+    assert cpu.keys() == tables.keys() and device == {}
+    for key, seconds in tables.items():
+        assert cpu[key] == pytest.approx(seconds, rel=1e-6, abs=2e-9), key  # torch's tables round to 1 ns in us
+
+
 # --- the CUDA path, on fake events (torch here is a CPU build) ---------------------------------------------
 
 
-def _event(name, parent=None, *, cpu=0.0, device=0.0, kind="CPU", legacy_cuda_only=False):
-    event = SimpleNamespace(name=name, cpu_parent=parent, device_type=SimpleNamespace(name=kind))
-    event.self_cpu_time_total = cpu
-    if legacy_cuda_only:
-        event.self_cuda_time_total = device
-    else:
-        event.self_device_time_total = device
-    return event
+def _raw(name, start, duration, *, thread=1, cpu=True, correlation=0, linked=0):
+    """A collector event with times in microseconds."""
+    return torchops.RawEvent(name, start * 1000, duration * 1000, thread, cpu, True, correlation, linked)
 
 
-def test_device_time_is_folded_by_operator_and_kernels_are_not_counted_twice():
-    linear = _event("aten::linear", cpu=5.0, device=0.0)
-    addmm = _event("aten::addmm", linear, cpu=20.0, device=300.0)
-    relu = _event("aten::relu", cpu=4.0, device=40.0)
-    kernel = _event("ampere_sgemm_128x64", kind="CUDA", device=300.0)  # already addmm's device time
-    events = [linear, addmm, relu, kernel]
-    cpu = torchops.fold_events(events, torchops._self_cpu_us)
-    device = torchops.fold_events(events, torchops._self_device_us)
+def test_device_time_is_folded_by_the_operator_that_launched_it_and_kernels_are_not_counted_twice():
+    events = [
+        _raw("aten::linear", 0, 100, correlation=1),
+        _raw("aten::addmm", 10, 80, correlation=2),
+        _raw("cudaLaunchKernel", 20, 5, thread=7, correlation=90, linked=2),  # the runtime, on its own thread id
+        _raw("ampere_sgemm_128x64", 30, 300, thread=0, cpu=False, correlation=91, linked=2),
+        _raw("aten::relu", 200, 10, correlation=3),
+        _raw("vectorized_elementwise_kernel", 205, 40, thread=0, cpu=False, correlation=92, linked=3),
+    ]
+    cpu, device = torchops.fold_raw(events)
+    addmm = f"aten::linear{SEPARATOR}aten::addmm"
     assert cpu == pytest.approx(
-        {"aten::linear": 5e-6, f"aten::linear{SEPARATOR}aten::addmm": 20e-6, "aten::relu": 4e-6}
+        {"aten::linear": 20e-6, addmm: 75e-6, f"{addmm}{SEPARATOR}cudaLaunchKernel": 5e-6, "aten::relu": 10e-6}
     )
-    assert device == pytest.approx({f"aten::linear{SEPARATOR}aten::addmm": 300e-6, "aten::relu": 40e-6})
+    assert device == pytest.approx({addmm: 300e-6, "aten::relu": 40e-6})
 
 
-def test_an_older_torch_s_self_cuda_time_total_is_read_when_there_is_no_device_time():
-    old = _event("aten::mm", device=12.0, legacy_cuda_only=True)
-    assert torchops.fold_events([old], torchops._self_device_us) == pytest.approx({"aten::mm": 12e-6})
+def test_an_event_that_ends_after_its_neighbour_is_not_its_child():
+    events = [_raw("aten::a", 0, 50), _raw("aten::b", 40, 50), _raw("aten::c", 60, 10)]
+    cpu, _ = torchops.fold_raw(events)
+    assert cpu == pytest.approx({"aten::a": 50e-6, "aten::b": 40e-6, f"aten::b{SEPARATOR}aten::c": 10e-6})
 
 
 def test_with_cuda_there_is_a_second_profile_of_device_time(monkeypatch, model):
