@@ -8,7 +8,10 @@ chunks that go round the workers in an order drawn per round, so that a phase of
 (a neighbour, a slower minute) falls on both revisions alike instead of on one side's profile:
 the interleaving of the measured blocks (``docs/noise.md`` §2), applied to the profiles. A
 worker's chunks are pooled into its profile. The spread between two processes of one revision
-is the floor: :func:`perfgate.core.profiles.explain` names only what stands above it.
+is the floor: :func:`perfgate.core.profiles.explain` names only what stands above it. After each
+chunk the worker also times the stage's calls without a profiler (:data:`TIMED_SHARE` of the
+chunk): whether the stage moved, and which way, is told by those, since a profiler's own cost
+differs between processes and on a torch step is most of what it records.
 
 ``auto`` is resolved once, by the first chunk (torch's operators for a torch stage, else the
 sampling profiler), and every later chunk on both sides asks for that instrument, so that the
@@ -55,6 +58,10 @@ MORE_REPEATS_SHARE = 0.3  # a third process a side only while the set-ups so far
 CHOSEN = (("torch", "torch"), ("pyinstrument", "sampling"), ("bytecodes", "bytecodes"))
 EXACT = ("bytecodes", "callgrind")  # counts: one chunk of exactly min_calls calls, no interleaving needed
 INSTRUMENTS = ("auto", "sampling", "torch", "bytecodes", "callgrind")
+# after each chunk, the stage's calls timed without a profiler for this share of the chunk's seconds: whether
+# and which way the stage moved, which a profiler's own cost (most of a torch step's profiled time) blurs
+TIMED_SHARE = 0.5
+MAX_TIMED_CALLS = 10_000
 CALLGRIND_SCALE = 20.0  # a worker under valgrind sets up about this many times slower (its deadlines)
 
 ProgressFn = Callable[[str], None]
@@ -131,6 +138,7 @@ class _Worker:
     side: Side
     channel: Channel
     chunks: dict[str, list[Profile]] = dataclasses.field(default_factory=dict)  # metric -> its chunks
+    timed: dict[str, list[float]] = dataclasses.field(default_factory=dict)  # metric -> its calls timed bare
 
 
 class _Pass:
@@ -145,6 +153,7 @@ class _Pass:
         self.clock = _Clock(self.started, opts)
         self.workers: list[_Worker] = []
         self.known: dict[str, str] = {}  # metric -> stage, every stage both sides set up
+        self.typical: dict[str, float] = {}  # metric -> the slowest side's typical seconds per call
         self.notes: dict[str, list[str]] = {}
         self.reasons: dict[str, str] = {}  # "*": every stage's
         self.rng = np.random.default_rng([opts.seed, PAIR_OFFSET])
@@ -201,6 +210,9 @@ class _Pass:
                     if reply.get("ok") is not True:
                         raise PerfgateError(f"the {w.side.label} cannot be set up: {reply.get('error')}")
                     stages.append({str(s["metric"]): str(s["name"]) for s in reply.get("stages", [])})
+                    for s in reply.get("stages", []):
+                        typical = float(s.get("typical_s") or 0.0)
+                        self.typical[str(s["metric"])] = max(self.typical.get(str(s["metric"]), 0.0), typical)
                 started += fresh
         except PerfgateError as exc:
             self.reasons["*"] = f"not profiled: {exc}"
@@ -255,9 +267,24 @@ class _Pass:
                 if got is None:
                     return
                 w.chunks.setdefault(metric, []).append(got)
+                if not exact:  # counts are exact: their profiles' totals are the stage's counts
+                    w.timed.setdefault(metric, []).extend(self._time(w, metric, stage, chunk))
                 if instrument == "auto":  # resolved once: every later chunk, on both sides, asks for it
                     instrument = next((ask for key, ask in CHOSEN if got.instrument.startswith(key)), "sampling")
             longest = max(longest, time.monotonic() - began)
+
+    def _time(self, w: _Worker, metric: str, stage: str, chunk: float) -> list[float]:
+        """The stage's calls timed without a profiler, :data:`TIMED_SHARE` of a chunk's seconds (one call at
+        least), right after the worker's chunk: what says whether the stage moved (:func:`explain`'s
+        ``timed``). Empty when they could not be had; the profiles' totals then say it."""
+        typical = self.typical.get(metric, 0.0)
+        calls = max(1, min(MAX_TIMED_CALLS, round(TIMED_SHARE * chunk / typical))) if typical > 0 else 1
+        try:
+            reply = w.channel.request({"op": "time", "stage": stage, "calls": calls}, max(self.left(), 5.0) + 60.0)
+        except WorkerFailed:
+            return []
+        seconds = reply.get("seconds") if reply.get("ok") is True else None
+        return [float(x) for x in seconds] if isinstance(seconds, list) else []
 
     def _ask(self, w: _Worker, metric: str, request: Mapping[str, Any]) -> Profile | None:
         """One chunk from one worker; None (and the stage's reason) when it could not be had."""
@@ -301,7 +328,14 @@ class _Pass:
         if len(kinds) > 1:
             return unavailable(stage, metric, f"the two sides were profiled with different instruments: {kinds}")
         notes = [*self.notes.get("*", []), *self.notes.get(metric, [])]
-        return explain(stage, metric, sides["A"], sides["B"], notes=notes)
+        timed: dict[str, list[float]] = {"A": [], "B": []}
+        for w in self.workers:
+            if w.chunks.get(metric) and w.timed.get(metric):
+                timed[w.name].append(float(np.median(w.timed[metric])))  # a process's time per call
+        both = len(timed["A"]) == len(sides["A"]) and len(timed["B"]) == len(sides["B"])
+        return explain(
+            stage, metric, sides["A"], sides["B"], notes=notes, timed=(timed["A"], timed["B"]) if both else None
+        )
 
 
 def _record(reply: Mapping[str, Any]) -> Mapping[str, object]:

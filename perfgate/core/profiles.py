@@ -25,12 +25,15 @@ Where a function's own part spreads more than that between repeats of one revisi
 spread is taken. A function is *named* only when
 
 * its part moved in the stage's direction by :data:`FLOOR_Z` standard errors of that difference;
-* its own change explains at least :data:`MIN_SHARE` of the stage's change;
-* the stage's profiled change itself stands above :data:`STAGE_Z` standard errors of its spread
-  between repeats (a share of a change that is only noise names noise), or, for a tracer (no
-  sampling), the function is in every profile of one side and in none of the other's: an
-  operator the change added, which torch's profiler sees or not whatever the noise of the
-  stage's total.
+* its own change explains at least :data:`MIN_SHARE` of the stage's change (the timed change,
+  in the profile's units, where there is one);
+* the stage's change itself stands above :data:`STAGE_Z` standard errors of its spread between
+  repeats (a share of a change that is only noise names noise): its calls timed without a
+  profiler in the same processes where the pass timed them (a profiler's own cost differs
+  between processes, and on a torch step is most of the profiled time), else its profiled
+  totals; or, for a tracer (no sampling), the function is in every profile of one side and in
+  none of the other's: an operator the change added, which torch's profiler sees or not
+  whatever the noise of the stage's total.
 
 On identical code (an A/A check) nothing should pass; ``benchmarks/explain.py`` measures that.
 When every function moved alike, nothing is named and the explanation says so. When the named
@@ -157,7 +160,9 @@ class StageExplanation:
     baseline_total: float = 0.0  # the stage's profiled cost per call
     current_total: float = 0.0
     rho: float = 0.0  # relative spread of a function's part of the stage between two profiles of one revision
-    moved: bool = False  # the stage's profiled change stands above the spread of its own repeats
+    moved: bool = False  # the stage's change stands above the spread of its own repeats
+    # the stage's calls timed without a profiler beside the profiles, per process: current over baseline - 1
+    timed_change: float | None = None
     contributors: tuple[Contributor, ...] = ()  # the TOP largest own changes, named or not
     spread_thin: bool = False
     reason: str = ""  # set when nothing could be profiled; the rest is then empty
@@ -187,8 +192,9 @@ class StageExplanation:
         if self.reason:
             return self.reason
         if not self.named and self.moved and self.baseline_total > 0:
+            together = self.timed_change if self.timed_change is not None else self.change / self.baseline_total
             return (
-                f"the stage's functions moved alike ({self.change / self.baseline_total:+.0%} together): no function's "
+                f"the stage's functions moved alike ({together:+.0%} together): no function's "
                 "part of it changed beyond the spread of the same revision profiled twice"
             )
         if not self.named:
@@ -261,6 +267,16 @@ def _spread(a: Sequence[float], b: Sequence[float]) -> float:
     return ss / df
 
 
+def _moved(a: Sequence[float], b: Sequence[float]) -> tuple[bool, float]:
+    """Whether a stage's cost per process moved between sides beyond :data:`STAGE_Z` standard errors of
+    its spread between processes of one revision, and its change of log; on a log scale, where a
+    process slower by a factor is one spread whatever the stage's size."""
+    logs = [[math.log(max(t, _TINY)) for t in side] for side in (a, b)]
+    var_log = max(MIN_RHO**2, _spread(*logs)) * (1 / len(a) + 1 / len(b))
+    log_change = statistics.fmean(logs[1]) - statistics.fmean(logs[0])
+    return abs(log_change) >= STAGE_Z * math.sqrt(var_log), log_change
+
+
 def explain(
     stage: str,
     metric: str,
@@ -268,11 +284,18 @@ def explain(
     current: Sequence[Profile],
     *,
     notes: Sequence[str] = (),
+    timed: tuple[Sequence[float], Sequence[float]] | None = None,
 ) -> StageExplanation:
     """The difference of two revisions' profiles of one stage (module docstring).
 
+    ``timed``: the stage's seconds per call timed without a profiler in each profiled process
+    (baseline's, current's), beside its profiles. Where given, they, not the profiled totals, say
+    whether and which way the stage moved, and a share is of the change they measured (in the
+    profile's units): a profiler's own cost, which differs between processes, then blurs neither.
+
     Raises:
-        ValueError: no profile on a side, or profiles of different instruments or units.
+        ValueError: no profile on a side, or profiles of different instruments or units, or a
+            timed side empty or not positive.
     """
     if not baseline or not current:
         raise ValueError("explain needs at least one profile of each revision")
@@ -297,11 +320,17 @@ def explain(
     where: dict[str, str] = {}
     for p in (*baseline, *current):
         where.update(p.where)
-    # the stage's own profiled change must stand above its spread before any share of it is told; on a
-    # log scale, where a process slower by a factor is one spread whatever the stage's size
-    logs = [[math.log(max(t, _TINY)) for t in side] for side in totals]
-    var_log = max(MIN_RHO**2, _spread(*logs)) * (1 / len(baseline) + 1 / len(current))
-    stage_moved = abs(statistics.fmean(logs[1]) - statistics.fmean(logs[0])) >= STAGE_Z * math.sqrt(var_log)
+    # the stage's own change must stand above its spread before any share of it is told: timed without a
+    # profiler where the pass timed it, else profiled
+    timed_change = None
+    if timed is not None:
+        if not timed[0] or not timed[1] or min(*timed[0], *timed[1]) <= 0:
+            raise ValueError("explain's timed calls need a positive time per call on each side")
+        stage_moved, log_change = _moved(timed[0], timed[1])
+        timed_change = math.expm1(log_change)
+        change = total_a * timed_change  # the measured change, in the profile's units
+    else:
+        stage_moved, _ = _moved(totals[0], totals[1])
     sign = 1.0 if change >= 0 else -1.0
     traced = all(p.resolution == 0 for p in (*baseline, *current))
     rows: list[Contributor] = []
@@ -348,6 +377,7 @@ def explain(
         current_total=total_b,
         rho=rho,
         moved=stage_moved,
+        timed_change=timed_change,
         contributors=top,
         spread_thin=any(c.named for c in rows) and named_share < THIN_SHARE,
         notes=tuple(notes),

@@ -82,6 +82,7 @@ def explanation_to_dict(e: StageExplanation) -> dict[str, Any]:
         "change": e.change,
         "rho": e.rho,
         "moved": e.moved,
+        "timed_change": e.timed_change,
         "spread_thin": e.spread_thin,
         "explained": e.explained,
         "summary": e.summary(),

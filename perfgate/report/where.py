@@ -111,7 +111,8 @@ def _profiled(e: StageExplanation) -> str:
     return (
         f"Profiled with {md_text(e.instrument or 'an unnamed instrument')}: {pa} profile(s) of the baseline and "
         f"{pb} of the current revision, {calls}. The stage's profiled cost per call: "
-        f"{md_text(fmt_cost(e.baseline_total, e.unit))} → {md_text(fmt_cost(e.current_total, e.unit))}{change}."
+        f"{md_text(fmt_cost(e.baseline_total, e.unit))} → {md_text(fmt_cost(e.current_total, e.unit))}{change}"
+        + ("." if e.timed_change is None else f"; its calls timed beside the profiles: {fmt_change(e.timed_change)}.")
     )
 
 

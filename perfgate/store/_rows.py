@@ -76,9 +76,7 @@ def metric_rows(run: Run) -> list[MetricRow]:
         if metric.sizes is not None:  # the bounded form: the summary of the samples it stands for
             s = metric_summary(metric)
             rows.append(
-                MetricRow(
-                    name, metric.unit, metric.direction.value, s.n, s.mean, s.median, s.p95, s.p99, s.min, s.max
-                )
+                MetricRow(name, metric.unit, metric.direction.value, s.n, s.mean, s.median, s.p95, s.p99, s.min, s.max)
             )
             continue
         ordered = sorted(metric.samples)

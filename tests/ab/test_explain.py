@@ -153,6 +153,9 @@ def test_a_slowed_helper_is_named_first(repo, tmp_path, measure):
     assert work["stage"] == "work" and not work["reason"]
     assert named(work)[:1] == ["busy_helper"], work["contributors"]
     assert "steady_part" not in named(work)
+    # times: the stage's calls were timed bare beside the profiles (the helper's 2x work: well over +10 %);
+    # counts: exact profiles, whose totals are the counts
+    assert (work["timed_change"] is None) if measure == "counts" else work["timed_change"] > 0.1, work
     assert "busy_helper" in md and "Where it went" in md
 
 
@@ -231,7 +234,12 @@ def test_the_pass_starts_no_round_that_would_end_past_its_budget(monkeypatch):
         now[0] += 0.5 + 0.05 * len(asked)  # each chunk a little slower than the last
         return Profile(instrument="pyinstrument 5.1.3", unit="s", calls=1, stacks={"f": 1.0})
 
+    def timed(w, metric, stage, chunk):
+        now[0] += 0.25  # the stage's bare calls after each chunk
+        return [1e-3]
+
     monkeypatch.setattr(one, "_ask", ask)
+    monkeypatch.setattr(one, "_time", timed)
     one.profile("m_time_ms")
     rounds = len(asked) // 4
     assert len(asked) == 4 * rounds and 1 <= rounds < 20  # whole rounds only, fewer than asked for

@@ -112,7 +112,8 @@ def test_floor_z_is_what_names():
     base = Profile(instrument="c", unit="bytecodes", calls=1, stacks={"a": 1000.0, "a;b": 1000.0})
     small = Profile(instrument="c", unit="bytecodes", calls=1, stacks={"a": 1000.0, "a;b": 1000.0 * (1 + 0.02)})
     big = Profile(instrument="c", unit="bytecodes", calls=1, stacks={"a": 1000.0, "a;b": 2000.0})
-    assert FLOOR_Z * 0.01 * math.sqrt(2) / math.sqrt(2) > 0.02 or True  # the floor at 1 %: z = 0.02/0.01 = 2 < 4
+    # the floor at 1 %: b's part moves 0.504 - 0.5 = 0.005, under FLOOR_Z standard errors of 1 % of it
+    assert 0.5 * 1.02 / 2.02 - 0.5 < FLOOR_Z * 0.01 * 0.5
     assert not explain("s", "m", [base, base], [small, small]).named
     assert [c.name for c in explain("s", "m", [base, base], [big, big]).named] == ["b"]
 
@@ -149,3 +150,40 @@ def test_a_sampled_function_seen_on_one_side_only_is_not_named_for_that_alone():
             sides.append(side)
         named += "thin" in {c.name for c in explain("s", "m", *sides).named}
     assert named <= 4
+
+
+def _scaled(costs: dict[str, float], factor: float, calls: int = 100) -> Profile:
+    return Profile(instrument="t", unit="s", calls=calls, stacks={k: v * factor * calls for k, v in costs.items()})
+
+
+def test_the_stage_s_timed_calls_say_which_way_it_moved_where_the_profiles_cannot():
+    """The current side's processes happened to pay less of the profiler's own cost (every function x0.7), so
+    their profiled total fell though rsi doubled; the calls timed without a profiler say +30 %."""
+    slower = {**COSTS, "run;features;rsi": 4.0}
+    base = [_scaled(COSTS, 1.0), _scaled(COSTS, 1.01)]
+    cur = [_scaled(slower, 0.70), _scaled(slower, 0.71)]
+    alone = explain("s", "m", base, cur)
+    # alone, the profiles call the stage faster and name what shrank in its part: a wrong answer
+    assert alone.change < 0 and "rsi" not in {c.name for c in alone.named} and alone.timed_change is None
+    timed = explain("s", "m", base, cur, timed=([1.0e-3, 1.01e-3], [1.30e-3, 1.31e-3]))
+    assert timed.moved and timed.timed_change == pytest.approx(0.30, abs=0.01)
+    assert [c.name for c in timed.named] == ["rsi"]
+    # its share is of the timed change in the profile's units: (2.8 - 2.0) / (6.7 x 0.30), per call
+    assert timed.named[0].share == pytest.approx((4.0 * 0.705 - 2.0 * 1.005) / (6.7 * 1.005 * 0.30), rel=0.03)
+
+
+def test_timed_calls_that_did_not_move_name_nothing_a_sampler_saw():
+    """The profiles say rsi's part grew, but the stage's calls timed alike on both sides: no change to share."""
+    slower = {**COSTS, "run;features;rsi": 4.0}
+    sampled = [
+        Profile(instrument="s", unit="s", calls=100, stacks=p.stacks, resolution=1e-6)
+        for p in (_scaled(COSTS, 1.0), _scaled(COSTS, 1.01), _scaled(slower, 1.0), _scaled(slower, 1.01))
+    ]
+    assert [c.name for c in explain("s", "m", sampled[:2], sampled[2:]).named] == ["rsi"]
+    same = explain("s", "m", sampled[:2], sampled[2:], timed=([1.0e-3, 1.01e-3], [1.0e-3, 1.01e-3]))
+    assert not same.moved and not same.named
+
+
+def test_timed_calls_must_be_positive_on_both_sides():
+    with pytest.raises(ValueError, match="timed"):
+        explain("s", "m", [_scaled(COSTS, 1.0)], [_scaled(COSTS, 1.0)], timed=([], [1.0]))
