@@ -53,7 +53,10 @@ PAIR_OFFSET = 10_000  # layouts of the profiling processes: drawn apart from the
 # own start and stop (torch.profiler's takes tenths of a second)
 CHUNK_SECONDS = 0.5
 MIN_REPEATS = 2  # processes a side the floor needs
-MORE_REPEATS_SHARE = 0.3  # a third process a side only while the set-ups so far took less of the budget
+MORE_REPEATS_SHARE = 0.3  # counts: a third process a side only while the set-ups so far took less of the budget
+# times: a worker's chunk costs about this many times its seconds of calls, the calls timed bare after it
+# and the profile's folding and reply included (torch on DQN's training step: 0.5 s of calls, about 2 s)
+CHUNK_COST = 4.0
 # what a profile's instrument string says of the instrument to ask for (auto resolved once)
 CHOSEN = (("torch", "torch"), ("pyinstrument", "sampling"), ("bytecodes", "bytecodes"))
 EXACT = ("bytecodes", "callgrind")  # counts: one chunk of exactly min_calls calls, no interleaving needed
@@ -80,8 +83,8 @@ class ExplainOptions:
         min_calls: the fewest calls a process profiles of a stage (one per chunk at least; for
             ``bytecodes``, exactly this many, in one chunk: counts need no interleaving).
         repeats: processes per side, each profiling every stage; the A/A floor needs two, and a
-            third starts only while the set-ups so far took under :data:`MORE_REPEATS_SHARE` of
-            the budget (a torch model's workers on a busy machine: two).
+            third starts only where its set-up and every round still fit the budget (``_another_fits``;
+            a torch model's workers on a busy machine: two).
         budget: seconds the whole pass may take; stages left when it is spent are not profiled.
     """
 
@@ -121,7 +124,7 @@ def explain_metrics(
     one = _Pass(sides, dataclasses.replace(options, time_budget=how.budget, deadline_scale=scale), how, progress)
     try:
         with Workers() as workers:
-            one.start(workers)
+            one.start(workers, 1 if "*" in metrics else len(metrics))
             for metric in one.wanted(metrics):
                 one.profile(metric)
             for worker in one.workers:
@@ -153,6 +156,7 @@ class _Pass:
         self.clock = _Clock(self.started, opts)
         self.workers: list[_Worker] = []
         self.known: dict[str, str] = {}  # metric -> stage, every stage both sides set up
+        self.longest = 0.0  # seconds of the slowest round so far
         self.typical: dict[str, float] = {}  # metric -> the slowest side's typical seconds per call
         self.notes: dict[str, list[str]] = {}
         self.reasons: dict[str, str] = {}  # "*": every stage's
@@ -166,7 +170,7 @@ class _Pass:
         if self.progress is not None:
             self.progress(what)
 
-    def start(self, workers: Workers) -> None:
+    def start(self, workers: Workers, stages_wanted: int = 1) -> None:
         """Start every worker (each side's in a drawn order) and set them all up; a failure is every stage's reason."""
         modules = {name: worker_module(side.path) for name, side in self.sides.items()}
         for name, module in modules.items():
@@ -186,7 +190,7 @@ class _Pass:
         try:
             for repeat in range(self.how.repeats):
                 spent = time.monotonic() - self.started
-                if repeat >= MIN_REPEATS and spent > MORE_REPEATS_SHARE * self.how.budget:
+                if repeat >= MIN_REPEATS and not self._another_fits(repeat, spent, stages_wanted):
                     budget = self.how.budget
                     self.notes["*"] = [f"{repeat} processes a side: their set-up took {spent:.0f} s of {budget:g} s"]
                     break
@@ -220,6 +224,24 @@ class _Pass:
         self.workers = started
         self.known = {m: st for m, st in stages[0].items() if all(other.get(m) == st for other in stages)}
 
+    def _rounds(self) -> tuple[int, float]:
+        """Rounds per stage and each worker's seconds of calls per round."""
+        if self.how.instrument in EXACT:
+            return 1, self.how.seconds
+        rounds = max(self.how.min_calls, math.ceil(self.how.seconds / CHUNK_SECONDS))
+        return rounds, self.how.seconds / rounds
+
+    def _another_fits(self, repeat: int, spent: float, stages: int) -> bool:
+        """Whether one more process a side still leaves every round of every stage its time: the set-ups so
+        far plus one more at their mean, and the rounds at :data:`CHUNK_COST` per worker's chunk, within the
+        budget (counts: while the set-ups so far took under :data:`MORE_REPEATS_SHARE` of it). More
+        processes a side steady the floor; more rounds, every process's profile."""
+        if self.how.instrument in EXACT:
+            return spent <= MORE_REPEATS_SHARE * self.how.budget
+        rounds, chunk = self._rounds()
+        profiling = stages * rounds * 2 * (repeat + 1) * chunk * CHUNK_COST
+        return spent + spent / repeat + profiling <= self.how.budget
+
     def wanted(self, targets: Sequence[str]) -> list[str]:
         """The metrics of ``targets`` (metric or stage names; ``*`` every stage), once each, in order."""
         by_stage = {stage: metric for metric, stage in self.known.items()}
@@ -238,17 +260,16 @@ class _Pass:
         how = self.how
         instrument = how.instrument
         exact = instrument in EXACT
-        rounds = 1 if exact else max(how.min_calls, math.ceil(how.seconds / CHUNK_SECONDS))
-        chunk = how.seconds / rounds
+        rounds, chunk = self._rounds()
         self.say(f"profiling {stage}: {rounds} round(s) over {len(self.workers)} workers")
-        longest = 0.0  # the slowest round so far: a round is started only where one as slow still fits
         for r in range(rounds):
-            if r > 0 and self.left() < longest:
+            # a round starts only where one as slow as the slowest so far (of any stage) still fits
+            if r > 0 and self.left() < self.longest:
                 self.notes.setdefault(metric, []).append(
                     f"the profiling pass's {how.budget:g} s were spent after {r} of {rounds} rounds"
                 )
                 break
-            if self.left() <= 0:
+            if self.left() <= 0 or (r == 0 and self.left() < self.longest):
                 self.reasons[metric] = f"not profiled: the profiling pass's {how.budget:g} s were spent"
                 return
             began = time.monotonic()
@@ -271,7 +292,7 @@ class _Pass:
                     w.timed.setdefault(metric, []).extend(self._time(w, metric, stage, chunk))
                 if instrument == "auto":  # resolved once: every later chunk, on both sides, asks for it
                     instrument = next((ask for key, ask in CHOSEN if got.instrument.startswith(key)), "sampling")
-            longest = max(longest, time.monotonic() - began)
+            self.longest = max(self.longest, time.monotonic() - began)
 
     def _time(self, w: _Worker, metric: str, stage: str, chunk: float) -> list[float]:
         """The stage's calls timed without a profiler, :data:`TIMED_SHARE` of a chunk's seconds (one call at
