@@ -143,12 +143,14 @@ class CheckResult:
 
     def to_explain(self) -> tuple[str, ...]:
         """The metrics whose stages a differential profile should explain: each regressed one, and each
-        inconclusive one whose estimate is past its threshold (a change the check could not confirm)."""
+        inconclusive one whose estimate is past its threshold (a change the check could not confirm). A
+        derived metric (a throughput) stands for the metric it is derived from: its stage is that one's."""
         out: list[str] = []
         for c in self.comparisons:
             past = c.worse is not None and c.worse >= self.policy.threshold_for(c.metric)
-            if (c.verdict is Verdict.REGRESSED or (c.verdict is Verdict.INCONCLUSIVE and past)) and c.metric not in out:
-                out.append(c.metric)
+            metric = c.derived_from or c.metric
+            if (c.verdict is Verdict.REGRESSED or (c.verdict is Verdict.INCONCLUSIVE and past)) and metric not in out:
+                out.append(metric)
         return tuple(out)
 
     @property
