@@ -273,8 +273,20 @@ class _Pass:
                 self.reasons[metric] = f"not profiled: the profiling pass's {how.budget:g} s were spent"
                 return
             began = time.monotonic()
+            this_round: list[tuple[_Worker, Profile, list[float]]] = []
+            slowest = 0.0  # the slowest chunk of this round so far, its bare calls included
             for i in self.rng.permutation(len(self.workers)):
                 w = self.workers[int(i)]
+                if this_round and not exact and self.left() < slowest:
+                    # the next chunk would end past the budget (a stage whose chunks cost more than the rounds
+                    # before): the round is dropped whole, so that every worker's profile holds the same rounds
+                    if r == 0:
+                        self.reasons[metric] = f"not profiled: the profiling pass's {how.budget:g} s were spent"
+                    else:
+                        self.notes.setdefault(metric, []).append(
+                            f"the profiling pass's {how.budget:g} s were spent after {r} of {rounds} rounds"
+                        )
+                    return
                 request = {
                     "op": "profile",
                     "stage": stage,
@@ -284,14 +296,18 @@ class _Pass:
                     "warmup": 1 if r == 0 else 0,
                     "out": str(self.out) if self.out is not None else "",
                 }
+                asked = time.monotonic()
                 got = self._ask(w, metric, request)
                 if got is None:
                     return
-                w.chunks.setdefault(metric, []).append(got)
-                if not exact:  # counts are exact: their profiles' totals are the stage's counts
-                    w.timed.setdefault(metric, []).extend(self._time(w, metric, stage, chunk))
+                # counts are exact: their profiles' totals are the stage's counts, no bare calls needed
+                this_round.append((w, got, [] if exact else self._time(w, metric, stage, chunk)))
+                slowest = max(slowest, time.monotonic() - asked)
                 if instrument == "auto":  # resolved once: every later chunk, on both sides, asks for it
                     instrument = next((ask for key, ask in CHOSEN if got.instrument.startswith(key)), "sampling")
+            for w, got, timed in this_round:  # a whole round: every worker's chunk of it
+                w.chunks.setdefault(metric, []).append(got)
+                w.timed.setdefault(metric, []).extend(timed)
             self.longest = max(self.longest, time.monotonic() - began)
 
     def _time(self, w: _Worker, metric: str, stage: str, chunk: float) -> list[float]:

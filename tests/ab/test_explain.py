@@ -245,3 +245,37 @@ def test_the_pass_starts_no_round_that_would_end_past_its_budget(monkeypatch):
     assert len(asked) == 4 * rounds and 1 <= rounds < 20  # whole rounds only, fewer than asked for
     assert now[0] <= how.budget
     assert one.notes["m_time_ms"] == [f"the profiling pass's 30 s were spent after {rounds} of 20 rounds"]
+
+
+def test_a_stage_whose_chunks_cost_more_is_cut_inside_its_round_and_the_round_dropped(monkeypatch):
+    """A first stage's rounds are quick; the second stage's chunks take 6 s each. Its first round would end
+    past the budget: it is cut before the chunk that would, the partial round dropped, and the stage says
+    why in one line, all within the budget (a fake clock)."""
+    from perfgate.ab import explain as pass_
+    from perfgate.ab._plan import ResidentOptions
+    from perfgate.core.profiles import Profile
+
+    now = [0.0]
+    monkeypatch.setattr(pass_.time, "monotonic", lambda: now[0])
+    how = pass_.ExplainOptions(instrument="sampling", seconds=1.5, budget=30.0)
+    one = pass_._Pass((None, None), ResidentOptions(model="m", suite="s"), how, None)  # type: ignore[arg-type]
+    one.workers = [pass_._Worker(name, None, None) for name in "AABB"]  # type: ignore[arg-type]
+    one.known = {"quick_ms": "quick", "slow_ms": "slow"}
+    cost = {"quick": 0.5, "slow": 6.0}
+
+    def ask(w, metric, request):
+        now[0] += cost[request["stage"]]
+        return Profile(instrument="pyinstrument 5.1.3", unit="s", calls=1, stacks={"f": 1.0})
+
+    def timed(w, metric, stage, chunk):
+        now[0] += 0.25
+        return [1e-3]
+
+    monkeypatch.setattr(one, "_ask", ask)
+    monkeypatch.setattr(one, "_time", timed)
+    for metric in ("quick_ms", "slow_ms"):
+        one.profile(metric)
+    assert now[0] <= how.budget
+    assert [len(w.chunks["quick_ms"]) for w in one.workers] == [3, 3, 3, 3]
+    assert all("slow_ms" not in w.chunks for w in one.workers)  # the partial round is not kept
+    assert one.explained("slow_ms").reason == "not profiled: the profiling pass's 30 s were spent"
