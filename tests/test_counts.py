@@ -628,7 +628,9 @@ def test_a_paired_counts_check_of_one_commit_passes(two_commits, tmp_path, monke
     # identical code claims nothing; a simulated cache's estimated cycles may move with each
     # process's layout and come out undecided on two processes a side, the instructions may not
     assert not {"regressed", "improved"} & set(verdicts.values()), data["comparisons"]
-    assert {verdicts[f"{stage}_instructions"] for stage in ("loop", "after")} == {"unchanged"}, data["comparisons"]
+    # `after`'s calls count 1 % less in a few processes (SLOW_STAGES' comment): two processes a side can
+    # leave it undecided (once in CI, +0.3 % [-0.08 %, +0.69 %]); the loop's instructions never move
+    assert verdicts["loop_instructions"] == "unchanged", data["comparisons"]
 
 
 def test_a_paired_counts_check_on_a_gpu_exits_2(two_commits, tmp_path, monkeypatch, capsys):

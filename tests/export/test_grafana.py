@@ -15,7 +15,7 @@ from perfgate.cli import main
 from perfgate.export.grafana import DASHBOARD_UID, dashboard_json, panel_queries
 from perfgate.export.history import history_openmetrics, read_history
 from perfgate.export.latest import latest_states
-from perfgate.export.outlets import push_states
+from perfgate.export.outlets import GROUPING_LABELS, push_states
 from perfgate.export.prometheus import VERDICTS, PerfgateCollector, exposition, make_registry
 from tests.export.conftest import Backfilled, PromStack
 from tests.export.sample_store import (
@@ -183,7 +183,10 @@ def filled(prom_stack: PromStack, backfilled: Backfilled) -> PromStack:
     store = sample_store()
     store.add_runs(counts_runs())
     states = latest_states(store, sample_policy())
-    push_states(prom_stack.pushgateway, states, job=JOB)
+    groups = push_states(prom_stack.pushgateway, states, job=JOB)
+    # one push per group: a scrape between two pushes holds only the first ones, so wait for every group
+    by = ", ".join(GROUPING_LABELS)
+    prom_stack.wait_for(f'count(count by ({by}) (perfgate_run_info{{job="{JOB}"}})) >= {groups}')
     for name in (
         "perfgate_run_info",
         "perfgate_degradation_ratio",
