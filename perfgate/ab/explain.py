@@ -264,13 +264,8 @@ class _Pass:
         self.say(f"profiling {stage}: {rounds} round(s) over {len(self.workers)} workers")
         for r in range(rounds):
             # a round starts only where one as slow as the slowest so far (of any stage) still fits
-            if r > 0 and self.left() < self.longest:
-                self.notes.setdefault(metric, []).append(
-                    f"the profiling pass's {how.budget:g} s were spent after {r} of {rounds} rounds"
-                )
-                break
-            if self.left() <= 0 or (r == 0 and self.left() < self.longest):
-                self.reasons[metric] = f"not profiled: the profiling pass's {how.budget:g} s were spent"
+            if self.left() <= 0 or self.left() < self.longest:
+                self._spent(metric, r, rounds)
                 return
             began = time.monotonic()
             this_round: list[tuple[_Worker, Profile, list[float]]] = []
@@ -280,12 +275,7 @@ class _Pass:
                 if this_round and not exact and self.left() < slowest:
                     # the next chunk would end past the budget (a stage whose chunks cost more than the rounds
                     # before): the round is dropped whole, so that every worker's profile holds the same rounds
-                    if r == 0:
-                        self.reasons[metric] = f"not profiled: the profiling pass's {how.budget:g} s were spent"
-                    else:
-                        self.notes.setdefault(metric, []).append(
-                            f"the profiling pass's {how.budget:g} s were spent after {r} of {rounds} rounds"
-                        )
+                    self._spent(metric, r, rounds)
                     return
                 request = {
                     "op": "profile",
@@ -309,6 +299,14 @@ class _Pass:
                 w.chunks.setdefault(metric, []).append(got)
                 w.timed.setdefault(metric, []).extend(timed)
             self.longest = max(self.longest, time.monotonic() - began)
+
+    def _spent(self, metric: str, done: int, rounds: int) -> None:
+        """The budget ended the stage's profiling after ``done`` whole rounds: its reason, or a note."""
+        spent = f"the profiling pass's {self.how.budget:g} s were spent"
+        if done == 0:
+            self.reasons[metric] = f"not profiled: {spent}"
+        else:
+            self.notes.setdefault(metric, []).append(f"{spent} after {done} of {rounds} rounds")
 
     def _time(self, w: _Worker, metric: str, stage: str, chunk: float) -> list[float]:
         """The stage's calls timed without a profiler, :data:`TIMED_SHARE` of a chunk's seconds (one call at

@@ -133,9 +133,6 @@ COUNTS_DEFINITION = (
     "counts, not times: instructions executed and estimated cycles per call under valgrind's callgrind; "
     "they do not see memory bandwidth, contention, threads, system calls, I/O, GPU kernels or tails"
 )
-# one thread everywhere: callgrind runs threads one at a time, and the count must not depend
-# on how a pool's threads were scheduled
-_THREADS_ENV = THREADS_ENV  # (perfgate.bench.callgrind: the profiling pass under callgrind uses it too)
 _SUFFIXES = ("_ms", "_us", "_ns", "_s")
 _T = TypeVar("_T")
 
@@ -242,7 +239,7 @@ def _probe_jit_target(valgrind: str, env: Mapping[str, str]) -> dict[str, str] |
         argv += [sys.executable, "-c", _JIT_PROBE]
         try:
             done = subprocess.run(
-                argv, env={**env, **_THREADS_ENV}, capture_output=True, text=True, timeout=_JIT_PROBE_SECONDS
+                argv, env={**env, **THREADS_ENV}, capture_output=True, text=True, timeout=_JIT_PROBE_SECONDS
             )
             lines = done.stdout.strip().splitlines()
             return _jit_env(json.loads(lines[-1])) if done.returncode == 0 and lines else None
@@ -448,7 +445,7 @@ def _prepare(
     products = _Products(side=side)
     with tempfile.TemporaryDirectory(prefix="perfgate-prepare-") as tmp:
         out, progress = Path(tmp) / "result.json", Path(tmp) / "progress.txt"
-        env = {**(side.env if side.env is not None else os.environ), **_THREADS_ENV, **(jit or {})}
+        env = {**(side.env if side.env is not None else os.environ), **THREADS_ENV, **(jit or {})}
         payload = {
             **job,
             "model": model,
@@ -557,7 +554,7 @@ def _one_process(
     with tempfile.TemporaryDirectory(prefix="perfgate-counts-") as tmp:
         folder = Path(tmp)
         out, progress, log = folder / "result.json", folder / "progress.txt", folder / "valgrind.log"
-        env = layout.env({**(side.env if side.env is not None else os.environ), **_THREADS_ENV})
+        env = layout.env({**(side.env if side.env is not None else os.environ), **THREADS_ENV})
         argv = [
             *valgrind_argv(valgrind, folder / "callgrind.out", log),
             sys.executable,
