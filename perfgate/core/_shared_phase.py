@@ -166,6 +166,31 @@ def robust_shift(logs: Sequence[float]) -> tuple[float, float]:
     return centre, 1.2533 * sd / math.sqrt(len(x))
 
 
+def tightest_majority(logs: Sequence[float]) -> tuple[float, float]:
+    """What the tightest majority of ``logs`` moved together, and its standard error.
+
+    The majority is the ⌊k/2⌋ + 1 sorted values with the least sum of squares about their mean
+    (least trimmed squares, whose best subset of a location problem is a window of the sorted
+    values), and the centre is their median. Where a run's values fall in two clusters (its
+    regressed metrics and a few a neighbour disturbed make half of it) the plain median lands in
+    the gap between them, which is no run's shift; the tightest majority is the part that moved
+    together. The error is :func:`robust_shift`'s, around that centre."""
+    x = np.sort(np.asarray(logs, dtype=float))
+    k = len(x)
+    h = k // 2 + 1
+    sums = np.concatenate(([0.0], np.cumsum(x)))
+    squares = np.concatenate(([0.0], np.cumsum(x * x)))
+    window = np.arange(k - h + 1)
+    total = sums[window + h] - sums[window]
+    spread = squares[window + h] - squares[window] - total * total / h
+    start = int(np.argmin(np.round(spread, 15)))
+    centre = float(np.median(x[start : start + h]))
+    sd = 1.4826 * float(np.median(np.abs(x - centre)))
+    if sd == 0 and k > 1:
+        sd = float(x.std(ddof=1))
+    return centre, 1.2533 * sd / math.sqrt(k)
+
+
 def _as_tested(m: Metric | None, scaled: bool) -> Metric | None:
     """A side as the control compares it: in units of its reference kernel (``scaled``) or raw."""
     if m is None or not scaled:
@@ -184,18 +209,22 @@ def _spread(e: Estimate, base: Metric | None, cur: Metric | None, scaled: bool) 
 def _weighted_shift(values: Sequence[tuple[float, float]], *, weighted: bool) -> tuple[float, float]:
     """The run's shift from its medians' (log ratio, own variance), and its standard error.
 
-    Starting from the median (:func:`robust_shift`), the metrics within three of their own SDs
-    (and within the threshold's reach of it) are the ones that moved with the run; the shift is
-    their precision-weighted mean, twice refined, and its standard error that of the mean,
-    widened when they scatter more than their variances say. Without variances of their own
-    (one process a side) the median and its robust error stand."""
-    centre, se = robust_shift([v for v, _ in values])
+    Starting from the tightest majority (:func:`tightest_majority`), the metrics within three of
+    their own SDs of it are the ones that moved with the run; the shift is their
+    precision-weighted mean, twice refined, and its standard error that of the mean, widened
+    when they scatter more than their variances say. When they are not a majority of the run (half
+    of it moved apart), or without variances of their own (one process a side), the median and
+    its robust error stand (:func:`robust_shift`)."""
     if not weighted or len(values) < MIN_CONTROL:
-        return centre, se
+        return robust_shift([v for v, _ in values])
+    centre, se = tightest_majority([v for v, _ in values])
+    fallback = robust_shift([v for v, _ in values])
     for _ in range(2):
         inside = [(v, w) for v, w in values if w > 0 and abs(v - centre) <= max(3.0 * math.sqrt(w), 0.02)]
-        if len(inside) < MIN_CONTROL // 2 + 1:
-            return centre, se
+        if len(inside) < MIN_CONTROL // 2 + 1 or 2 * len(inside) <= len(values):
+            # no majority moved together within its noise (half the run moved apart): the plain
+            # median and its wide error, which no minority can be refined toward
+            return fallback
         weights = [1.0 / w for _, w in inside]
         total = math.fsum(weights)
         centre = math.fsum(v * k for (v, _), k in zip(inside, weights, strict=True)) / total

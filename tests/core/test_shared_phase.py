@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from perfgate.calibration import estimate_noise
-from perfgate.core._shared_phase import SINGLE_PROCESS, breadth, robust_shift
+from perfgate.core._shared_phase import SINGLE_PROCESS, breadth, robust_shift, tightest_majority
 from perfgate.core.baseline import pool_runs
 from perfgate.core.compare import compare_runs
 from perfgate.core.metrics import Direction
@@ -264,6 +264,36 @@ def test_the_learned_residual_is_used_for_a_store_baseline_and_a_calibration_dec
     unchanged = _history(11, seed=12)[10]
     assert not _claims(compare_runs(pooled, unchanged, Policy()), Verdict.REGRESSED)
     assert not _claims(compare_runs(history[-1], unchanged, calibrated), Verdict.REGRESSED)
+
+
+def test_the_shift_of_a_run_in_two_clusters_is_its_tightest_majority():
+    """Four regressed metrics and two a neighbour slowed make half a run: the plain median falls
+    in the gap between the clusters, which is no run's shift; the tightest majority does not."""
+    logs = [0.04, 0.04, 0.05, 0.05, 0.05, 0.10, 0.30, 0.31, 0.31, 0.36, 0.45, 0.56]
+    assert robust_shift(logs)[0] == pytest.approx(0.20, abs=1e-9)
+    centre, se = tightest_majority(logs)
+    assert centre == pytest.approx(0.05, abs=1e-9)
+    assert se > 0
+    # one cluster: the median's neighbourhood
+    assert tightest_majority([0.0] * 8 + [math.log(1.3)] * 6)[0] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_half_a_run_moved_is_never_a_whole_run_shift_with_history():
+    """Against a store's pooled baseline, four benchmarks +30 % and two more a neighbour slowed
+    (+40 %, +75 %): half the run moved, and nothing tells which half is the machine's. No
+    whole-run shift is claimed and no unchanged benchmark is named either way. A shift refined
+    toward the tightly measured half called the run 1.3× slower, "the code's", with its metrics."""
+    factors = {"m00_time_us": 1.3, "m03_time_us": 1.3, "m05_time_us": 1.3, "m07_time_us": 1.3}
+    factors |= {"m01_time_us": 1.4, "m11_time_us": 1.75}
+    for seed in (21, 22, 23):
+        history = _history(10, seed=seed)
+        current = _slowed(_history(11, seed=seed)[10], factors)
+        result = compare_runs(pool_runs(history[::-1]), current, Policy())
+        assert result.shared_phase is not None and result.shared_phase.controls[0].source == "history"
+        assert not (result.common_shift and result.common_shift.slower_past), seed
+        assert _claims(result, Verdict.REGRESSED) <= set(factors), seed
+        assert not _claims(result, Verdict.IMPROVED), seed
+        assert all("whole run" not in c.reason for c in result.comparisons), seed
 
 
 def test_residual_sigmas_remove_each_runs_shift():
