@@ -839,15 +839,31 @@ def _check(base: Run, cur: Run, policy: Policy) -> tuple[int, set[str], set[str]
     return result.exit_code, reg, imp
 
 
+def _quiet_benchmarks(history: list[Run], kernels: bool) -> set[str]:
+    """The benchmarks whose residual noise learned from ``history`` (what a store's pooled baseline
+    and a calibration file both learn, :func:`perfgate.core.noise.residuals_of`) is at most 3 %."""
+    from perfgate.calibration import estimate_noise
+    from perfgate.core.policy import residual_key
+
+    sigma = estimate_noise(history)
+    names = {n for run in history for n in run.metrics}
+    return {
+        _benchmark_of(n)
+        for n in names
+        if (s := sigma.get(residual_key(n, "median", normalised=kernels))) is not None and s <= 0.03
+    }
+
+
 def _suite_checks(
     runs: list[tuple[dict[str, object], Run]], history: int, source: str, draws: int, rng: np.random.Generator
-) -> list[tuple[dict[str, object], int, set[str], set[str]]]:
+) -> list[tuple[dict[str, object], int, set[str], set[str], set[str]]]:
     """Every check of one form: (the current run's manifest entry, exit, regressed, improved).
 
     Without history each run is checked against every unchanged run recorded before it (a B run
     against every A run). With ``history`` runs, ``draws`` histories of that many unchanged runs
     are drawn from the others for each checked run: from the store (a baseline pooled from them)
-    or from a calibration file (learned from them; the baseline file is the newest of them)."""
+    or from a calibration file (learned from them; the baseline file is the newest of them). The
+    last item is the benchmarks whose residual noise that history learned is at most 3 %."""
     from perfgate.calibration import estimate_noise
     from perfgate.core.baseline import pool_runs
 
@@ -862,7 +878,7 @@ def _suite_checks(
                 else [r for _, r in others]
             )
             for base in bases:
-                out.append((entry, *_check(base, run, Policy())))
+                out.append((entry, *_check(base, run, Policy()), set()))
             continue
         if len(others) < history:
             continue
@@ -878,7 +894,8 @@ def _suite_checks(
             else:
                 noise = estimate_noise([r for _, r in picked])
                 base, policy = newest_first[0], Policy(noise=noise, noise_runs=history)
-            out.append((entry, *_check(base, run, policy)))
+            kernels = any(m.reference is not None for m in run.metrics.values())
+            out.append((entry, *_check(base, run, policy), _quiet_benchmarks([r for _, r in picked], kernels)))
     return out
 
 
@@ -892,7 +909,8 @@ def evaluate_suite(args: argparse.Namespace) -> None:
     print("threshold 10 %, alpha 0.01 (the defaults); A/A: any regression is a false alarm, any improvement false")
     header = (
         f"{'form':32} {'history':>12} {'A/A checks':>10} {'alarms':>14} {'false impr.':>12} {'exit 2':>7}"
-        f" {'+15 % caught':>13} {'+30 % caught':>13} {'untouched named':>16} {'all +30 % exit 0':>17} {'s/check':>8}"
+        f" {'+15 % caught':>13} {'+15 %, σ≤3 %':>13} {'+30 % caught':>13} {'untouched named':>16}"
+        f" {'all +30 % exit 0':>17} {'s/check':>8}"
     )
     print(header)
     for form, runs in forms.items():
@@ -902,15 +920,20 @@ def evaluate_suite(args: argparse.Namespace) -> None:
                 checks = _suite_checks(runs, history, source, args.draws, rng)
                 seconds = (time.perf_counter() - t0) / max(len(checks), 1)
                 aa = [c for c in checks if c[0]["kind"] == "A"]
-                alarms = sum(1 for _, code, reg, _ in aa if reg or code == 1)
-                false_imp = sum(1 for _, _, _, imp in aa if imp)
-                exit2 = sum(1 for _, code, _, _ in aa if code == 2)
+                alarms = sum(1 for _, code, reg, _, _ in aa if reg or code == 1)
+                false_imp = sum(1 for _, _, _, imp, _ in aa if imp)
+                exit2 = sum(1 for _, code, _, _, _ in aa if code == 2)
                 cells = []
-                for factor in (0.15, 0.30):
+                for factor, quiet in ((0.15, False), (0.15, True), (0.30, False)):
                     b = [c for c in checks if c[0]["kind"] == "B" and abs(float(c[0]["factor"]) - factor) < 1e-9]
-                    hits = sum(len(set(c[0]["slowed"]) & c[2]) for c in b)  # type: ignore[arg-type]
-                    total = sum(len(c[0]["slowed"]) for c in b)  # type: ignore[arg-type]
-                    cells.append(f"{hits}/{total} {hits / max(total, 1):.0%}")
+                    hits = total = 0
+                    for c in b:
+                        slowed = set(c[0]["slowed"])  # type: ignore[arg-type]
+                        if quiet:  # only the slowed benchmarks whose learned noise is at most 3 % (with history)
+                            slowed &= c[4]
+                        hits += len(slowed & c[2])
+                        total += len(slowed)
+                    cells.append(f"{hits}/{total} {hits / max(total, 1):.0%}" if total or not quiet else "—")
                 b_all = [c for c in checks if c[0]["kind"] == "B"]
                 untouched = sum(1 for c in b_all if c[2] - set(c[0]["slowed"]))  # type: ignore[arg-type]
                 whole = [c for c in checks if c[0]["kind"] == "ALL"]
@@ -919,6 +942,7 @@ def evaluate_suite(args: argparse.Namespace) -> None:
                 print(
                     f"{form:32} {(f'{history} {source}' if history else 'none'):>12} {len(aa):>10} "
                     f"{f'{alarms} [{lo:.0%}-{hi:.0%}]':>14} {false_imp:>12} {exit2:>7} {cells[0]:>13} {cells[1]:>13} "
+                    f"{cells[2]:>13} "
                     f"{f'{untouched}/{len(b_all)}':>16} {f'{whole_zero}/{len(whole)}':>17} {seconds:>8.2f}"
                 )
 
