@@ -160,10 +160,15 @@ def robust_shift(logs: Sequence[float]) -> tuple[float, float]:
     """The median of ``logs`` and its standard error (1.2533 × the robust SD around it / √k)."""
     x = np.asarray(logs, dtype=float)
     centre = float(np.median(x))
+    return centre, _robust_se(x, centre)
+
+
+def _robust_se(x: np.ndarray, centre: float) -> float:
+    """1.2533 × the robust SD of ``x`` around ``centre`` / √k: a median's standard error."""
     sd = 1.4826 * float(np.median(np.abs(x - centre)))
     if sd == 0 and len(x) > 1:  # more than half the values equal: their plain SD
         sd = float(x.std(ddof=1))
-    return centre, 1.2533 * sd / math.sqrt(len(x))
+    return 1.2533 * sd / math.sqrt(len(x))
 
 
 def tightest_majority(logs: Sequence[float]) -> tuple[float, float]:
@@ -185,10 +190,7 @@ def tightest_majority(logs: Sequence[float]) -> tuple[float, float]:
     spread = squares[window + h] - squares[window] - total * total / h
     start = int(np.argmin(np.round(spread, 15)))
     centre = float(np.median(x[start : start + h]))
-    sd = 1.4826 * float(np.median(np.abs(x - centre)))
-    if sd == 0 and k > 1:
-        sd = float(x.std(ddof=1))
-    return centre, 1.2533 * sd / math.sqrt(k)
+    return centre, _robust_se(x, centre)
 
 
 def _as_tested(m: Metric | None, scaled: bool) -> Metric | None:
