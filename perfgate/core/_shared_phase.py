@@ -94,6 +94,7 @@ __all__ = [
     "is_median",
     "relative_to_run",
     "robust_shift",
+    "tightest_majority",
 ]
 
 # runs a pooled baseline needs for its per-metric residual SD to stand for the metric's noise
