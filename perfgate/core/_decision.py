@@ -450,14 +450,8 @@ def prepare(
         tested, phase = relative_to_run(estimates, policy, runs=runs, clocks=clocks)
         cpu = [c for c in phase.controls if c.clock.startswith("cpu")]
         if cpu:
-            moved = frozenset().union(*(c.moved for c in cpu))
-            members = frozenset().union(*(c.members for c in cpu))
-            # a whole-run shift is what a majority moved together: a minority is never one
-            shift_of = (
-                [e for e in estimates if is_median(e.statistic) and not e.derived_from and e.cur.name in moved]
-                if 2 * len(moved) > len(members) or any(c.source == "none" for c in cpu)
-                else []
-            )
+            moved = frozenset().union(*(c.moved for c in cpu if c.whole_run))
+            shift_of = [e for e in estimates if is_median(e.statistic) and not e.derived_from and e.cur.name in moved]
     family = holm_family(tested, alpha=policy.alpha, confidence=policy.confidence, common=not paired, shift_of=shift_of)
     shift = family.shift
     per_metric = policy if shift is None else dataclasses.replace(policy, alpha=family.metric_alpha)

@@ -144,6 +144,13 @@ class Control:
     # in units of kernels: the raw shift, which a metric whose raw test was the narrower is taken against
     raw_shift: float | None = None
 
+    @property
+    def whole_run(self) -> bool:
+        """Whether the metrics that moved with the shift are a majority of its members, the only case
+        the shift may be tested as the whole run's (a minority is never one). One process a side without
+        history has the plain median for a shift, whose members scatter past the threshold around it."""
+        return 2 * len(self.moved) > len(self.members) or self.source == "none"
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SharedPhase:
@@ -218,16 +225,16 @@ def _weighted_shift(values: Sequence[tuple[float, float]], *, weighted: bool) ->
     when they scatter more than their variances say. When they are not a majority of the run (half
     of it moved apart), or without variances of their own (one process a side), the median and
     its robust error stand (:func:`robust_shift`)."""
+    logs = [v for v, _ in values]
     if not weighted or len(values) < MIN_CONTROL:
-        return robust_shift([v for v, _ in values])
-    centre, se = tightest_majority([v for v, _ in values])
-    fallback = robust_shift([v for v, _ in values])
+        return robust_shift(logs)
+    centre, se = tightest_majority(logs)
     for _ in range(2):
         inside = [(v, w) for v, w in values if w > 0 and abs(v - centre) <= max(3.0 * math.sqrt(w), 0.02)]
         if len(inside) < MIN_CONTROL // 2 + 1 or 2 * len(inside) <= len(values):
             # no majority moved together within its noise (half the run moved apart): the plain
             # median and its wide error, which no minority can be refined toward
-            return fallback
+            return robust_shift(logs)
         weights = [1.0 / w for _, w in inside]
         total = math.fsum(weights)
         centre = math.fsum(v * k for (v, _), k in zip(inside, weights, strict=True)) / total
