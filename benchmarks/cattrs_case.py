@@ -101,32 +101,29 @@ TESTS = textwrap.dedent(
     CONVERTERS = {"converter": cattrs.Converter, "base": cattrs.BaseConverter}
 
 
-    @pytest.mark.parametrize("size", ["one", "many"])
-    @pytest.mark.parametrize("kind", list(CONVERTERS))
-    @pytest.mark.parametrize("shape", list(SHAPES))
+    CASES = pytest.mark.parametrize(
+        ("shape", "kind", "size"), [(s, k, n) for s in SHAPES for k in CONVERTERS for n in ("one", "many")]
+    )
+
+
+    def case(shape, kind, size):
+        # a converter, one object or a list of 50 of the shape, and the type to convert it as
+        cls, make = SHAPES[shape]
+        if size == "one":
+            return CONVERTERS[kind](), make(3), cls
+        return CONVERTERS[kind](), [make(i) for i in range(50)], list[cls]
+
+
+    @CASES
     def test_unstructure(benchmark, shape, kind, size):
-        cls, make = SHAPES[shape]
-        conv = CONVERTERS[kind]()
-        if size == "one":
-            obj = make(3)
-            benchmark(conv.unstructure, obj)
-        else:
-            objs = [make(i) for i in range(50)]
-            benchmark(conv.unstructure, objs, list[cls])
+        conv, value, as_type = case(shape, kind, size)
+        benchmark(conv.unstructure, value, as_type)
 
 
-    @pytest.mark.parametrize("size", ["one", "many"])
-    @pytest.mark.parametrize("kind", list(CONVERTERS))
-    @pytest.mark.parametrize("shape", list(SHAPES))
+    @CASES
     def test_structure(benchmark, shape, kind, size):
-        cls, make = SHAPES[shape]
-        conv = CONVERTERS[kind]()
-        if size == "one":
-            data = conv.unstructure(make(3))
-            benchmark(conv.structure, data, cls)
-        else:
-            data = conv.unstructure([make(i) for i in range(50)], list[cls])
-            benchmark(conv.structure, data, list[cls])
+        conv, value, as_type = case(shape, kind, size)
+        benchmark(conv.structure, conv.unstructure(value, as_type), as_type)
     """
 )
 
