@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from perfgate.core.profiles import Profile
-from perfgate.errors import PerfgateError
+from perfgate.profile.missing import ProfilerMissing
 
 __all__ = ["INSTRUMENTS", "ProfilerMissing", "profile_stage"]
 
@@ -38,10 +38,6 @@ INSTRUMENTS = ("sampling", "torch", "bytecodes", "auto")
 # with the sampler in 1 of 3 checks (benchmarks/explain.py), where its added layer_norm shows only
 # as the Python call that made it
 TORCH_SHARE = 0.3
-
-
-class ProfilerMissing(PerfgateError):
-    """The profiler an instrument needs is not installed; the message names the package and the remedy."""
 
 
 def profile_stage(

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from perfgate_pipeline.env import MarketData, TradingEnv
-from perfgate_pipeline.models import ModelSpec
+from perfgate_pipeline.models.spec import ModelSpec
 from perfgate_pipeline.serve import MLPServer
 
 __all__ = ["SPEC", "DQNConfig", "DQNTask", "QNetwork", "ReplayBuffer", "double_dqn_loss"]

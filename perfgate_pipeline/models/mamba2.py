@@ -29,7 +29,7 @@ from torch import nn
 from perfgate_pipeline import _kernels as kernels
 from perfgate_pipeline import serve
 from perfgate_pipeline.env import MarketData
-from perfgate_pipeline.models import ModelSpec
+from perfgate_pipeline.models.spec import ModelSpec
 from perfgate_pipeline.train import SequenceTask, return_classes, sequence_task
 
 __all__ = ["SPEC", "Mamba2", "Mamba2Config", "Mamba2Server", "Mamba2State", "mamba2_tensors", "segsum", "ssd_chunked"]

@@ -38,7 +38,7 @@ from torch import nn
 from perfgate_pipeline import _kernels as kernels
 from perfgate_pipeline import serve
 from perfgate_pipeline.env import MarketData
-from perfgate_pipeline.models import ModelSpec
+from perfgate_pipeline.models.spec import ModelSpec
 from perfgate_pipeline.train import SequenceTask, sequence_task
 
 __all__ = ["SPEC", "TFT", "TFTConfig", "TFTServer", "TFTState", "attention_mask", "quantile_loss", "tft_tensors"]

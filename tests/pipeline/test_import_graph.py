@@ -5,9 +5,8 @@ code (inside a function too), ``from x import y`` taken as module ``x.y`` when t
 and as ``x`` otherwise, and a string that spells a module of the package (the model registry
 names its model modules that way, and ``importlib`` imports them). Two things are left out:
 
-* a module's import of its own parent package (a model module's
-  ``from perfgate_pipeline.models import ModelSpec``): the parent runs first whatever the
-  child imports;
+* a module's import of its own parent package (``from perfgate_pipeline.models import x``
+  in a model module): the parent runs first whatever the child imports;
 * the ``stages_module=`` of a suite declaration: it names the module that perfgate imports
   for the suite, beside the declaration, which never imports it itself (the stages import
   the declaration).
