@@ -18,7 +18,7 @@ PIPELINE_USES = {"bench.registry", "core.metrics", "errors"}
 # the only perfgate layer that may name the pipeline's package: the interface (``perfgate data`` reads DBN files)
 NAMES_THE_PIPELINE = {"cli"}
 
-# what each layer may import from perfgate (perfgate.errors is the shared leaf)
+# what each layer may import from perfgate (perfgate.errors and perfgate.safe are the shared leaves)
 ALLOWED = {
     "core": {"core", "errors"},
     # the measurement layer runs the user's stages: an exit or error of one is exit 2 naming it (usercode)
@@ -40,6 +40,8 @@ ALLOWED = {
     # the top-level modules: shared leaves (errors, inputs, output), the run file, the
     # configuration, the calibration and the Python API
     "errors": set(),
+    # text and URLs made safe to show or send: control characters escaped, secrets masked, outgoing URLs checked
+    "safe": {"safe", "errors"},
     "inputs": {"errors"},
     "output": {"errors"},
     "runfile": {"core", "errors", "inputs", "output"},
@@ -55,6 +57,10 @@ ALLOWED = {
     "__init__": {"api", "bench", "core", "errors", "report", "runfile", "store", "suites"},
     "__main__": {"cli"},
 }
+# the shared leaves that every layer may import: the errors, and the safe text and outgoing URLs
+for _layer, _may_import in ALLOWED.items():
+    if _layer not in ("errors", "__main__"):
+        _may_import.add("safe")
 # the interface: every command may import everything below it
 ALLOWED["cli"] = {"cli", *(layer for layer in ALLOWED if not layer.startswith("__"))}
 FORBIDDEN_IN_CORE = {"torch", "os", "subprocess", "socket", "sqlite3", "psycopg", "time", "pathlib", "random"}

@@ -165,8 +165,8 @@ PUBLIC_MODULES = {
     # internal modules that several packages share (each docstring says "Internal: shared with …"): public
     # names so that "_" keeps meaning "private to its package", not part of the Python API
     "perfgate.bench.callgrind", "perfgate.bench.counting", "perfgate.bench.disturbance", "perfgate.bench.gitinfo",
-    "perfgate.core.advice", "perfgate.core.counts", "perfgate.core.distributions", "perfgate.core.outgoing_url",
-    "perfgate.core.redact", "perfgate.core.text", "perfgate.export.history", "perfgate.export.latest",
+    "perfgate.core.advice", "perfgate.core.counts", "perfgate.core.distributions", "perfgate.safe.urls",
+    "perfgate.safe.redact", "perfgate.safe.text", "perfgate.export.history", "perfgate.export.latest",
     "perfgate.export.outlets", "perfgate.notify.settings", "perfgate.orchestrate.counts",
     "perfgate.orchestrate.workers", "perfgate.report.environment", "perfgate.report.escape",
     "perfgate.report.formatting", "perfgate.report.plots", "perfgate.report.shift", "perfgate.report.terms",

@@ -19,8 +19,8 @@ from types import FrameType
 
 from perfgate import __version__
 from perfgate.cli._secrets import forget, scrub
-from perfgate.core.text import one_line
 from perfgate.errors import EXIT_ERROR, PerfgateError, os_error_text
+from perfgate.safe.text import one_line
 
 __all__ = ["COMMANDS", "guarded", "main"]
 

@@ -18,9 +18,9 @@ from perfgate.core.codec import dumps
 from perfgate.core.compare import CheckResult, Verdict
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Run, normalize_model
-from perfgate.core.text import plain
 from perfgate.errors import ConfigError, InputError, PerfgateError
 from perfgate.report.formatting import fmt_change
+from perfgate.safe.text import plain
 
 __all__ = [
     "FLAG_HELP",

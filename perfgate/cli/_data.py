@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfgate.cli._common import add_flag, add_removed_spelling
-from perfgate.core.text import plain
 from perfgate.errors import EXIT_ERROR, EXIT_OK, ConfigError, DataError
 from perfgate.output import output_file
+from perfgate.safe.text import plain
 
 if TYPE_CHECKING:
     from perfgate_pipeline.dbn import DbnFile
