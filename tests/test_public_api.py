@@ -145,6 +145,8 @@ PUBLIC_MODULES = {
     "perfgate.output",
     # the entry point group by which installed packages declare their suites
     "perfgate.suites",
+    # what a command that an installed package adds (the perfgate.commands entry points) uses
+    "perfgate.cli.toolkit",
     # what the measurement records, named by the README
     "perfgate.bench.gpu", "perfgate.bench.machine", "perfgate.bench.reference", "perfgate.bench.runner",
     # entry points that one revision of perfgate ab starts in another revision's tree: their names
