@@ -30,14 +30,12 @@ __all__ = [
     "CheckResult",
     "Comparison",
     "ConfigError",
-    "DataError",
     "Direction",
     "InputError",
     "Metric",
     "MismatchError",
     "OutputError",
     "PerfgateError",
-    "PerformanceMetrics",
     "PerformanceTracker",
     "PipelineMemory",
     "Policy",
@@ -60,7 +58,6 @@ __all__ = [
 _SOURCES: dict[str, str] = {
     # a training script's own measurements (the original specification's classes)
     "PerformanceTracker": "perfgate.api",
-    "PerformanceMetrics": "perfgate.api",
     "PipelineMemory": "perfgate.bench.memory",
     # stages of your own for `perfgate bench`
     "stage": "perfgate.bench.registry",
@@ -87,7 +84,6 @@ _SOURCES: dict[str, str] = {
     "PerfgateError": "perfgate.errors",
     "InputError": "perfgate.errors",
     "SchemaVersionError": "perfgate.errors",
-    "DataError": "perfgate.errors",
     "ConfigError": "perfgate.errors",
     "MismatchError": "perfgate.errors",
     "OutputError": "perfgate.errors",
@@ -98,7 +94,7 @@ _SOURCES: dict[str, str] = {
 }
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__ loads these
-    from perfgate.api import PerformanceMetrics, PerformanceTracker
+    from perfgate.api import PerformanceTracker
     from perfgate.bench.memory import PipelineMemory
     from perfgate.bench.registry import StageContext, stage
     from perfgate.core.compare import compare_runs
@@ -111,7 +107,6 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__
         EXIT_OK,
         EXIT_REGRESSION,
         ConfigError,
-        DataError,
         InputError,
         MismatchError,
         OutputError,

@@ -1,6 +1,6 @@
 """A Python API for use inside a training script: record metrics, keep a baseline, check.
 
-The counterpart of the original specification's ``PerformanceTracker`` / ``PerformanceMetrics``::
+The counterpart of the original specification's ``PerformanceTracker``::
 
     from perfgate.api import PerformanceTracker
 
@@ -25,52 +25,28 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import wraps
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from perfgate.core.codec import format_timestamp
 from perfgate.core.compare import CheckResult, compare_runs
 from perfgate.core.metrics import Direction, default_suite, known_metrics, metric_info
 from perfgate.core.policy import Policy
-from perfgate.core.schema import GitInfo, Machine, Metric, Run, normalize_model
+from perfgate.core.schema import Machine, Metric, Run, normalize_model
 from perfgate.core.units import TIME_UNITS
 from perfgate.errors import InputError
 from perfgate.runfile import load_run, save_run
 
-__all__ = ["PerformanceMetrics", "PerformanceTracker", "count_stages"]
+__all__ = ["MakesRun", "PerformanceTracker", "count_stages"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PerformanceMetrics:
-    """The original specification's six numbers for one run; :meth:`to_run` makes a one-sample-per-metric run."""
+class MakesRun(Protocol):
+    """What :meth:`PerformanceTracker.record_metrics` takes: figures measured elsewhere that make a run of
+    one sample per metric (a suite's own record of one run)."""
 
-    dbn_load_time_ms: float
-    feature_extraction_time_ms: float
-    training_step_time_ms: float
-    inference_latency_us: float
-    throughput_samples_per_sec: float
-    memory_usage_mb: float
-    model_type: str
-    git_commit: str | None = None
-    timestamp: datetime | None = None
-
-    def to_run(self) -> Run:
-        metrics = {}
-        for name, info in known_metrics().items():
-            if hasattr(self, name):
-                metrics[name] = Metric(
-                    name=name, unit=info.unit, direction=info.direction, samples=(float(getattr(self, name)),)
-                )
-        created = format_timestamp(self.timestamp or datetime.now(UTC))
-        return Run(
-            model=self.model_type,
-            metrics=metrics,
-            created_at=created,
-            git=GitInfo(commit=self.git_commit),
-            run_id=uuid.uuid4().hex,
-        )
+    def to_run(self) -> Run: ...
 
 
 @dataclass(slots=True)
@@ -98,8 +74,8 @@ class PerformanceTracker:
             raise InputError("unknown metric: pass unit= and direction= the first time", field=metric)
         self._samples.setdefault(metric, []).append(float(value))
 
-    def record_metrics(self, metrics: PerformanceMetrics) -> None:
-        """Add the original specification's six numbers as one sample each."""
+    def record_metrics(self, metrics: MakesRun) -> None:
+        """Add each metric of ``metrics.to_run()`` as one sample (its first)."""
         for name, metric in metrics.to_run().metrics.items():
             self.record(name, metric.samples[0])
 

@@ -51,9 +51,9 @@ from perfgate.core.metrics import Direction, MetricInfo
 from perfgate.core.noise import ASSUMED_MEMORY, ASSUMED_NORMALISED, ASSUMED_RAW, NoiseModel
 from perfgate.core.policy import BUDGET_STATISTICS, MISSING_METRIC_RULES, Budget, Policy
 from perfgate.core.schema import normalize_model
-from perfgate.core.text import one_line
 from perfgate.errors import ConfigError, os_error_text
 from perfgate.notify.settings import NotifyConfig, parse_notify
+from perfgate.safe.text import one_line
 
 __all__ = ["Config", "find_config", "load_config", "parse_config"]
 

@@ -4,8 +4,7 @@
 
     PerfgateError                 exit 2: the tool could not decide
     ├── InputError                a file, field or value the user supplied is wrong
-    │   ├── SchemaVersionError    a run file written by a newer perfgate
-    │   └── DataError             a market-data (DBN) file is damaged or unsupported
+    │   └── SchemaVersionError    a run file written by a newer perfgate
     ├── ConfigError               the configuration (pyproject/perfgate.toml, flags) is wrong
     ├── MismatchError             runs that must not be compared (model, machine)
     ├── OutputError               an output path cannot or must not be written
@@ -14,6 +13,9 @@
 :func:`os_error_text` turns an :class:`OSError` into the short reason these messages
 carry (``no space left on the device; free some or write elsewhere``), the same words
 for every file perfgate reads or writes.
+
+A suite's own errors subclass these (a damaged data file of a suite is an :class:`InputError`),
+so that they too are one line and exit 2.
 
 Only :func:`perfgate.cli.main` catches these; it prints the message on one line to
 stderr and exits with :data:`EXIT_ERROR`. A regression is not an exception: it is a
@@ -29,7 +31,6 @@ __all__ = [
     "EXIT_OK",
     "EXIT_REGRESSION",
     "ConfigError",
-    "DataError",
     "InputError",
     "MismatchError",
     "OutputError",
@@ -74,10 +75,6 @@ class InputError(PerfgateError):
 
 class SchemaVersionError(InputError):
     """A run file declares a schema_version this perfgate cannot read."""
-
-
-class DataError(InputError):
-    """A market-data file (DBN) is damaged, truncated or unsupported."""
 
 
 class ConfigError(PerfgateError):

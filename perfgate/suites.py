@@ -50,7 +50,15 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
-from perfgate.core.metrics import DashboardPanel, MetricInfo, SuiteDeclaration, declare_suite, declared_suite, refuse
+from perfgate.core.metrics import (
+    DashboardPanel,
+    MetricInfo,
+    RunnerMetrics,
+    SuiteDeclaration,
+    declare_suite,
+    declared_suite,
+    refuse,
+)
 from perfgate.errors import ConfigError
 from perfgate.usercode import loading, running
 
@@ -99,6 +107,14 @@ def _problem(suite: object, name: str) -> str | None:
         return f"field 'requires': expected a tuple of module names, got {suite.requires!r}"
     if not isinstance(suite.install, str):
         return f"field 'install': expected a string, got {suite.install!r}"
+    if not isinstance(suite.runner_metrics, RunnerMetrics):
+        return f"field 'runner_metrics': expected a perfgate.core.metrics.RunnerMetrics, got {suite.runner_metrics!r}"
+    for figure in ("peak_memory", "round_memory", "gpu_memory", "gpu_utilization"):
+        value = getattr(suite.runner_metrics, figure)
+        if value is not None and (not isinstance(value, str) or not value):
+            return f"field 'runner_metrics.{figure}': expected a metric name or None, got {value!r}"
+    if not isinstance(suite.dashboard_title, str):
+        return f"field 'dashboard_title': expected a string, got {suite.dashboard_title!r}"
     return None
 
 

@@ -33,8 +33,8 @@ import struct
 from dataclasses import dataclass
 from datetime import date
 
-from perfgate.errors import DataError
 from perfgate_pipeline._dbn_schemas import SCHEMA_NAMES, SUPPORTED_VERSIONS
+from perfgate_pipeline.errors import DataError
 
 __all__ = ["MIN_METADATA_LENGTH", "PRELUDE_LENGTH", "DbnMetadata", "MappingInterval", "SymbolMapping", "parse_metadata"]
 

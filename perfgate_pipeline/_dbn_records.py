@@ -12,8 +12,8 @@ import mmap
 
 import numpy as np
 
-from perfgate.errors import DataError
 from perfgate_pipeline._dbn_schemas import record_dtype, rtype_name
+from perfgate_pipeline.errors import DataError
 
 __all__ = ["check_uniform", "walk_records"]
 

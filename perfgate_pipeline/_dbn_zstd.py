@@ -4,7 +4,7 @@ Databento compresses the whole DBN byte stream (header included) with zstd. Stre
 encoders leave the frame content size unset, some writers split the stream into several
 frames, and some frames carry no checksum; all of that is valid. A stream that stops
 inside a frame, a failed checksum and bytes after the last frame that are not a frame are
-not: each raises :class:`perfgate.errors.DataError` naming the compressed byte offset of
+not: each raises :class:`perfgate_pipeline.errors.DataError` naming the compressed byte offset of
 the frame at fault.
 
 The decompressed stream is capped (``PERFGATE_MAX_DBN_MB``, default 1024 MiB,
@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 
 import zstandard
 
-from perfgate.errors import DataError
+from perfgate_pipeline.errors import DataError
 
 __all__ = [
     "DEFAULT_MAX_DBN_MB",

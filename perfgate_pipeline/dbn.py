@@ -10,7 +10,7 @@ memory and viewed the same way.
 The official decoders are lenient: they drop truncated tails, return nothing for a cut
 zstd stream and accept records of the wrong type. This loader is strict. Every record's
 ``length`` byte and ``rtype`` are checked against the schema, and any damage raises
-:class:`perfgate.errors.DataError` naming the file, the byte offset and what to do --
+:class:`perfgate_pipeline.errors.DataError` naming the file, the byte offset and what to do --
 never another exception, whatever the bytes.
 
 Prices stay int64 fixed point (1e-9 units) in the records; :func:`prices_as_float` and
@@ -29,7 +29,6 @@ from types import MappingProxyType
 
 import numpy as np
 
-from perfgate.errors import DataError
 from perfgate_pipeline._dbn_metadata import DbnMetadata, parse_metadata
 from perfgate_pipeline._dbn_records import check_uniform, walk_records
 from perfgate_pipeline._dbn_schemas import (
@@ -44,6 +43,7 @@ from perfgate_pipeline._dbn_schemas import (
     stype_name,
 )
 from perfgate_pipeline._dbn_zstd import ZSTD_MAGIC, decompress_stream, is_skippable_frame
+from perfgate_pipeline.errors import DataError
 
 __all__ = ["OHLCV_KEYS", "RTYPE_NAMES", "DbnFile", "load_dbn", "ohlcv_arrays", "prices_as_float", "stype_name"]
 

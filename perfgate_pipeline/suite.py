@@ -9,7 +9,7 @@ It imports no torch.
 
 from __future__ import annotations
 
-from perfgate.core.metrics import DashboardPanel, Direction, MetricInfo, SuiteDeclaration
+from perfgate.core.metrics import DashboardPanel, Direction, MetricInfo, RunnerMetrics, SuiteDeclaration
 from perfgate_pipeline.models import MODELS
 
 __all__ = ["DBN_LOAD_TARGET_MS", "INFERENCE_TARGET_US", "METRICS", "PANELS", "SUITE"]
@@ -105,4 +105,12 @@ SUITE = SuiteDeclaration(
     requires=("torch", "databento_dbn", "zstandard", "numba", "onnx", "onnxruntime"),
     install="pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu (the CPU build), then "
     "pip install 'perfgate[pipeline]'; a suite of your own needs neither (--suite NAME --stages-module MODULE)",
+    # the original specification's names for the runner's peak memory and GPU utilisation
+    runner_metrics=RunnerMetrics(
+        peak_memory="memory_usage_mb",
+        round_memory="round_memory_mb",
+        gpu_memory="gpu_memory_mb",
+        gpu_utilization="gpu_utilization_pct",
+    ),
+    dashboard_title="perfgate: ML pipeline performance",
 )

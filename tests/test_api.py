@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.api import PerformanceMetrics, PerformanceTracker
+from perfgate.api import PerformanceTracker
 from perfgate.core.metrics import Direction
 from perfgate.errors import InputError
+from perfgate_pipeline.metrics import PerformanceMetrics
 from tests.conftest import validate_run_file
 
 README = Path(__file__).resolve().parent.parent / "README.md"

@@ -6,6 +6,7 @@ import ast
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from tests.import_graph import find_cycle
@@ -13,12 +14,24 @@ from tests.import_graph import find_cycle
 PACKAGE = Path(__file__).resolve().parent.parent / "perfgate"
 # the reference pipeline: a suite like any user's, in its own package beside perfgate's
 PIPELINE = PACKAGE.parent / "perfgate_pipeline"
-# what the pipeline may import from perfgate: what any suite imports (the registry, its declaration's types, errors)
-PIPELINE_USES = {"bench.registry", "core.metrics", "errors"}
-# the only perfgate layer that may name the pipeline's package: the interface (``perfgate data`` reads DBN files)
-NAMES_THE_PIPELINE = {"cli"}
+# what the pipeline may import from perfgate: what any suite imports (the registry, its declaration's types, errors,
+# the run's data model to hand over its own figures as a run, the requirements of its declaration) and what a command
+# that a package adds to the command line uses (the toolkit of perfgate.cli, output files, safe text)
+PIPELINE_USES = {
+    "bench.registry",
+    "core.metrics",
+    "core.schema",
+    "core.codec",
+    "errors",
+    "suites",
+    "cli.toolkit",
+    "output",
+    "safe",
+}
+# the perfgate layers that may name the pipeline's package: none (it adds `perfgate data` through an entry point)
+NAMES_THE_PIPELINE: set[str] = set()
 
-# what each layer may import from perfgate (perfgate.errors is the shared leaf)
+# what each layer may import from perfgate (perfgate.errors and perfgate.safe are the shared leaves)
 ALLOWED = {
     "core": {"core", "errors"},
     # the measurement layer runs the user's stages: an exit or error of one is exit 2 naming it (usercode)
@@ -40,6 +53,8 @@ ALLOWED = {
     # the top-level modules: shared leaves (errors, inputs, output), the run file, the
     # configuration, the calibration and the Python API
     "errors": set(),
+    # text and URLs made safe to show or send: control characters escaped, secrets masked, outgoing URLs checked
+    "safe": {"safe", "errors"},
     "inputs": {"errors"},
     "output": {"errors"},
     "runfile": {"core", "errors", "inputs", "output"},
@@ -55,6 +70,10 @@ ALLOWED = {
     "__init__": {"api", "bench", "core", "errors", "report", "runfile", "store", "suites"},
     "__main__": {"cli"},
 }
+# the shared leaves that every layer may import: the errors, and the safe text and outgoing URLs
+for _layer, _may_import in ALLOWED.items():
+    if _layer not in ("errors", "__main__"):
+        _may_import.add("safe")
 # the interface: every command may import everything below it
 ALLOWED["cli"] = {"cli", *(layer for layer in ALLOWED if not layer.startswith("__"))}
 FORBIDDEN_IN_CORE = {"torch", "os", "subprocess", "socket", "sqlite3", "psycopg", "time", "pathlib", "random"}
@@ -112,6 +131,10 @@ def test_the_pipeline_is_a_suite_like_any_other():
             violations.append(f"{rel} names perfgate_pipeline")
     assert violations == []
     assert PIPELINE.is_dir() and any(PIPELINE.rglob("*.py"))
+    # perfgate reaches it only through the entry points any package may declare: its suite and its command
+    entry_points = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]["entry-points"]
+    assert entry_points["perfgate.suites"] == {"pipeline": "perfgate_pipeline.suite:SUITE"}
+    assert entry_points["perfgate.commands"] == {"data": "perfgate_pipeline.command"}
 
 
 def test_every_module_is_in_a_layer():

@@ -145,6 +145,8 @@ PUBLIC_MODULES = {
     "perfgate.output",
     # the entry point group by which installed packages declare their suites
     "perfgate.suites",
+    # what a command that an installed package adds (the perfgate.commands entry points) uses
+    "perfgate.cli.toolkit",
     # what the measurement records, named by the README
     "perfgate.bench.gpu", "perfgate.bench.machine", "perfgate.bench.reference", "perfgate.bench.runner",
     # entry points that one revision of perfgate ab starts in another revision's tree: their names
@@ -165,8 +167,8 @@ PUBLIC_MODULES = {
     # internal modules that several packages share (each docstring says "Internal: shared with …"): public
     # names so that "_" keeps meaning "private to its package", not part of the Python API
     "perfgate.bench.callgrind", "perfgate.bench.counting", "perfgate.bench.disturbance", "perfgate.bench.gitinfo",
-    "perfgate.core.advice", "perfgate.core.counts", "perfgate.core.distributions", "perfgate.core.outgoing_url",
-    "perfgate.core.redact", "perfgate.core.text", "perfgate.export.history", "perfgate.export.latest",
+    "perfgate.core.advice", "perfgate.core.counts", "perfgate.core.distributions", "perfgate.safe.urls",
+    "perfgate.safe.redact", "perfgate.safe.text", "perfgate.export.history", "perfgate.export.latest",
     "perfgate.export.outlets", "perfgate.notify.settings", "perfgate.orchestrate.counts",
     "perfgate.orchestrate.workers", "perfgate.report.environment", "perfgate.report.escape",
     "perfgate.report.formatting", "perfgate.report.plots", "perfgate.report.shift", "perfgate.report.terms",

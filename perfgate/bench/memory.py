@@ -6,7 +6,8 @@ the exact peak, with no sampling thread and no cost inside the block. Where that
 available a background thread samples RSS every millisecond (which can miss short peaks;
 :attr:`PeakMemory.method` says which was used).
 
-:class:`PipelineMemory` is what ``memory_usage_mb`` reports: the resident memory the
+:class:`PipelineMemory` is the runner's peak memory figure (the metric its suite names for it,
+:class:`perfgate.core.metrics.RunnerMetrics`): the resident memory the
 stages hold plus their peak above that, i.e. the highest RSS from the first stage's set-up
 on, above the RSS the process had before it (after the imports, freed heap released). A
 model, an optimiser or a replay buffer built in a set-up counts in full. Work a set-up
@@ -136,7 +137,7 @@ class PipelineMemory:
 
         with PipelineMemory() as memory:   # after the imports
             model = build(); train(model)
-        tracker.record("memory_usage_mb", memory.peak_mb)
+        tracker.record("peak_memory_mb", memory.peak_mb, unit="MB", direction="lower_is_better")
     """
 
     def __init__(self) -> None:
@@ -195,7 +196,7 @@ _ACTIVE: list[_SetupPeak] = []  # the set-up blocks open now (innermost last)
 
 @contextmanager
 def unmeasured() -> Iterator[None]:
-    """Leave the code inside out of ``memory_usage_mb``: its peak is not the pipeline's.
+    """Leave the code inside out of the runner's peak memory figure: its peak is not the pipeline's.
 
     For work a stage's set-up does once per machine rather than once per run (writing a
     cached data file): the open set-up block is closed before it, with the peak so far, and

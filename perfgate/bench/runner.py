@@ -9,12 +9,16 @@ Per model the runner does, in order:
    its own with ``perf_counter_ns`` (and a CUDA synchronise on both sides when the stage
    runs on a GPU); without a fixed count, ``repeat`` is chosen from the warm-up speed so a
    round of the stage lasts about :attr:`BenchOptions.round_time` seconds;
-3. ``memory_usage_mb``: per round, the pipeline's peak resident memory: the highest RSS of
+3. peak memory: per round, the pipeline's peak resident memory: the highest RSS of
    the stages' set-ups and that round, above the RSS the process had after its imports and
    before the first set-up (freed heap released) — so what the stages hold (models,
    optimisers, buffers, data) counts, see :class:`perfgate.bench.memory.PipelineMemory`;
-   ``round_memory_mb`` (informational) is the round's peak above the RSS at its own start:
-   what the calls allocate on top of what the set-ups hold;
+   round memory (informational) is the round's peak above the RSS at its own start:
+   what the calls allocate on top of what the set-ups hold; on a CUDA device also the peak
+   GPU memory and the GPU's utilisation. The suite's declaration names these figures
+   (:class:`perfgate.core.metrics.RunnerMetrics`: the reference pipeline's ``memory_usage_mb``,
+   ``round_memory_mb``, ``gpu_memory_mb``, ``gpu_utilization_pct``); a suite that declares
+   none gets the generic names (``peak_memory_mb`` and the same other three);
 4. for a stage with a ``memory_metric``, per round, its own peak: the resident memory its
    set-up and warm-up kept (RSS after minus before them, freed heap released both times)
    plus the peak of its calls in the round above the RSS just before them (high-water
@@ -51,7 +55,7 @@ from perfgate.bench.gpu import GpuRound, cuda_torch
 from perfgate.bench.memory import PeakMemory, PipelineMemory, current_rss_bytes, release_free_memory
 from perfgate.bench.reference import KINDS, ReferenceKernels
 from perfgate.bench.registry import Stage, StageContext, stages_and_context
-from perfgate.core.metrics import Direction, default_suite, metric_info
+from perfgate.core.metrics import Direction, default_suite, metric_info, runner_metrics
 from perfgate.core.schema import GitInfo, Machine, Metric, Reference, Run
 from perfgate.errors import InputError
 
@@ -63,8 +67,6 @@ ProgressFn = Callable[[str, int, int], None]  # (what, done, total)
 # short against the machine's phases (seconds); the kernel timed before it takes 1-3 ms
 BLOCK_SECONDS = 0.005
 
-_MEMORY_METRIC = "memory_usage_mb"
-_ROUND_MEMORY_METRIC = "round_memory_mb"
 _MEMORY = (
     "per round: the highest RSS of the stages' set-ups and the round, above the RSS before the first set-up "
     "(after the imports, freed heap released): what the stages hold plus their peak above that"
@@ -218,16 +220,17 @@ def _round(prepared: list[_Prepared], kernels: ReferenceKernels | None = None) -
 def memory_round(prepared: list[_Prepared], memory: PipelineMemory) -> dict[str, float]:
     """One round of a single call per stage, for its memory figures only (its timings are dropped).
 
-    Returns ``memory_usage_mb`` (``memory`` is the tracker the stages were set up under, module
-    docstring 3.) and each stage's own ``memory_metric``. The resident workers of ``perfgate ab``
-    measure memory this way once per process.
+    Returns the peak memory under the suite's name for it (``memory`` is the tracker the stages
+    were set up under, module docstring 3.) and each stage's own ``memory_metric``. The resident
+    workers of ``perfgate ab`` measure memory this way once per process.
     """
     saved = [(p.repeat, len(p.seconds), len(p.memory_mb)) for p in prepared]
     for p in prepared:
         p.repeat = 1
     try:
         _, top = _round(prepared)
-        figures = {_MEMORY_METRIC: memory.round_mb(top)}
+        peak = runner_metrics(prepared[0].stage.suite).peak_memory if prepared else None
+        figures = {peak: memory.round_mb(top)} if peak else {}
         for p in prepared:
             if p.stage.memory_metric:
                 figures[p.stage.memory_metric] = p.memory_mb[-1]
@@ -358,12 +361,15 @@ def run_benchmark(
             )
         if st.memory_metric:
             metrics[st.memory_metric] = _metric(st.memory_metric, "MB", Direction.LOWER, p.memory_mb)
-    metrics[_MEMORY_METRIC] = _metric(_MEMORY_METRIC, "MB", Direction.LOWER, memory)
-    metrics[_ROUND_MEMORY_METRIC] = _metric(_ROUND_MEMORY_METRIC, "MB", Direction.INFO, round_memory)
-    if gpu_memory:
-        metrics["gpu_memory_mb"] = _metric("gpu_memory_mb", "MB", Direction.LOWER, gpu_memory)
-    if gpu_util:
-        metrics["gpu_utilization_pct"] = _metric("gpu_utilization_pct", "%", Direction.INFO, gpu_util)
+    names = runner_metrics(options.suite)  # the suite's names for the runner's own figures, module docstring 3.
+    if names.peak_memory:
+        metrics[names.peak_memory] = _metric(names.peak_memory, "MB", Direction.LOWER, memory)
+    if names.round_memory:
+        metrics[names.round_memory] = _metric(names.round_memory, "MB", Direction.INFO, round_memory)
+    if gpu_memory and names.gpu_memory:
+        metrics[names.gpu_memory] = _metric(names.gpu_memory, "MB", Direction.LOWER, gpu_memory)
+    if gpu_util and names.gpu_utilization:
+        metrics[names.gpu_utilization] = _metric(names.gpu_utilization, "%", Direction.INFO, gpu_util)
     run_config: dict[str, Any] = {
         "rounds": options.rounds,
         "seed": options.seed,

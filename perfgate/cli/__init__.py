@@ -2,12 +2,25 @@
 
 Each command module has ``add_arguments(parser)`` and ``run(args) -> int``; modules are
 imported only when their command runs, so ``perfgate check`` never pays for torch.
+
+An installed package adds commands of its own through the ``perfgate.commands`` entry point
+group, each naming a module that also has ``HELP``, its one-line help::
+
+    [project.entry-points."perfgate.commands"]
+    mycommand = "mypackage.command"
+
+The group is read only when the first word is not one of perfgate's own commands (:data:`COMMANDS`,
+which an installed command cannot replace). A module that cannot be loaded (it fails to import, or
+lacks ``HELP``, ``add_arguments`` or ``run``) breaks no other command: ``perfgate --help`` lists it
+as unusable, and only running it exits 2 with the reason, naming the entry point
+(:mod:`perfgate.cli.toolkit` is what such a command uses to behave like perfgate's own).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import os
 import signal
@@ -15,14 +28,18 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from types import FrameType
+from types import FrameType, ModuleType
+from typing import TYPE_CHECKING
 
 from perfgate import __version__
 from perfgate.cli._secrets import forget, scrub
-from perfgate.core.text import one_line
-from perfgate.errors import EXIT_ERROR, PerfgateError, os_error_text
+from perfgate.errors import EXIT_ERROR, ConfigError, PerfgateError, os_error_text
+from perfgate.safe.text import one_line
 
-__all__ = ["COMMANDS", "guarded", "main"]
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
+__all__ = ["COMMANDS", "COMMAND_GROUP", "commands", "guarded", "main"]
 
 # command -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -31,7 +48,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "record": ("perfgate.cli._record", "add finished runs to the result store"),
     "baseline": ("perfgate.cli._baseline", "per-model baselines: save, show, update, accept, export"),
     "history": ("perfgate.cli._history", "a model's metrics over time from the store, with change points"),
-    "data": ("perfgate.cli._data", "synthesise and inspect DBN market-data files"),
     "calibrate": ("perfgate.cli._calibrate", "learn this machine's run-to-run noise from unchanged runs"),
     "import": ("perfgate.cli._import", "convert pytest-benchmark, pyperf, asv, hyperfine or google-benchmark results"),
     "summary": ("perfgate.cli._summary", "join Markdown reports into one PR comment or job summary within the limit"),
@@ -44,6 +60,63 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+COMMAND_GROUP = "perfgate.commands"
+_COMMAND_FIX = "fix the package's command or uninstall it"
+
+
+@functools.cache
+def _installed() -> dict[str, tuple[str, EntryPoint]]:
+    """The commands installed packages add: name -> (the entry point in words, the entry point)."""
+    from importlib.metadata import entry_points
+
+    found = {}
+    for entry in entry_points(group=COMMAND_GROUP):
+        if entry.name in COMMANDS or entry.name in found:
+            continue
+        dist = getattr(entry, "dist", None)
+        package = f" of distribution {dist.name} {dist.version}" if dist is not None else ""
+        found[entry.name] = (f"entry point {COMMAND_GROUP} '{entry.name} = {entry.value}'{package}", entry)
+    return found
+
+
+def commands() -> list[str]:
+    """Every command's name: perfgate's own, then those installed packages add."""
+    return [*COMMANDS, *_installed()]
+
+
+def _module(name: str) -> ModuleType:
+    """The module of command ``name``.
+
+    Raises:
+        ConfigError: an installed command's module cannot be used (module docstring).
+    """
+    if name in COMMANDS:
+        return importlib.import_module(COMMANDS[name][0])
+    from perfgate.usercode import loading
+
+    origin, entry = _installed()[name]
+    with loading(origin, error=ConfigError, advice=_COMMAND_FIX):
+        module = entry.load()
+    if not isinstance(module, ModuleType):
+        raise ConfigError(f"{origin}: names a {type(module).__name__}, not a module; {_COMMAND_FIX}")
+    lacking = [attr for attr in ("add_arguments", "run") if not callable(getattr(module, attr, None))]
+    if not isinstance(getattr(module, "HELP", None), str):
+        lacking.insert(0, "HELP")
+    if lacking:
+        raise ConfigError(f"{origin}: module {module.__name__} lacks {', '.join(lacking)}; {_COMMAND_FIX}")
+    return module
+
+
+def _help(name: str) -> str:
+    """Command ``name``'s one-line help."""
+    if name in COMMANDS:
+        return COMMANDS[name][1]
+    try:
+        return str(_module(name).HELP)
+    except PerfgateError:
+        return f"(cannot be used: run 'perfgate {name}' for why)"
+
+
 def _build_parser() -> argparse.ArgumentParser:
     from perfgate.cli._common import Parser
 
@@ -53,17 +126,17 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"perfgate {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (_module, help_text) in COMMANDS.items():
+    for name in commands():
+        help_text = _help(name)
         sub.add_parser(name, help=help_text, description=help_text, add_help=False)
     return parser
 
 
 def _command_parser(name: str) -> tuple[argparse.ArgumentParser, object]:
-    module_name, help_text = COMMANDS[name]
-    module = importlib.import_module(module_name)
+    module = _module(name)
     from perfgate.cli._common import Parser
 
-    parser = Parser(prog=f"perfgate {name}", description=help_text)
+    parser = Parser(prog=f"perfgate {name}", description=_help(name))
     module.add_arguments(parser)
     return parser, module
 
@@ -91,12 +164,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     interrupted by Ctrl-C, 143 by SIGTERM (:func:`guarded`).
     """
     args_list = list(sys.argv[1:] if argv is None else argv)
-    top = _build_parser()
-    if not args_list or args_list[0] not in COMMANDS:
+    if not args_list or (args_list[0] not in COMMANDS and args_list[0] not in _installed()):
+        top = _build_parser()
         if args_list and not args_list[0].startswith("-"):
             top.print_usage(sys.stderr)
             print(
-                f"perfgate: error: unknown command {args_list[0]!r}; choose from {', '.join(COMMANDS)}", file=sys.stderr
+                f"perfgate: error: unknown command {args_list[0]!r}; choose from {', '.join(commands())}",
+                file=sys.stderr,
             )
             return EXIT_ERROR
         try:

@@ -34,11 +34,11 @@ from perfgate.core.codec import format_timestamp
 from perfgate.core.reduced import metric_summary
 from perfgate.core.schema import Run
 from perfgate.core.stats import summarize
-from perfgate.core.text import plain
 from perfgate.errors import InputError
 from perfgate.output import check_distinct, output_file
 from perfgate.report.formatting import fmt_time, fmt_value
 from perfgate.runfile import load_run, save_run, write_text_atomic
+from perfgate.safe.text import plain
 
 __all__ = ["DEFAULT_DIR", "add_arguments", "baseline_path", "run"]
 

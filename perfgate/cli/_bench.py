@@ -33,10 +33,10 @@ from perfgate.cli._common import (
 from perfgate.core.codec import format_timestamp
 from perfgate.core.metrics import default_suite
 from perfgate.core.schema import Run
-from perfgate.core.text import plain
 from perfgate.errors import InputError
 from perfgate.output import check_distinct, is_replaceable, open_output, output_file
 from perfgate.runfile import save_run
+from perfgate.safe.text import plain
 from perfgate.suites import find, hook, import_stages
 
 if TYPE_CHECKING:

@@ -23,11 +23,11 @@ from perfgate.cli._common import (
 from perfgate.core.compare import CheckResult, budgets_only, compare_runs
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Run
-from perfgate.core.text import plain
 from perfgate.errors import InputError
 from perfgate.output import check_distinct, output_file
 from perfgate.report.formatting import fmt_change
 from perfgate.runfile import load_run
+from perfgate.safe.text import plain
 
 __all__ = ["add_arguments", "run"]
 

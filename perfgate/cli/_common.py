@@ -18,9 +18,9 @@ from perfgate.core.codec import dumps
 from perfgate.core.compare import CheckResult, Verdict
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Run, normalize_model
-from perfgate.core.text import plain
 from perfgate.errors import ConfigError, InputError, PerfgateError
 from perfgate.report.formatting import fmt_change
+from perfgate.safe.text import plain
 
 __all__ = [
     "FLAG_HELP",
@@ -63,6 +63,32 @@ class Parser(argparse.ArgumentParser):
         super().error(removed_hint(self.prog, message))
 
 
+class _ModelHelp(str):
+    """The help of ``--model``: names no model itself; the models the installed suites declare are
+    filled in when argparse formats the help (``%``), so they are read only when help is printed."""
+
+    WHERE = "one that its suite declares"
+
+    def __add__(self, other: str) -> _ModelHelp:  # a command's "(default …)" keeps it a _ModelHelp
+        return _ModelHelp(str(self) + other)
+
+    def __mod__(self, params: object) -> str:
+        from perfgate.core.metrics import declared_suites
+
+        named = [
+            f"{suite.name}: " + _either([m.replace("%", "%%") for m in suite.models])
+            for suite in declared_suites().values()
+            if suite.models
+        ]
+        text = self.replace(self.WHERE, f"{self.WHERE} ({'; '.join(named)})", 1) if named else str(self)
+        return str.__mod__(text, params)
+
+
+def _either(names: list[str]) -> str:
+    """``a, b or c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
 # One help text per flag name, for every command that has the flag: a flag name means one
 # thing everywhere. A command may add what its default is, as a final "(default …)".
 FLAG_HELP: dict[str, str] = {
@@ -96,8 +122,10 @@ FLAG_HELP: dict[str, str] = {
     "step, bound by memory bandwidth, takes minutes a call under valgrind); without it they are left out and the "
     "report says so",
     "--machine": "machine fingerprint, as perfgate history and the reports show it",
-    "--model": "the model, by name, any case (DQN is dqn): with the built-in suite dqn, ppo, mamba2 or tft; with "
-    "--suite NAME any name that suite's stages accept; all for every model, where the command takes several",
+    "--model": _ModelHelp(
+        f"the model, by name, any case (DQN is dqn): {_ModelHelp.WHERE}; with --suite NAME any name that suite's "
+        "stages accept; all for every model, where the command takes several"
+    ),
     "--push-metrics": "push the new results as Prometheus metrics to this Pushgateway URL",
     "--quick": "smoke run: fewer and shorter repetitions, to see that every stage runs (not for baselines or "
     "decisions)",

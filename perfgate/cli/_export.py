@@ -28,13 +28,13 @@ from perfgate.cli._common import (
 )
 from perfgate.config import Config
 from perfgate.core.compare import CheckResult
-from perfgate.core.outgoing_url import parse_outgoing_url
 from perfgate.core.policy import Policy
-from perfgate.core.redact import mask_url
 from perfgate.core.schema import Run
-from perfgate.core.text import one_line
 from perfgate.errors import ConfigError, InputError, PerfgateError
 from perfgate.output import check_distinct, output_file
+from perfgate.safe.redact import mask_url
+from perfgate.safe.text import one_line
+from perfgate.safe.urls import parse_outgoing_url
 
 __all__ = ["add_arguments", "push_check", "push_runs", "require_extra", "run"]
 

@@ -38,9 +38,9 @@ from perfgate.core.changepoints import METHODS, ChangePoint, detect
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import normalised
 from perfgate.core.stats import QUANTILES
-from perfgate.core.text import plain
 from perfgate.errors import InputError
 from perfgate.report.formatting import fmt_change, fmt_p, fmt_time, fmt_value
+from perfgate.safe.text import plain
 
 if TYPE_CHECKING:
     from perfgate.store.base import Store

@@ -26,10 +26,10 @@ from perfgate.cli._common import (
 )
 from perfgate.core.codec import format_timestamp
 from perfgate.core.schema import GitInfo, Machine, Run
-from perfgate.core.text import plain
 from perfgate.importers import FORMATS, TIME_UNITS, ImportOptions, import_file
 from perfgate.output import check_distinct, output_file
 from perfgate.runfile import save_run
+from perfgate.safe.text import plain
 
 __all__ = ["add_arguments", "run"]
 

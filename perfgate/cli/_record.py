@@ -15,9 +15,9 @@ from perfgate.cli._common import (
     stderr_console,
     store_url,
 )
-from perfgate.core.text import plain
 from perfgate.errors import InputError
 from perfgate.runfile import load_run
+from perfgate.safe.text import plain
 from perfgate.store import RunStatus, open_store
 
 __all__ = ["add_arguments", "run"]

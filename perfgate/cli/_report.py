@@ -14,9 +14,9 @@ from perfgate.cli._common import (
     store_file,
     store_url,
 )
-from perfgate.core.text import one_line
 from perfgate.errors import InputError
 from perfgate.output import check_distinct, output_file, write_output
+from perfgate.safe.text import one_line
 
 __all__ = ["add_arguments", "run"]
 

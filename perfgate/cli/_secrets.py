@@ -4,12 +4,12 @@ A store URL comes from ``--store``, ``PERFGATE_STORE`` or the configuration's ``
 its password may hold any character, white space included. The store names its URL with the
 password masked (:func:`perfgate.store.mask_url`); a message that quotes the URL or its
 password some other way (a driver's text, a traceback) is masked here, against every form of
-the password that :func:`perfgate.core.redact.url_secrets` lists, before it is printed.
+the password that :func:`perfgate.safe.redact.url_secrets` lists, before it is printed.
 """
 
 from __future__ import annotations
 
-from perfgate.core.redact import mask, url_secrets
+from perfgate.safe.redact import mask, url_secrets
 
 __all__ = ["forget", "remember_store_url", "scrub"]
 

@@ -18,7 +18,7 @@ from perfgate.cli._common import (
     stderr_console,
     store_url,
 )
-from perfgate.core.text import plain
+from perfgate.safe.text import plain
 from perfgate.store import open_store
 
 __all__ = ["add_arguments", "run"]

@@ -16,11 +16,11 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfgate.core.text import plain
 from perfgate.errors import InputError, os_error_text
 from perfgate.inputs import read_capped
 from perfgate.output import append_output, check_distinct, output_file, write_output
 from perfgate.report.escape import md_link_url, md_text
+from perfgate.safe.text import plain
 
 __all__ = ["DEFAULT_MARKER", "GITHUB_COMMENT_LIMIT", "Section", "add_arguments", "compose", "run", "size"]
 

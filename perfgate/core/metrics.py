@@ -33,6 +33,7 @@ __all__ = [
     "DashboardPanel",
     "Direction",
     "MetricInfo",
+    "RunnerMetrics",
     "SuiteDeclaration",
     "declare_suite",
     "declared_suite",
@@ -44,6 +45,7 @@ __all__ = [
     "known_metrics",
     "metric_info",
     "refuse",
+    "runner_metrics",
 ]
 
 FALLBACK_SUITE = "default"  # the suite of a run or stage that names none, when no installed suite is the default
@@ -110,6 +112,25 @@ class DashboardPanel:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RunnerMetrics:
+    """The names under which ``perfgate bench``'s runner records its own figures of a suite's run, beside
+    the stages' metrics; ``None`` leaves a figure out. A suite that declares none gets these names.
+
+    Attributes:
+        peak_memory: per round, the peak resident memory of the suite's stages: what their set-ups hold
+            plus the round's peak above that (:class:`perfgate.bench.memory.PipelineMemory`).
+        round_memory: per round, the round's peak above the resident memory at its start (informational).
+        gpu_memory: per round, the peak GPU memory allocated (on a CUDA device).
+        gpu_utilization: per round, the GPU's utilisation (on a CUDA device, where NVML reads it).
+    """
+
+    peak_memory: str | None = "peak_memory_mb"
+    round_memory: str | None = "round_memory_mb"
+    gpu_memory: str | None = "gpu_memory_mb"
+    gpu_utilization: str | None = "gpu_utilization_pct"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SuiteDeclaration:
     """A suite as perfgate knows it before (and without) importing its stages.
 
@@ -125,6 +146,8 @@ class SuiteDeclaration:
         min_repeat: the fewest timed calls per round (``None``: the runner's default).
         requires: modules it imports that a plain ``pip install perfgate`` lacks.
         install: how to install them (said when one is missing).
+        runner_metrics: the names of the runner's own figures of its runs (peak memory, GPU).
+        dashboard_title: the Grafana dashboard's title when it is the default suite (empty: perfgate's own).
     """
 
     name: str
@@ -137,6 +160,8 @@ class SuiteDeclaration:
     min_repeat: int | None = None
     requires: tuple[str, ...] = ()
     install: str = ""
+    runner_metrics: RunnerMetrics = RunnerMetrics()
+    dashboard_title: str = ""
 
 
 _lock = threading.RLock()
@@ -264,6 +289,16 @@ def default_suite() -> str:
     suites = declared_suites()
     _refusal("default", "")
     return next((s.name for s in suites.values() if s.default), FALLBACK_SUITE)
+
+
+def runner_metrics(suite: str) -> RunnerMetrics:
+    """The names of the runner's own figures of a run of ``suite``: its declaration's, else the generic ones.
+
+    Raises:
+        ConfigError: an installed declaration of that name cannot be used (:func:`refuse`).
+    """
+    declared = declared_suite(suite)
+    return declared.runner_metrics if declared is not None else RunnerMetrics()
 
 
 def describe(name: str) -> str:

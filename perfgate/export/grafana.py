@@ -15,7 +15,12 @@ target, inference latency per model (p50/p95/p99) with the 50 µs target, traini
 compared across models, feature extraction, peak memory by model and throughput. A row of
 counts (``--measure counts``: instructions and estimated cycles per call of each stage, which
 are not times) follows.
-``$model`` and ``$machine`` filter every panel.
+``$model`` and ``$machine`` filter every panel. The title is the default suite's (its declaration's
+``dashboard_title``), else :data:`GENERIC_TITLE`.
+
+:func:`build_dashboard` assembles the dashboard from one builder per row (gate, the suites' rows,
+machine speed, against the baseline, counts) on a frame of title and variables; each row builder
+adds its panels through the builders of their kinds (series, bars, stats, tables).
 
 Time series plot the history, one point per run at the run's own time
 (``perfgate_history_*``, backfilled from ``perfgate export prometheus --openmetrics``, see
@@ -27,20 +32,25 @@ bars and the change against the baseline show the newest check (the live ``perfg
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from perfgate.core.metrics import DashboardPanel, declared_suites, metric_info
+from perfgate.core.metrics import DashboardPanel, declared_suites, default_suite, metric_info
 from perfgate.export.prometheus import VERDICTS, unit_family
 
 __all__ = [
     "DASHBOARD_UID",
+    "GENERIC_TITLE",
     "build_dashboard",
     "dashboard_json",
+    "dashboard_title",
     "panel_queries",
     "verdict_expression",
 ]
 
 DASHBOARD_UID = "perfgate-overview"
+# the title of a dashboard whose default suite declares none (SuiteDeclaration.dashboard_title)
+GENERIC_TITLE = "perfgate: performance"
 # Grafana's unit of each exported family (perfgate.export.prometheus.unit_family)
 _GRAFANA_UNIT = {
     "duration_seconds": "s",
@@ -118,139 +128,201 @@ _VERDICT_SHOWN = {
 }
 
 
-def build_dashboard() -> Any:
-    """The dashboard as the SDK's model (``dashboard_json`` encodes it)."""
-    from grafana_foundation_sdk.builders import bargauge, stat, table, timeseries
-    from grafana_foundation_sdk.builders import common as common_b
-    from grafana_foundation_sdk.builders import dashboard as dash
-    from grafana_foundation_sdk.builders import prometheus as prom
-    from grafana_foundation_sdk.models import common
+def dashboard_title() -> str:
+    """The dashboard's title: the default suite's (its declaration's ``dashboard_title``), else perfgate's own."""
+    suite = declared_suites().get(default_suite())
+    return suite.dashboard_title if suite is not None and suite.dashboard_title else GENERIC_TITLE
+
+
+def _datasource() -> Any:
+    """The Prometheus data source that the dashboard's ``$datasource`` variable picks."""
     from grafana_foundation_sdk.models import dashboard as model
+
+    return model.DataSourceRef(type_val="prometheus", uid="${datasource}")
+
+
+def _query(expr: str, legend: str, ref: str = "A", *, instant: bool = False, table_format: bool = False) -> Any:
+    """A PromQL query of a panel: over the time range, or (``instant``) its newest value; rows for a table."""
+    from grafana_foundation_sdk.builders import prometheus as prom
     from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
-    ds = model.DataSourceRef(type_val="prometheus", uid="${datasource}")
-    next_id = iter(range(1, 100))
+    q = prom.Dataquery().expr(expr).legend_format(legend).ref_id(ref).datasource(_datasource())
+    if table_format:
+        q = q.format(PromQueryFormat.TABLE)
+    return q.instant() if instant else q.range()
 
-    def query(expr: str, legend: str, ref: str = "A", *, instant: bool = False, table_format: bool = False) -> Any:
-        q = prom.Dataquery().expr(expr).legend_format(legend).ref_id(ref).datasource(ds)
-        if table_format:
-            q = q.format(PromQueryFormat.TABLE)
-        return q.instant() if instant else q.range()
 
-    def thresholds(*steps: tuple[float | None, str]) -> Any:
-        return (
-            dash.ThresholdsConfig()
-            .mode(model.ThresholdsMode.ABSOLUTE)
-            .steps([model.Threshold(value=v, color=c) for v, c in steps])
+def _thresholds(*steps: tuple[float | None, str]) -> Any:
+    """Absolute thresholds: from each value on (None: from the bottom), the colour."""
+    from grafana_foundation_sdk.builders import dashboard as dash
+    from grafana_foundation_sdk.models import dashboard as model
+
+    return (
+        dash.ThresholdsConfig()
+        .mode(model.ThresholdsMode.ABSOLUTE)
+        .steps([model.Threshold(value=v, color=c) for v, c in steps])
+    )
+
+
+def _reduce_last() -> Any:
+    """A single-value panel's reduction: the newest value."""
+    from grafana_foundation_sdk.builders import common as common_b
+
+    return common_b.ReduceDataOptions().calcs(["lastNotNull"]).values(False)
+
+
+def _series(ids: Iterator[int], title: str, description: str, unit: str, *targets: Any) -> Any:
+    """A time-series panel of ``targets``, one point per run, with a legend below and a shared tooltip."""
+    from grafana_foundation_sdk.builders import common as common_b
+    from grafana_foundation_sdk.builders import timeseries
+    from grafana_foundation_sdk.models import common
+
+    panel = (
+        timeseries.Panel()
+        .id(next(ids))
+        .title(title)
+        .description(description)
+        .datasource(_datasource())
+        .unit(unit)
+        .line_width(2)
+        .point_size(5)
+        .show_points(common.VisibilityMode.ALWAYS)
+        .span_nulls(True)
+        .legend(
+            common_b.VizLegendOptions()
+            .display_mode(common.LegendDisplayMode.LIST)
+            .placement(common.LegendPlacement.BOTTOM)
+            .show_legend(True)
         )
+        .tooltip(common_b.VizTooltipOptions().mode(common.TooltipDisplayMode.MULTI).sort(common.SortOrder.DESCENDING))
+    )
+    for target in targets:
+        panel = panel.with_target(target)
+    return panel
 
-    def series(title: str, description: str, unit: str, *targets: Any) -> Any:
-        panel = (
-            timeseries.Panel()
-            .id(next(next_id))
-            .title(title)
-            .description(description)
-            .datasource(ds)
-            .unit(unit)
-            .line_width(2)
-            .point_size(5)
-            .show_points(common.VisibilityMode.ALWAYS)
-            .span_nulls(True)
-            .legend(
-                common_b.VizLegendOptions()
-                .display_mode(common.LegendDisplayMode.LIST)
-                .placement(common.LegendPlacement.BOTTOM)
-                .show_legend(True)
-            )
-            .tooltip(
-                common_b.VizTooltipOptions().mode(common.TooltipDisplayMode.MULTI).sort(common.SortOrder.DESCENDING)
-            )
-        )
-        for target in targets:
-            panel = panel.with_target(target)
-        return panel
 
-    def with_target_line(panel: Any, value: float) -> Any:
-        # the original specification's target as a dashed red line; the budgets, where configured, come as series
-        return panel.thresholds(thresholds((None, "green"), (value, "red"))).thresholds_style(
-            common_b.GraphThresholdsStyleConfig().mode(common.GraphThresholdsStyleMode.DASHED)
-        )
+def _with_target_line(panel: Any, value: float) -> Any:
+    """``panel`` with a fixed target as a dashed red line; the budgets, where configured, come as series."""
+    from grafana_foundation_sdk.builders import common as common_b
+    from grafana_foundation_sdk.models import common
 
-    def reduce_last() -> Any:
-        return common_b.ReduceDataOptions().calcs(["lastNotNull"]).values(False)
+    return panel.thresholds(_thresholds((None, "green"), (value, "red"))).thresholds_style(
+        common_b.GraphThresholdsStyleConfig().mode(common.GraphThresholdsStyleMode.DASHED)
+    )
 
-    def bars(title: str, description: str, unit: str, target: Any) -> Any:
-        # the newest run's value of each series, as horizontal bars
-        return (
-            bargauge.Panel()
-            .id(next(next_id))
-            .title(title)
-            .description(description)
-            .datasource(ds)
-            .with_target(target)
-            .unit(unit)
-            .orientation(common.VizOrientation.HORIZONTAL)
-            .display_mode(common.BarGaugeDisplayMode.GRADIENT)
-            .reduce_options(reduce_last())
-            .thresholds(thresholds((None, "blue")))
-            .height(8)
-            .span(12)
-        )
 
-    def suite_panel(declared: DashboardPanel) -> Any:
-        info = metric_info(declared.metric)
-        fam = unit_family(info.unit if info is not None else "")
-        unit = _GRAFANA_UNIT.get(fam.suffix, "short")
-        if declared.style == "bars":
-            return bars(
-                declared.title,
-                declared.description,
-                unit,
-                query(_metric(fam.suffix, declared.metric), _WHO, instant=True),
-            ).span(declared.width)
-        statistic = None if declared.per_statistic else "median"
-        legend = f"{_WHO} {{{{statistic}}}}" if declared.per_statistic else _WHO
-        targets = [query(_history(fam.suffix, declared.metric, statistic), legend)]
-        if declared.budgets:
-            targets.append(
-                query(
-                    _metric(f"budget_{fam.suffix}", declared.metric, None),
-                    f"budget {_WHO} ({{{{statistic}}}})",
-                    "B",
-                )
-            )
-        panel = series(declared.title, declared.description, unit, *targets)
-        if declared.target is not None:
-            panel = with_target_line(panel, fam.convert(declared.target))
-        return panel.height(8).span(declared.width)
+def _bars(ids: Iterator[int], title: str, description: str, unit: str, target: Any) -> Any:
+    """A bar-gauge panel: the newest run's value of each series of ``target``, as horizontal bars."""
+    from grafana_foundation_sdk.builders import bargauge
+    from grafana_foundation_sdk.models import common
 
-    def count_stat(title: str, description: str, family: str, legend: str, span: int) -> Any:
-        # a sum over the selection, red from 1 on
-        return (
-            stat.Panel()
-            .id(next(next_id))
-            .title(title)
-            .description(description)
-            .datasource(ds)
-            .with_target(query(f"sum(perfgate_{family}{{{_SEL}}})", legend, instant=True))
-            .thresholds(thresholds((None, "green"), (1, "red")))
-            .color_mode(common.BigValueColorMode.BACKGROUND)
-            .graph_mode(common.BigValueGraphMode.NONE)
-            .reduce_options(reduce_last())
-            .height(5)
-            .span(span)
-        )
+    return (
+        bargauge.Panel()
+        .id(next(ids))
+        .title(title)
+        .description(description)
+        .datasource(_datasource())
+        .with_target(target)
+        .unit(unit)
+        .orientation(common.VizOrientation.HORIZONTAL)
+        .display_mode(common.BarGaugeDisplayMode.GRADIENT)
+        .reduce_options(_reduce_last())
+        .thresholds(_thresholds((None, "blue")))
+        .height(8)
+        .span(12)
+    )
 
-    every = model.VariableOption(selected=True, text="All", value="$__all")
+
+def _count_stat(ids: Iterator[int], title: str, description: str, family: str, legend: str, span: int) -> Any:
+    """A stat panel of ``perfgate_<family>`` summed over the selection, red from 1 on."""
+    from grafana_foundation_sdk.builders import stat
+    from grafana_foundation_sdk.models import common
+
+    return (
+        stat.Panel()
+        .id(next(ids))
+        .title(title)
+        .description(description)
+        .datasource(_datasource())
+        .with_target(_query(f"sum(perfgate_{family}{{{_SEL}}})", legend, instant=True))
+        .thresholds(_thresholds((None, "green"), (1, "red")))
+        .color_mode(common.BigValueColorMode.BACKGROUND)
+        .graph_mode(common.BigValueGraphMode.NONE)
+        .reduce_options(_reduce_last())
+        .height(5)
+        .span(span)
+    )
+
+
+def _verdict_stat(ids: Iterator[int]) -> Any:
+    """The stat panel of the last check's verdict per model and machine, in words and colours."""
+    from grafana_foundation_sdk.builders import stat
+    from grafana_foundation_sdk.models import common
+    from grafana_foundation_sdk.models import dashboard as model
+
     verdict_map = model.ValueMap(
         options={
             str(code): model.ValueMappingResult(text=_VERDICT_SHOWN[name][0], color=_VERDICT_SHOWN[name][1], index=code)
             for code, name in enumerate(VERDICTS)
         }
     )
+    return (
+        stat.Panel()
+        .id(next(ids))
+        .title("Verdict of the last check")
+        .description(
+            "Per model and machine, the verdict of the last check: passed, improved, inconclusive (a change "
+            "over its threshold the test could not confirm, or too few samples), over an absolute budget, "
+            "could not decide (the check could not be made), or regressed; the most severe over its suites."
+        )
+        .datasource(_datasource())
+        .with_target(_query(verdict_expression(), _WHO, instant=True))
+        .mappings([verdict_map])
+        .thresholds(_thresholds((None, "green")))
+        .color_mode(common.BigValueColorMode.BACKGROUND)
+        .graph_mode(common.BigValueGraphMode.NONE)
+        .text_mode(common.BigValueTextMode.VALUE_AND_NAME)
+        .reduce_options(_reduce_last())
+        .height(5)
+        .span(12)
+    )
 
-    builder = (
-        dash.Dashboard("perfgate: ML pipeline performance")
+
+def _suite_panel(ids: Iterator[int], declared: DashboardPanel) -> Any:
+    """The panel a suite declares: its metric over time (with budgets and target) or its newest bars."""
+    info = metric_info(declared.metric)
+    fam = unit_family(info.unit if info is not None else "")
+    unit = _GRAFANA_UNIT.get(fam.suffix, "short")
+    if declared.style == "bars":
+        return _bars(
+            ids,
+            declared.title,
+            declared.description,
+            unit,
+            _query(_metric(fam.suffix, declared.metric), _WHO, instant=True),
+        ).span(declared.width)
+    statistic = None if declared.per_statistic else "median"
+    legend = f"{_WHO} {{{{statistic}}}}" if declared.per_statistic else _WHO
+    targets = [_query(_history(fam.suffix, declared.metric, statistic), legend)]
+    if declared.budgets:
+        targets.append(
+            _query(_metric(f"budget_{fam.suffix}", declared.metric, None), f"budget {_WHO} ({{{{statistic}}}})", "B")
+        )
+    panel = _series(ids, declared.title, declared.description, unit, *targets)
+    if declared.target is not None:
+        panel = _with_target_line(panel, fam.convert(declared.target))
+    return panel.height(8).span(declared.width)
+
+
+def _frame(title: str) -> Any:
+    """The dashboard without rows: its title, time range, annotations and the data source, model and
+    machine variables."""
+    from grafana_foundation_sdk.builders import dashboard as dash
+    from grafana_foundation_sdk.models import dashboard as model
+
+    every = model.VariableOption(selected=True, text="All", value="$__all")
+    return (
+        dash.Dashboard(title)
         .uid(DASHBOARD_UID)
         .description("Newest benchmark results, checks and budgets per model and machine, exported by perfgate.")
         .tags(["perfgate", "performance", "ml"])
@@ -273,7 +345,7 @@ def build_dashboard() -> Any:
         .with_variable(
             dash.QueryVariable("model")
             .label("Model")
-            .datasource(ds)
+            .datasource(_datasource())
             .query("label_values(perfgate_run_info, model)")
             .refresh(model.VariableRefresh.ON_TIME_RANGE_CHANGED)
             .sort(model.VariableSort.ALPHABETICAL_ASC)
@@ -285,7 +357,7 @@ def build_dashboard() -> Any:
         .with_variable(
             dash.QueryVariable("machine")
             .label("Machine")
-            .datasource(ds)
+            .datasource(_datasource())
             .query('label_values(perfgate_run_info{model=~"$model"}, machine)')
             .refresh(model.VariableRefresh.ON_TIME_RANGE_CHANGED)
             .sort(model.VariableSort.ALPHABETICAL_ASC)
@@ -296,9 +368,20 @@ def build_dashboard() -> Any:
         )
     )
 
-    builder = builder.with_row(dash.Row("Gate").id(next(next_id)))
+
+def _row(builder: Any, ids: Iterator[int], title: str) -> Any:
+    """``builder`` with a new row ``title``: the panels added after it go in it."""
+    from grafana_foundation_sdk.builders import dashboard as dash
+
+    return builder.with_row(dash.Row(title).id(next(ids)))
+
+
+def _gate_row(builder: Any, ids: Iterator[int]) -> Any:
+    """The gate: regressions, the verdict and the budgets broken of the last check."""
+    builder = _row(builder, ids, "Gate")
     builder = builder.with_panel(
-        count_stat(
+        _count_stat(
+            ids,
             "Regressions (last check)",
             "Comparisons that regressed in the last check of each selected model and machine, summed.",
             "check_regressions",
@@ -306,28 +389,10 @@ def build_dashboard() -> Any:
             6,
         )
     )
-    builder = builder.with_panel(
-        stat.Panel()
-        .id(next(next_id))
-        .title("Verdict of the last check")
-        .description(
-            "Per model and machine, the verdict of the last check: passed, improved, inconclusive (a change "
-            "over its threshold the test could not confirm, or too few samples), over an absolute budget, "
-            "could not decide (the check could not be made), or regressed; the most severe over its suites."
-        )
-        .datasource(ds)
-        .with_target(query(verdict_expression(), _WHO, instant=True))
-        .mappings([verdict_map])
-        .thresholds(thresholds((None, "green")))
-        .color_mode(common.BigValueColorMode.BACKGROUND)
-        .graph_mode(common.BigValueGraphMode.NONE)
-        .text_mode(common.BigValueTextMode.VALUE_AND_NAME)
-        .reduce_options(reduce_last())
-        .height(5)
-        .span(12)
-    )
-    builder = builder.with_panel(
-        count_stat(
+    builder = builder.with_panel(_verdict_stat(ids))
+    return builder.with_panel(
+        _count_stat(
+            ids,
             "Budgets broken",
             "Absolute budgets (e.g. p99 inference ≤ 50 µs) the newest runs break, summed.",
             "check_budgets_broken",
@@ -336,40 +401,52 @@ def build_dashboard() -> Any:
         )
     )
 
-    # the suites' own panels (their declarations, perfgate.core.metrics), row by row in their order
+
+def _suite_rows(builder: Any, ids: Iterator[int]) -> Any:
+    """The suites' own panels (their declarations, :mod:`perfgate.core.metrics`), row by row in their order."""
     rows: dict[str, list[DashboardPanel]] = {}
     for suite in declared_suites().values():
         for declared in suite.panels:
             rows.setdefault(declared.row or suite.name, []).append(declared)
     for title, panels in rows.items():
-        builder = builder.with_row(dash.Row(title).id(next(next_id)))
+        builder = _row(builder, ids, title)
         for declared in panels:
-            builder = builder.with_panel(suite_panel(declared))
+            builder = builder.with_panel(_suite_panel(ids, declared))
+    return builder
 
-    builder = builder.with_row(dash.Row("Machine speed").id(next(next_id)))
-    builder = builder.with_panel(
-        series(
+
+def _machine_row(builder: Any, ids: Iterator[int]) -> Any:
+    """The machine-speed index: the reference kernels' times during each run."""
+    builder = _row(builder, ids, "Machine speed")
+    return builder.with_panel(
+        _series(
+            ids,
             "Machine-speed index",
             "Median time of each reference kernel (compute, interpreter, memory: fixed amounts of work) during "
             "each run, one point per run. When it rises, the machine itself was slow: a stage that jumped with it "
             "did not get slower by its own doing.",
             "s",
-            query(_per_run(f"perfgate_history_machine_reference_seconds{{{_SEL}}}"), f"{_WHO} {{{{kernel}}}}"),
+            _query(_per_run(f"perfgate_history_machine_reference_seconds{{{_SEL}}}"), f"{_WHO} {{{{kernel}}}}"),
         )
         .height(8)
         .span(24)
     )
 
-    builder = builder.with_row(dash.Row("Against the baseline").id(next(next_id)))
+
+def _unnamed(expr: str) -> str:
+    """``expr`` without ``__name__``: the rows of a table's queries then have the same labels, so "merge" joins them."""
+    return f'label_replace({expr}, "__name__", "", "", "")'
+
+
+def _change_table(ids: Iterator[int]) -> Any:
+    """The table of the last check's changes against the baseline, beside each metric's threshold."""
+    from grafana_foundation_sdk.builders import table
+    from grafana_foundation_sdk.models import dashboard as model
+
     change_sel = f"{{{_SEL}}}"
-
-    def unnamed(expr: str) -> str:
-        # without __name__, the rows of the three queries have the same labels, so "merge" joins them
-        return f'label_replace({expr}, "__name__", "", "", "")'
-
-    builder = builder.with_panel(
+    return (
         table.Panel()
-        .id(next(next_id))
+        .id(next(ids))
         .title("Change against baseline")
         .description(
             "Each compared statistic of the last check in its metric's own direction: positive is worse "
@@ -377,13 +454,13 @@ def build_dashboard() -> Any:
             "and the change as a share of it: red from 100 % (beyond the threshold; a regression when the "
             "test confirms it, else inconclusive)."
         )
-        .datasource(ds)
-        .with_target(query(unnamed(f"perfgate_degradation_ratio{change_sel}"), "", instant=True, table_format=True))
+        .datasource(_datasource())
+        .with_target(_query(_unnamed(f"perfgate_degradation_ratio{change_sel}"), "", instant=True, table_format=True))
         .with_target(
-            query(unnamed(f"perfgate_check_threshold_ratio{change_sel}"), "", "B", instant=True, table_format=True)
+            _query(_unnamed(f"perfgate_check_threshold_ratio{change_sel}"), "", "B", instant=True, table_format=True)
         )
         .with_target(
-            query(
+            _query(
                 f"perfgate_degradation_ratio{change_sel} / perfgate_check_threshold_ratio{change_sel}",
                 "",
                 "C",
@@ -406,7 +483,7 @@ def build_dashboard() -> Any:
             )
         )
         .unit("percentunit")
-        .thresholds(thresholds((None, "green"), (1, "red")))
+        .thresholds(_thresholds((None, "green"), (1, "red")))
         .override_by_name(
             "share of threshold",
             [
@@ -418,29 +495,24 @@ def build_dashboard() -> Any:
         .height(10)
         .span(12)
     )
-    builder = builder.with_panel(
-        series(
-            "Regressions per run",
-            "1 for each run the gate flagged as a regression (and nobody accepted since), per model and machine.",
-            "short",
-            query(f"sum by (model, machine) ({_per_run(f'perfgate_history_flagged{{{_SEL}}}')})", _WHO),
-        )
-        .draw_style(common.GraphDrawStyle.BARS)
-        .fill_opacity(60)
-        .height(10)
-        .span(12)
-    )
-    builder = builder.with_panel(
+
+
+def _newest_runs_table(ids: Iterator[int]) -> Any:
+    """The table of the run each panel shows: its id, commit, branch and age."""
+    from grafana_foundation_sdk.builders import table
+    from grafana_foundation_sdk.models import dashboard as model
+
+    return (
         table.Panel()
-        .id(next(next_id))
+        .id(next(ids))
         .title("Newest runs")
         .description("The run each panel shows: its id, commit and branch, and how long ago it ran.")
-        .datasource(ds)
+        .datasource(_datasource())
         .with_target(
-            query(f"perfgate_run_info{{{_SEL}}}", "", instant=True, table_format=True),
+            _query(f"perfgate_run_info{{{_SEL}}}", "", instant=True, table_format=True),
         )
         .with_target(
-            query(f"time() - perfgate_run_timestamp_seconds{{{_SEL}}}", "", "B", instant=True, table_format=True),
+            _query(f"time() - perfgate_run_timestamp_seconds{{{_SEL}}}", "", "B", instant=True, table_format=True),
         )
         .with_transformation(model.DataTransformerConfig(id_val="merge", options={}))
         .with_transformation(
@@ -457,29 +529,75 @@ def build_dashboard() -> Any:
         .span(24)
     )
 
-    # counts: instructions and estimated cycles per call of each stage, from runs of --measure counts
-    builder = builder.with_row(dash.Row("Counts (callgrind, not times)").id(next(next_id)))
+
+def _baseline_row(builder: Any, ids: Iterator[int]) -> Any:
+    """Against the baseline: the last check's changes, the runs flagged as regressions, the newest runs."""
+    from grafana_foundation_sdk.models import common
+
+    builder = _row(builder, ids, "Against the baseline")
+    builder = builder.with_panel(_change_table(ids))
+    builder = builder.with_panel(
+        _series(
+            ids,
+            "Regressions per run",
+            "1 for each run the gate flagged as a regression (and nobody accepted since), per model and machine.",
+            "short",
+            _query(f"sum by (model, machine) ({_per_run(f'perfgate_history_flagged{{{_SEL}}}')})", _WHO),
+        )
+        .draw_style(common.GraphDrawStyle.BARS)
+        .fill_opacity(60)
+        .height(10)
+        .span(12)
+    )
+    return builder.with_panel(_newest_runs_table(ids))
+
+
+def _counts_row(builder: Any, ids: Iterator[int]) -> Any:
+    """Counts (``--measure counts``): instructions and estimated cycles per call of each stage, over time and newest."""
+    builder = _row(builder, ids, "Counts (callgrind, not times)")
     per_metric = f"{_WHO} {{{{metric}}}}"
     for family, title, what in _COUNTS:
         builder = builder.with_panel(
-            series(
+            _series(
+                ids,
                 title,
                 f"{what}, the median of the counted calls, one point per run. {_COUNTS_ARE_NOT_TIMES}",
                 "short",
-                query(_history(family, None), per_metric),
+                _query(_history(family, None), per_metric),
             )
             .height(8)
             .span(12)
         )
     for family, title, what in _COUNTS:
         builder = builder.with_panel(
-            bars(
+            _bars(
+                ids,
                 f"{title}, newest run",
                 f"{what}, the median of the counted calls of the newest counts run. {_COUNTS_ARE_NOT_TIMES}",
                 "short",
-                query(_metric(family, None), per_metric, instant=True),
+                _query(_metric(family, None), per_metric, instant=True),
             )
         )
+    return builder
+
+
+# the dashboard's rows, top to bottom
+_ROWS: tuple[Callable[[Any, Iterator[int]], Any], ...] = (
+    _gate_row,
+    _suite_rows,
+    _machine_row,
+    _baseline_row,
+    _counts_row,
+)
+
+
+def build_dashboard() -> Any:
+    """The dashboard as the SDK's model (``dashboard_json`` encodes it): the frame, then its rows in order,
+    panels and rows numbered from 1 as they are added."""
+    ids = iter(range(1, 100))
+    builder = _frame(dashboard_title())
+    for add_row in _ROWS:
+        builder = add_row(builder, ids)
     return builder.build()
 
 

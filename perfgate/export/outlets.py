@@ -16,11 +16,11 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from perfgate.core.metrics import MetricInfo
-from perfgate.core.outgoing_url import OutgoingURL, parse_outgoing_url
-from perfgate.core.redact import mask
 from perfgate.errors import InputError
 from perfgate.export.latest import RunState, state_key
 from perfgate.export.prometheus import PerfgateCollector, make_registry
+from perfgate.safe.redact import mask
+from perfgate.safe.urls import OutgoingURL, parse_outgoing_url
 
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
@@ -98,7 +98,7 @@ def push_states(
     Each push replaces its group (HTTP PUT), so a group always holds one run and the check
     of that run, never metrics left over from an older one. A user and password in
     ``gateway`` are sent as Basic authentication, never as part of the host name (see
-    :mod:`perfgate.core.outgoing_url`); a query (``?token=...``) is kept after the group's path.
+    :mod:`perfgate.safe.urls`); a query (``?token=...``) is kept after the group's path.
 
     Raises:
         InputError: ``gateway`` is not a usable URL (named as ``flag``), or the Pushgateway

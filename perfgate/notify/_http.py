@@ -6,7 +6,7 @@ misconfigured, and following would resend the payload elsewhere); only ``http`` 
 ``https`` URLs are accepted (``urllib`` would otherwise read ``file:`` URLs). A user and
 password in the URL (``https://hook:TOKEN@host/path``) are sent as Basic authentication
 and taken out of the URL opened, which ``urllib`` would hand to the name resolver as part
-of the host (:mod:`perfgate.core.outgoing_url`). Error messages name the status or the
+of the host (:mod:`perfgate.safe.urls`). Error messages name the status or the
 socket error, never the URL: a Slack webhook URL is itself the credential.
 """
 
@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from perfgate.core.outgoing_url import OutgoingURL, parse_outgoing_url
 from perfgate.errors import InputError
 from perfgate.notify.base import NotifyError, RetryPolicy, retrying
+from perfgate.safe.urls import OutgoingURL, parse_outgoing_url
 
 if TYPE_CHECKING:
     from perfgate.notify._message import Summary

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from perfgate.core import redact
 from perfgate.errors import PerfgateError
+from perfgate.safe import redact
 
 if TYPE_CHECKING:
     from perfgate.notify._message import Summary
@@ -92,5 +92,5 @@ def retrying(
 
 
 def mask(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every secret value replaced by :data:`MASK` (:func:`perfgate.core.redact.mask`)."""
+    """``text`` with every secret value replaced by :data:`MASK` (:func:`perfgate.safe.redact.mask`)."""
     return redact.mask(text, secrets)

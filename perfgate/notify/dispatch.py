@@ -8,10 +8,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from perfgate.core.compare import CheckResult
-from perfgate.core.redact import smtp_secrets, url_secrets
 from perfgate.notify._message import events_of, summarize_check
 from perfgate.notify.base import Notifier, NotifyError, mask
 from perfgate.notify.settings import NotifyConfig
+from perfgate.safe.redact import smtp_secrets, url_secrets
 
 __all__ = ["Delivery", "build_targets", "maybe_notify", "notify_check", "run_url", "secrets_of"]
 

@@ -14,8 +14,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from perfgate.core.text import plain
 from perfgate.report.formatting import unit_label
+from perfgate.safe.text import plain
 
 __all__ = [
     "TIME_UNITS",

@@ -5,7 +5,7 @@ write, and the report is posted as a pull-request comment, where GitHub renders 
 with a subset of raw HTML. Every piece of data goes through one of:
 
 - :func:`md_text` for running text, headings, bullets and table cells: control characters
-  are shown as escapes (:func:`perfgate.core.text.plain`), so a new line cannot start a
+  are shown as escapes (:func:`perfgate.safe.text.plain`), so a new line cannot start a
   heading, a list or a fence, and data never begins a line. Then the characters that
   mean something inside a line are backslash-escaped, which CommonMark makes literal:
   ``\\ ` * [ ] < > ! & | ~ $`` always, ``_`` where it could open or close emphasis (not
@@ -34,8 +34,8 @@ from __future__ import annotations
 import html
 import re
 
-from perfgate.core.text import plain
 from perfgate.errors import InputError
+from perfgate.safe.text import plain
 
 __all__ = ["Markdown", "md_cell", "md_code", "md_html", "md_link_url", "md_prose", "md_text"]
 

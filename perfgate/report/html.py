@@ -27,11 +27,11 @@ from markdown_it import MarkdownIt
 from perfgate.core.compare import CheckResult, Comparison, Verdict
 from perfgate.core.metrics import describe
 from perfgate.core.profiles import StageExplanation
-from perfgate.core.text import plain
 from perfgate.report.flame import flame_graph
 from perfgate.report.formatting import fmt_time
 from perfgate.report.markdown import render_markdown
 from perfgate.report.plots import HistoryPoint, IndexPoint, distribution_chart, history_chart, machine_index_chart
+from perfgate.safe.text import plain
 
 __all__ = ["NO_HISTORY", "ReportSection", "markdown_html", "render_check_html", "render_html"]
 

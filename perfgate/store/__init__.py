@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import re
 
-from perfgate.core import redact
 from perfgate.errors import StorageError
+from perfgate.safe import redact
 from perfgate.store._rows import created_key
 from perfgate.store.base import (
     DEFAULT_STORE_URL,
@@ -54,7 +54,7 @@ def resolve_store_url(url: str | None, configured: str | None = None) -> str:
 
 def mask_url(url: str) -> str:
     """``url``, one store URL as given (white space included), with any password replaced by
-    ``***`` (see :func:`perfgate.core.redact.mask_one_url`)."""
+    ``***`` (see :func:`perfgate.safe.redact.mask_one_url`)."""
     return redact.mask_one_url(url)
 
 

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from perfgate.core.redact import mask, mask_one_url, url_secrets
 from perfgate.errors import StorageError
+from perfgate.safe.redact import mask, mask_one_url, url_secrets
 from perfgate.store import _migrations
 from perfgate.store._sql import INSERT_RUN, PreparedRun, SQLStore, check_schema_version, hint, one_line
 

@@ -360,7 +360,7 @@ def test_protocol_serves_requests_and_reports_errors_in_one_line(tmp_path):
     assert hello["protocol"] == "perfgate-resident" and hello["version"] == PROTOCOL_VERSION
     assert replies[0]["ok"] is False and "unknown op" in replies[0]["error"]
     assert replies[1]["ok"] is True and [s["name"] for s in replies[1]["stages"]] == ["work"]
-    assert "memory_usage_mb" in replies[1]["memory"]
+    assert "peak_memory_mb" in replies[1]["memory"]
     assert replies[2]["ok"] is True and len(replies[2]["seconds"]) == 4
     assert replies[3]["ok"] is False and "no stage 'nope'" in replies[3]["error"]
     assert replies[4]["ok"] is True and "seconds" not in replies[4]

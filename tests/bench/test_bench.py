@@ -81,7 +81,7 @@ def test_runner_counts_and_metrics(suite):
     step = run.metrics["training_step_time_ms"].samples
     rate = run.metrics["throughput_samples_per_sec"].samples
     assert rate == pytest.approx([64 / (s / 1e3) for s in step])
-    assert len(run.metrics["memory_usage_mb"].samples) == 2  # one per round
+    assert len(run.metrics["peak_memory_mb"].samples) == 2  # one per round
     assert "inference_latency_us" not in run.metrics  # registered for ppo only
     assert run.config["stages"]["load"]["repeat_per_round"] == 4
 
@@ -158,7 +158,7 @@ def test_cli_bench_writes_a_valid_run_file(suite, tmp_path, monkeypatch):
         "dbn_load_time_ms",
         "training_step_time_ms",
         "throughput_samples_per_sec",
-        "memory_usage_mb",
+        "peak_memory_mb",
         "round_memory_mb",
     }
     from perfgate.store import open_store
@@ -317,7 +317,7 @@ def test_memory_held_by_a_set_up_counts_in_memory_usage(tmp_path, monkeypatch):
     argv = ["bench", "--suite", "holdsuite", "--stages-module", "pg_hold_stages", "--model", "m", "--output", str(out)]
     assert main([*argv, "--rounds", "2", "--processes", "2"]) == 0
     doc = validate_run_file(out)
-    memory = doc["metrics"]["memory_usage_mb"]
+    memory = doc["metrics"]["peak_memory_mb"]
     assert memory["groups"] == [2, 2]
     assert all(100 <= mb < 200 for mb in memory["samples"]), memory["samples"]
     # what the calls add on top of the held block is reported apart, and it is not the block
@@ -340,7 +340,7 @@ def test_memory_usage_counts_a_set_up_peak_that_was_freed(suite):
         return lambda: total
 
     run = _run()
-    assert all(mb >= 55 for mb in run.metrics["memory_usage_mb"].samples)
+    assert all(mb >= 55 for mb in run.metrics["peak_memory_mb"].samples)
     assert all(mb < 55 for mb in run.metrics["round_memory_mb"].samples)
 
 
@@ -365,7 +365,7 @@ def test_unmeasured_work_in_a_set_up_is_left_out_of_memory_usage(suite):
         return lambda: total
 
     run = _run()
-    assert all(mb < 55 for mb in run.metrics["memory_usage_mb"].samples)
+    assert all(mb < 55 for mb in run.metrics["peak_memory_mb"].samples)
 
 
 def test_memory_usage_without_the_kernel_high_water_mark_falls_back_to_sampling(suite, monkeypatch):
@@ -383,4 +383,26 @@ def test_memory_usage_without_the_kernel_high_water_mark_falls_back_to_sampling(
 
     run = _run()
     assert run.config["memory_method"] == "sampled"
-    assert all(mb >= 80 for mb in run.metrics["memory_usage_mb"].samples)
+    assert all(mb >= 80 for mb in run.metrics["peak_memory_mb"].samples)
+
+
+def test_the_suite_names_the_runners_own_figures(suite):
+    """A suite's declaration names the runner's figures (the reference pipeline: memory_usage_mb); None leaves
+    one out; a suite that declares none gets the generic names (peak_memory_mb, round_memory_mb)."""
+    from perfgate.core.metrics import RunnerMetrics, SuiteDeclaration, declare_suite, declared_suite, forget_suite
+
+    pipeline = declared_suite("pipeline")
+    assert pipeline is not None and pipeline.runner_metrics.peak_memory == "memory_usage_mb"
+    assert pipeline.runner_metrics.gpu_utilization == "gpu_utilization_pct"
+    declare_suite(
+        SuiteDeclaration(
+            name=SUITE, stages_module="unused", runner_metrics=RunnerMetrics(peak_memory="rss_mb", round_memory=None)
+        )
+    )
+    try:
+        run = _run()
+    finally:
+        forget_suite(SUITE)
+    assert len(run.metrics["rss_mb"].samples) == 2
+    assert not {"peak_memory_mb", "round_memory_mb", "memory_usage_mb"} & set(run.metrics)
+    assert {"peak_memory_mb", "round_memory_mb"} <= set(_run().metrics)

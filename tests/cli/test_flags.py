@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.cli import COMMANDS, _build_parser, _command_parser, main
+from perfgate.cli import _build_parser, _command_parser, _help, commands, main
 from perfgate.cli._common import _REMOVED, FLAG_HELP
 from perfgate.output import output_file
 
@@ -40,9 +40,9 @@ def _parsers() -> list[tuple[str, argparse.ArgumentParser, str | None]]:
                 for name, sub in action.choices.items():
                     walk(f"{path} {name}", sub, helps.get(name))
 
-    for name, (_module, help_text) in COMMANDS.items():
+    for name in commands():
         parser, _ = _command_parser(name)
-        walk(f"perfgate {name}", parser, help_text)
+        walk(f"perfgate {name}", parser, _help(name))
     return out
 
 
@@ -99,11 +99,11 @@ def test_the_meanings_that_used_to_differ_now_have_names_of_their_own():
 
 def test_help_texts_do_not_speak_of_other_commands():
     """A flag's one help text is read in every command that has it: it names none of them."""
-    commands = sorted(COMMANDS, key=len, reverse=True)
+    names = sorted(commands(), key=len, reverse=True)
     leaks = [
         (flag, text)
         for flag, text in FLAG_HELP.items()
-        for name in commands
+        for name in names
         if re.search(rf"\b(in|of|for) {re.escape(name)}\b", text)
     ]
     assert leaks == []

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from perfgate.cli import main
-from perfgate.export.grafana import DASHBOARD_UID, dashboard_json, panel_queries
+from perfgate.export.grafana import DASHBOARD_UID, GENERIC_TITLE, dashboard_json, dashboard_title, panel_queries
 from perfgate.export.history import history_openmetrics, read_history
 from perfgate.export.latest import latest_states
 from perfgate.export.outlets import GROUPING_LABELS, push_states
@@ -113,6 +113,21 @@ def test_counts_have_their_own_row_of_panels_that_say_they_are_not_times(dashboa
         assert "not times" in text and "callgrind" in text
         for blind_to in ("memory bandwidth", "contention", "threads", "system calls", "I/O", "GPU", "tails"):
             assert blind_to in text, (title, blind_to)
+
+
+def test_the_title_is_the_default_suites_or_perfgates_own(dashboard, monkeypatch):
+    """The reference pipeline declares its title; a default suite that declares none gets perfgate's own."""
+    import dataclasses
+
+    import perfgate.export.grafana as grafana
+    from perfgate.core.metrics import declared_suites, default_suite
+
+    assert dashboard["title"] == "perfgate: ML pipeline performance" == dashboard_title()
+    suite = declared_suites()[default_suite()]
+    monkeypatch.setattr(
+        grafana, "declared_suites", lambda: {suite.name: dataclasses.replace(suite, dashboard_title="")}
+    )
+    assert json.loads(dashboard_json())["title"] == GENERIC_TITLE
 
 
 def test_the_panels_the_original_specification_asks_for(dashboard):

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from perfgate.errors import DataError
 from perfgate_pipeline.dbn import load_dbn
+from perfgate_pipeline.errors import DataError
 
 from .test_dbn_corpus import mixed_stream, ohlcv_stream, sample, trade_record, zstd_frames
 

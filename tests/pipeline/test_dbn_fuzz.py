@@ -17,9 +17,9 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from perfgate.errors import DataError
 from perfgate_pipeline._dbn_schemas import SCHEMA_RTYPES
 from perfgate_pipeline.dbn import DbnFile, load_dbn
+from perfgate_pipeline.errors import DataError
 
 from .test_dbn_corpus import DBN_SAMPLES, PLAIN_SAMPLES, decompressed, load_kwargs, mixed_stream, ohlcv_stream, sample
 

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 import zstandard
 
-from perfgate.errors import DataError
 from perfgate_pipeline._dbn_schemas import (
     RTYPE_NAMES,
     SCHEMA_IDS,
@@ -27,6 +26,7 @@ from perfgate_pipeline._dbn_schemas import (
     record_dtype,
 )
 from perfgate_pipeline.dbn import OHLCV_KEYS, DbnFile, load_dbn, ohlcv_arrays, prices_as_float
+from perfgate_pipeline.errors import DataError
 
 from .test_dbn_corpus import (
     DBN_SAMPLES,

@@ -9,11 +9,11 @@ import json
 import re
 
 from perfgate.core.profiles import Contributor, Profile, StageExplanation, explain
-from perfgate.core.text import plain
 from perfgate.report.comment import render_comment
 from perfgate.report.json import render_json
 from perfgate.report.markdown import render_markdown
 from perfgate.report.where import COMMENT_BYTES, fmt_cost, fmt_cost_change
+from perfgate.safe.text import plain
 from tests.report.where_fixtures import (
     HELPER,
     benign_explanation,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.cli import COMMANDS, _command_parser, main
+from perfgate.cli import _command_parser, commands, main
 
 HUGE = "9" * 5000  # past Python's 4,300-digit limit on converting text to int
 
@@ -32,7 +32,7 @@ def _numeric_flags() -> list[tuple[str, str, type]]:
                     continue
                 found.append((prefix, action.option_strings[-1], action.type))
 
-    for name in COMMANDS:
+    for name in commands():
         parser, _module = _command_parser(name)
         walk(parser, name)
     return found

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.cli import COMMANDS, _command_parser, main
+from perfgate.cli import _command_parser, commands, main
 from perfgate.output import output_file
 
 _HANG_GUARD_S = 60  # a generous bound: the bug blocks forever; not a timing assertion
@@ -90,7 +90,7 @@ def _input_flags() -> set[tuple[str, str]]:
             if action.type is Path or action.dest in ("reports", "stages_module", "stages_modules"):
                 found.add((prefix, label))
 
-    for name in COMMANDS:
+    for name in commands():
         parser, _module = _command_parser(name)
         walk(parser, name)
     return found

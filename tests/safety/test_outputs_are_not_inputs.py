@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.cli import COMMANDS, _command_parser, main
+from perfgate.cli import _command_parser, commands, main
 from perfgate.output import output_file
 
 # (argv before the output flag, output flag, the inputs that flag may name); argv placeholders
@@ -113,7 +113,7 @@ def _output_flags() -> set[tuple[str, str, bool]]:
             elif action.dest in _OUTPUT_DESTS and action.type in (Path, output_file):
                 found.add((prefix, action.option_strings[-1], action.type is output_file))
 
-    for name in COMMANDS:
+    for name in commands():
         parser, _module = _command_parser(name)
         walk(parser, name)
     return found

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfgate.cli import main
-from perfgate.core.redact import MASK, mask, mask_url, smtp_secrets, url_secrets
 from perfgate.notify.dispatch import secrets_of
 from perfgate.notify.settings import parse_notify
+from perfgate.safe.redact import MASK, mask, mask_url, smtp_secrets, url_secrets
 
 PASSWORDS = ["s3cretpw", "pa#ss/w?rd", "p@ss:w0rd", "p%40ss", "[::1]pw", "q"]
 

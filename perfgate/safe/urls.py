@@ -27,8 +27,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
-from perfgate.core.redact import MASK, mask_url, url_secrets
 from perfgate.errors import InputError
+from perfgate.safe.redact import MASK, mask_url, url_secrets
 
 __all__ = ["OutgoingURL", "parse_outgoing_url"]
 

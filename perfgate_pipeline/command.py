@@ -3,6 +3,9 @@
 ``perfgate data inspect FILE`` loads FILE with the strict loader and prints what it holds
 and whether it is valid (exit 0), or the validation failure (exit 2). ``perfgate data
 synth`` writes a synthetic DBN file for benchmarks of any size.
+
+The pipeline adds this command to perfgate's command line through the ``perfgate.commands``
+entry point group (``data = "perfgate_pipeline.command"``), as any installed package may.
 """
 
 from __future__ import annotations
@@ -10,36 +13,26 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfgate.cli._common import add_flag, add_removed_spelling
-from perfgate.core.text import plain
-from perfgate.errors import EXIT_ERROR, EXIT_OK, ConfigError, DataError
-from perfgate.output import output_file
+from perfgate.cli.toolkit import add_flag, add_removed_spelling, checked_number, console_for
+from perfgate.errors import EXIT_ERROR, EXIT_OK
+from perfgate.output import open_output, output_file
+from perfgate.safe.text import plain
+from perfgate.suites import suite_requirements
+from perfgate_pipeline.errors import DataError
+from perfgate_pipeline.suite import SUITE
 
 if TYPE_CHECKING:
     from perfgate_pipeline.dbn import DbnFile
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["HELP", "add_arguments", "run"]
+
+HELP = "synthesise and inspect DBN market-data files"
 
 _MAX_SYMBOLS_SHOWN = 10
-
-
-def _pipeline_requirements(what: str) -> AbstractContextManager[None]:
-    """The reference pipeline's own requirements (its declaration, :mod:`perfgate.suites`): a missing
-    one is a one-line error saying what to install, as ``perfgate bench --model dqn`` says it."""
-    from perfgate.suites import find, suite_requirements
-
-    suite = find("pipeline")
-    if suite is None:
-        raise ConfigError(
-            f"{what} reads and writes DBN files with the reference pipeline, which is not installed: "
-            "pip install 'perfgate[pipeline]'"
-        )
-    return suite_requirements(suite, what)
 
 
 MAX_SYNTH_RECORDS = 100_000_000  # about 5 GB of MBP-1 records: more is never a test file
@@ -80,13 +73,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _synth(args: argparse.Namespace) -> int:
-    from perfgate.cli._common import checked_number
-
     checked_number(args.records, "--records", at_least=1, at_most=MAX_SYNTH_RECORDS)
     checked_number(args.seed, "--seed", at_least=0, below=2**63)
-    from perfgate.output import open_output
-
-    with _pipeline_requirements("perfgate data synth"):
+    with suite_requirements(SUITE, "perfgate data synth"):
         from perfgate_pipeline.synth import write_synthetic_to
 
     with open_output(args.output) as handle:
@@ -199,6 +188,4 @@ def _print_table(summary: dict[str, Any]) -> None:
     table.add_column()
     for key, value in rows:
         table.add_row(key, Text(plain(value), style="green" if key == "validation" else ""))  # Text: no markup
-    from perfgate.cli._common import console_for
-
     console_for().print(table)

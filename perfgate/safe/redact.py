@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterable
 from urllib.parse import unquote
 
-from perfgate.core.text import one_line, plain
+from perfgate.safe.text import one_line, plain
 
 __all__ = ["MASK", "mask", "mask_one_url", "mask_url", "smtp_secrets", "url_secrets"]
 
