@@ -23,12 +23,12 @@ alternate short blocks of calls of each stage on one CPU. That leaves two levels
 **Borrowed variance.** With 3–4 pairs that test has 2–3 degrees of freedom. The metrics
 that share a statistic and a unit lend each other their spread: a moderated t test in the
 style of limma, guarded so that a metric unlike its group keeps its own variance and no
-verdict rests on one pair (:mod:`perfgate.core._moderated`, :func:`_borrow`).
+verdict rests on one pair (:mod:`perfgate.core.decision._moderated`, :func:`_borrow`).
 
-Each metric and statistic is one immutable :class:`~perfgate.core._estimate.Estimate`,
+Each metric and statistic is one immutable :class:`~perfgate.core.decision._estimate.Estimate`,
 tested across pairs (:func:`_test_across`, then :func:`_borrow` makes a new one where the
 group lends its variance). Holm's family is the stored check's: one function for both,
-:func:`perfgate.core.family.holm_family`. A derived metric (throughput, items per second of
+:func:`perfgate.core.decision.holm_family`. A derived metric (throughput, items per second of
 a stage's own calls) is not a second test: it takes the p-values of the metric it is derived
 from and counts once in the family; when that metric has no test of its own, the derived one
 is tested in its place and counts in the family.
@@ -53,13 +53,22 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from perfgate.core._budgets import check_budgets
-from perfgate.core._decision import decide, log_threshold, split_metrics, statistics_of
-from perfgate.core._estimate import Estimate, OneSidedTest
-from perfgate.core._moderated import Prior, fit_prior, guarded
 from perfgate.core.compare import CheckResult, Comparison, Verdict, missing_gated
+from perfgate.core.decision import (
+    Estimate,
+    OneSidedTest,
+    Prior,
+    check_budgets,
+    decide,
+    family_members,
+    fit_prior,
+    guarded,
+    holm_family,
+    log_threshold,
+    split_metrics,
+    statistics_of,
+)
 from perfgate.core.distributions import t_sf
-from perfgate.core.family import family_members, holm_family
 from perfgate.core.metrics import Direction
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Metric, Run

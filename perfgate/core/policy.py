@@ -43,7 +43,7 @@ class Budget:
     below ``limit``, a higher-is-better one at or above it. On a derived rate (a throughput:
     the batch over the time of the same calls), ``min`` and ``mean`` are the run's overall
     rate, total items over total time, not the slowest single call
-    (:mod:`perfgate.core._budgets`).
+    (:mod:`perfgate.core.decision._budgets`).
     """
 
     model: str

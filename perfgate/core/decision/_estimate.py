@@ -8,10 +8,10 @@ paired log ratios of interleaved repetitions.
 
 :class:`Estimate` is what a check knows of one comparison (a metric and a statistic) before
 its verdict: made once, immutable. The stored check makes it in
-:mod:`perfgate.core._decision`, the paired gate of ``perfgate ab`` in
-:mod:`perfgate.core.paired`; :func:`perfgate.core.family.holm_family` adds what the family
+:mod:`perfgate.core.decision._prepare`, the paired gate of ``perfgate ab`` in
+:mod:`perfgate.core.paired`; :func:`perfgate.core.decision._family.holm_family` adds what the family
 says (a derived metric's shared test, the Holm-adjusted p-value) by making new ones, and
-:func:`perfgate.core._decision.decide` turns each into a verdict.
+:func:`perfgate.core.decision._prepare.decide` turns each into a verdict.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from perfgate.core._samplestats import SampleStats
-from perfgate.core._tail import Tail, robust_to_scale
+from perfgate.core.decision._samplestats import SampleStats
+from perfgate.core.decision._tail import Tail, robust_to_scale
 from perfgate.core.distributions import t_sf
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import (
@@ -144,7 +144,7 @@ class Estimate:
     """One comparison (a metric and a statistic) estimated and, where it can be, tested:
     everything its verdict is decided from except the family-wise correction.
 
-    Holm's adjusted p-value is not part of it: :func:`perfgate.core.family.holm_family` gives it
+    Holm's adjusted p-value is not part of it: :func:`perfgate.core.decision._family.holm_family` gives it
     beside the estimate (``Family.adjusted``), so the family copies nothing. ``fixed`` is a
     verdict known before any test (too few samples, an undefined ratio, no pairs), with its
     ``reason`` and ``required_n``.
@@ -178,7 +178,7 @@ class Estimate:
     index_change: float | None = None  # the reference kernel's relative change between the runs
     tail: Tail | None = None  # the null distribution of a test whose run-to-run term has a t tail
     # the run's common shift (direction-adjusted log) this estimate is taken relative to, when it is
-    # tested against the rest of its run (perfgate.core._shared_phase); None: its whole change
+    # tested against the rest of its run (perfgate.core.decision._shared_phase); None: its whole change
     relative_to: float | None = None
 
     @property

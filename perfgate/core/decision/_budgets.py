@@ -20,7 +20,7 @@ import math
 from collections.abc import Sequence
 
 from perfgate.core._derived import derived_metrics
-from perfgate.core.counts import is_counts_run
+from perfgate.core.decision._counts import is_counts_run
 from perfgate.core.metrics import Direction, metric_info
 from perfgate.core.policy import Budget
 from perfgate.core.reduced import metric_summary

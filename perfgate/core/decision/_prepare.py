@@ -16,10 +16,10 @@ conservative assumption that the report names. When both sides carry the machine
 index (reference kernels timed with the samples), the locations compared are the stage's
 times in units of its reference, and the raw change is reported beside them.
 
-Each step is a function that returns its result (:mod:`perfgate.core._estimate`: the values
+Each step is a function that returns its result (:mod:`perfgate.core.decision._estimate`: the values
 and their log ratio, the paired or unpaired test with its standard error, degrees of freedom,
 p-value and the noise folded in); :func:`estimate_unpaired` assembles them into an immutable
-:class:`~perfgate.core._estimate.Estimate`, :func:`perfgate.core.family.holm_family` makes the
+:class:`~perfgate.core.decision._estimate.Estimate`, :func:`perfgate.core.decision._family.holm_family` makes the
 check's family of them (the same function the paired gate of ``perfgate ab`` calls), and
 :func:`decide` turns each into a verdict.
 """
@@ -31,8 +31,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from perfgate.core._common_shift import CommonShift
-from perfgate.core._estimate import (
+from perfgate.core.decision._counts import Residue, counts_test, history_of, is_count
+from perfgate.core.decision._estimate import (
     Estimate,
     OneSidedTest,
     Sides,
@@ -42,17 +42,16 @@ from perfgate.core._estimate import (
     test_fields,
     unpaired_test,
 )
-from perfgate.core._samplestats import ReferenceStats, SampleStats
-from perfgate.core._shared_phase import SharedPhase, breadth, is_median, relative_to_run
-from perfgate.core._significance import log_ratio_se
-from perfgate.core.counts import Residue, counts_test, history_of, is_count
+from perfgate.core.decision._family import holm_family
+from perfgate.core.decision._samplestats import ReferenceStats, SampleStats
+from perfgate.core.decision._shared_phase import breadth, is_median, relative_to_run
+from perfgate.core.decision._significance import log_ratio_se
 from perfgate.core.distributions import norm_ppf, t_isf
-from perfgate.core.family import holm_family
 from perfgate.core.metrics import Direction, metric_info
 from perfgate.core.noise import index_shift
 from perfgate.core.policy import Policy
 from perfgate.core.reduced import metric_summary
-from perfgate.core.result import ALONE, Comparison, Verdict
+from perfgate.core.result import ALONE, CommonShift, Comparison, SharedPhase, Verdict
 from perfgate.core.schema import Metric, Run
 from perfgate.core.stats import Summary, min_samples_for, summarize
 
@@ -88,7 +87,7 @@ def estimate_unpaired(
     ``paired``: group i of both runs ran side by side, so the test is on paired log ratios
     when there are enough groups. ``counts``: the check's between-process residue of count
     metrics, which a count metric is tested with instead of the run-to-run noise of times
-    (:mod:`perfgate.core.counts`)."""
+    (:mod:`perfgate.core.decision._counts`)."""
     stats = stats if stats is not None else ReferenceStats(policy.confidence)
     sides = sides if sides is not None else sides_of(base, cur, paired=paired)
     n_base, n_cur = len(base.samples), len(cur.samples)
@@ -205,7 +204,7 @@ def _improvement_significant(p: Estimate, ci: tuple[float, float] | None, alpha:
 
 def _isf(p: Estimate, a: float) -> float:
     """The point the test statistic (the log ratio over its SE) exceeds with probability ``a``
-    under no change: a t or normal quantile, or the t-tailed mixture's (:mod:`perfgate.core._tail`)."""
+    under no change: a t or normal quantile, or the t-tailed mixture's (:mod:`perfgate.core.decision._tail`)."""
     if p.tail is not None and p.se:
         return p.tail.isf(a) / p.se
     return t_isf(a, p.df)
@@ -215,7 +214,7 @@ def decide(
     p: Estimate, policy: Policy, n_tests: int, stats: SampleStats | None = None, *, p_adjusted: float | None = None
 ) -> Comparison:
     """The verdict of one estimate, ``p_adjusted`` being its p-value adjusted by Holm over a family
-    of ``n_tests`` (:func:`perfgate.core.family.holm_family`; ``None`` for an estimate without a test)."""
+    of ``n_tests`` (:func:`perfgate.core.decision._family.holm_family`; ``None`` for an estimate without a test)."""
     direction = p.cur.direction
     worse = None if p.log_worse is None else _worse_from_log(p.log_worse, direction)
     change = None if p.base_value == 0 else p.cur_value / p.base_value - 1.0
@@ -416,8 +415,8 @@ def prepare(
     clocks: Mapping[str, str] | None = None,
 ) -> tuple[list[Comparison], list[Comparison], CommonShift | None, SharedPhase]:
     """Every comparison of a check decided: (the tested ones, the new/missing/informational ones,
-    the run's common shift when that step applies: :mod:`perfgate.core._common_shift`, and the
-    run's own control: :mod:`perfgate.core._shared_phase`).
+    the run's common shift when that step applies: :mod:`perfgate.core.decision._common_shift`, and the
+    run's own control: :mod:`perfgate.core.decision._shared_phase`).
 
     A stored comparison tests each timing metric against the rest of its run first; the common
     shift is then tested on the metrics that moved with the run, and the per-metric tests spend
@@ -538,7 +537,7 @@ def _log_of(worse: float, direction: Direction) -> float | None:
 
 
 def _within_shift(c: Comparison, shift: CommonShift, whole_of: Callable[[Comparison], Comparison | None]) -> Comparison:
-    """A metric's verdict in a run that moved as a whole (:mod:`perfgate.core._common_shift`).
+    """A metric's verdict in a run that moved as a whole (:mod:`perfgate.core.decision._common_shift`).
 
     A shift the kernels or a measured noise call the code's makes each metric that moved with
     it (past the threshold) regressed, or improved, on its whole change; one that nothing can tell

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfgate.core._estimate import OneSidedTest
+from perfgate.core.decision._estimate import OneSidedTest
 from perfgate.core.distributions import t_sf
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import group_locations
