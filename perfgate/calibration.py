@@ -119,7 +119,7 @@ def estimate_residuals(runs: Sequence[Run]) -> dict[str, float]:
                 values = np.array([float(np.percentile(x.samples, 100 * QUANTILES[statistic])) for x in metrics])
                 if np.all(values > 0):
                     logs = np.log(values)
-                    columns[(name, statistic)] = -logs if m.direction is Direction.HIGHER else logs
+                    columns[(name, statistic)] = m.direction.sign * logs
         sd = residuals_of(columns, [k for k in columns if k[1] in ("median", "p50")])
         out.update({residual_key(n, st, normalised=scaled): v for (n, st), v in sd.items()})
     return out

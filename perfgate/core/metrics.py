@@ -59,6 +59,18 @@ class Direction(StrEnum):
     HIGHER = "higher_is_better"
     INFO = "informational"
 
+    @property
+    def sign(self) -> float:
+        """-1.0 for a higher-is-better metric, else 1.0: what turns the metric's own change (of its log,
+        or of a whole array of logs) into the change in the "worse" sense, positive when it got worse."""
+        return -1.0 if self is Direction.HIGHER else 1.0
+
+    def worse(self, change: float) -> float:
+        """``change`` (a log ratio, a relative change, a difference) in the "worse" sense: as it is for a
+        lower-is-better metric, negated for a higher-is-better one. Its own inverse: a change in the
+        "worse" sense, given back, is the metric's own. Informational metrics are read as lower-is-better."""
+        return -change if self is Direction.HIGHER else change
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MetricInfo:

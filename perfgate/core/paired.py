@@ -179,8 +179,7 @@ def _across(log_ratios: Sequence[float], direction: Direction) -> _Across | None
     d = d[np.isfinite(d)]
     if len(d) < 2:
         return None
-    if direction is Direction.HIGHER:
-        d = -d
+    d = direction.sign * d
     sd = float(d.std(ddof=1))
     return _Across(log_worse=float(d.mean()), se=sd / math.sqrt(len(d)), sd=sd, df=len(d) - 1)
 
@@ -208,7 +207,7 @@ def _test_across(e: Estimate, log_ratios: Sequence[float]) -> Estimate:
 
 def _adjusted(e: Estimate, log_ratios: Sequence[float]) -> list[float]:
     d = [float(x) for x in log_ratios if math.isfinite(x)]
-    return [-x for x in d] if e.cur.direction is Direction.HIGHER else d
+    return [e.cur.direction.worse(x) for x in d]
 
 
 def _borrow(

@@ -51,7 +51,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from perfgate.core.compare import Verdict
-from perfgate.core.metrics import Direction, MetricInfo
+from perfgate.core.metrics import MetricInfo
 from perfgate.core.metrics import metric_info as declared_metric
 from perfgate.core.schema import Run
 from perfgate.core.stats import quantile
@@ -290,11 +290,7 @@ def _add_check(out: Families, state: RunState, key: list[str]) -> None:
         whole = c.raw_change if c.relative_to is not None else c.change
         if whole is not None:
             change.add_metric([*key, c.metric, stat], whole)
-        degraded = (
-            (whole if c.direction is not Direction.HIGHER else -whole)
-            if c.relative_to is not None and whole is not None
-            else c.worse
-        )
+        degraded = c.direction.worse(whole) if c.relative_to is not None and whole is not None else c.worse
         if degraded is not None:
             worse.add_metric([*key, c.metric, stat], degraded)
             limit.add_metric([*key, c.metric, stat], c.threshold)

@@ -73,7 +73,7 @@ def _sentence(c: Comparison) -> str:
     size = abs(change) * 100
     sentence = f"{what} {verb} by {size:.1f}% ({fmt_value(c.baseline_value)} → {fmt_value(c.current_value)})"
     if c.relative_to is not None and c.raw_change is not None:
-        run = math.expm1(-c.relative_to if c.direction is Direction.HIGHER else c.relative_to)
+        run = math.expm1(c.direction.worse(c.relative_to))
         sentence = (
             f"{what} {verb} by {size:.1f}% apart from the rest of its run "
             f"({fmt_value(c.baseline_value)} → {fmt_value(c.current_value)}: {fmt_change(c.raw_change)} in all, "

@@ -24,7 +24,6 @@ from typing import Any
 from perfgate.core.decision._samplestats import SampleStats
 from perfgate.core.decision._tail import Tail, robust_to_scale
 from perfgate.core.distributions import t_sf
-from perfgate.core.metrics import Direction
 from perfgate.core.noise import (
     CALIBRATED_TAIL_DF,
     TAIL_FACTOR,
@@ -101,13 +100,13 @@ def estimate_values(base: Metric, cur: Metric, sides: Sides, statistic: str, sta
     log_worse: float | None = None
     if base_value > 0 and cur_value > 0:
         log_ratio = math.log(cur_value / base_value)
-        log_worse = log_ratio if cur.direction is Direction.LOWER else -log_ratio
+        log_worse = cur.direction.worse(log_ratio)
     elif base_value == cur_value:
         log_worse = 0.0
     elif base_value > 0:
         # the current value is 0: a time that vanished is infinitely better, a rate that fell
         # to 0 is a total loss (worse = +100 %) and must not pass as "undefined"
-        log_worse = -math.inf if cur.direction is Direction.LOWER else math.inf
+        log_worse = cur.direction.worse(-math.inf)
     return Values(
         base_value=raw_base,
         cur_value=raw_cur,
@@ -381,7 +380,7 @@ def paired_test(base: Metric, cur: Metric, statistic: str, log_worse: float | No
     k = len(base.group_samples())
     if k < 3 or len(a) != k or len(b) != k or len(cur.group_samples()) != k:
         return None
-    d = b - a if cur.direction is Direction.LOWER else a - b
+    d = cur.direction.sign * (b - a)
     sd = float(d.std(ddof=1))
     mean = float(d.mean())
     se = sd / math.sqrt(k)

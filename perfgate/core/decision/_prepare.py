@@ -177,18 +177,15 @@ def log_threshold(threshold: float, direction: Direction) -> float:
 
 
 def _worse_from_log(log_worse: float, direction: Direction) -> float:
-    # positive means worse: +x % time, or -x % throughput
-    try:
-        return math.expm1(log_worse) if direction is Direction.LOWER else -math.expm1(-log_worse)
-    except OverflowError:  # an interval bound from a tiny, skewed sample ([1, 1, 1004]): unbounded
-        return math.inf if direction is Direction.LOWER else -math.inf
+    # positive means worse: +x % time, or -x % throughput (the metric's own change, in the worse sense);
+    # an interval bound from a tiny, skewed sample ([1, 1, 1004]) overflows: unbounded
+    return direction.worse(_own_terms(log_worse, direction))
 
 
 def _in_own_terms(worse: float, direction: Direction) -> str:
     """A direction-adjusted change said in the metric's own terms: +15.7 % worse of a throughput
     is "−15.7 % (worse)", so a row never mixes the two conventions."""
-    own = worse if direction is not Direction.HIGHER else -worse
-    return f"{own:+.1%} (worse)"
+    return f"{direction.worse(worse):+.1%} (worse)"
 
 
 def _improvement_significant(p: Estimate, ci: tuple[float, float] | None, alpha: float, n_tests: int) -> bool:
@@ -477,7 +474,7 @@ def prepare(
 def _own_terms(worse_log: float, direction: Direction) -> float:
     """A direction-adjusted log change as the metric's own relative change (a throughput's sign flips)."""
     try:
-        return math.expm1(-worse_log) if direction is Direction.HIGHER else math.expm1(worse_log)
+        return math.expm1(direction.worse(worse_log))
     except OverflowError:
         return math.inf
 
@@ -531,7 +528,7 @@ def _tested_log(c: Comparison) -> float | None:
 def _log_of(worse: float, direction: Direction) -> float | None:
     """The direction-adjusted log change of a ``worse`` (the inverse of :func:`_worse_from_log`)."""
     try:
-        return math.log1p(worse) if direction is not Direction.HIGHER else -math.log1p(-worse)
+        return direction.worse(math.log1p(direction.worse(worse)))
     except ValueError:
         return None
 

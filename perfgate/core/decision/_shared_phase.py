@@ -67,7 +67,6 @@ from perfgate.core.decision._counts import is_count
 from perfgate.core.decision._estimate import Estimate
 from perfgate.core.decision._moderated import OUTLIER_LEVEL, _f_sf, fit_prior
 from perfgate.core.distributions import t_sf
-from perfgate.core.metrics import Direction
 from perfgate.core.noise import (
     MIN_CONTROL,
     BetweenGroups,
@@ -228,7 +227,7 @@ def _raw_log_worse(e: Estimate, scaled: bool = False) -> float | None:
     if e.base_value <= 0 or e.cur_value <= 0:
         return None
     log_ratio = math.log(e.cur_value / e.base_value)
-    return -log_ratio if e.cur.direction is Direction.HIGHER else log_ratio
+    return e.cur.direction.worse(log_ratio)
 
 
 def _eligible(e: Estimate) -> bool:
@@ -265,7 +264,7 @@ def _history_residuals(estimates: Sequence[Estimate], runs: int, scaled: bool) -
         logs = group_locations(base, QUANTILES[e.statistic])
         if len(logs) != runs:
             return None
-        return -logs if e.cur.direction is Direction.HIGHER else logs
+        return e.cur.direction.sign * logs
 
     columns = {e.key: logs for e in estimates if (logs := logs_of(e)) is not None}
     return residuals_of(columns, [e.key for e in estimates if is_median(e.statistic) and not e.derived_from])
