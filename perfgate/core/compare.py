@@ -202,7 +202,7 @@ def compare_runs(
         else c
         for c in decided + fixed
     ]
-    budgets = check_budgets(current, policy.budgets_for(current.model_key))
+    budgets = check_budgets(current, policy.budgets_for(current.model_key), policy.catalogue)
     return CheckResult(
         current=current,
         baseline=baseline,
@@ -220,7 +220,7 @@ def compare_runs(
 
 def budgets_only(current: Run, policy: Policy) -> CheckResult:
     """A check with no baseline yet: every metric is ``new``, the budgets still hold."""
-    budgets = check_budgets(current, policy.budgets_for(current.model_key))
+    budgets = check_budgets(current, policy.budgets_for(current.model_key), policy.catalogue)
     return CheckResult(
         current=current,
         baseline=None,

@@ -310,7 +310,7 @@ def decide_look(
         if e.key in blocked and c.verdict is Verdict.INCONCLUSIVE:
             c = replace(c, reason=f"{blocked[e.key]}: one pair does not make a verdict")
         decided.append(c)
-    budgets = check_budgets(current, policy.budgets_for(current.model_key))
+    budgets = check_budgets(current, policy.budgets_for(current.model_key), policy.catalogue)
     return CheckResult(
         current=current,
         baseline=baseline,

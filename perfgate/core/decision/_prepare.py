@@ -47,7 +47,7 @@ from perfgate.core.decision._samplestats import ReferenceStats, SampleStats
 from perfgate.core.decision._shared_phase import breadth, is_median, relative_to_run
 from perfgate.core.decision._significance import log_ratio_se
 from perfgate.core.distributions import norm_ppf, t_isf
-from perfgate.core.metrics import Direction, metric_info
+from perfgate.core.metrics import Direction
 from perfgate.core.noise import index_shift
 from perfgate.core.policy import Policy
 from perfgate.core.reduced import metric_summary
@@ -329,8 +329,7 @@ def statistics_of(metric: Metric, policy: Policy, single: bool) -> tuple[str, ..
     """The statistics a metric is compared on (the median alone with a single sample a side)."""
     if single:
         return ("median",)
-    info = policy.metric_info.get(metric.name) or metric_info(metric.name)
-    return info.statistics if info else ("median",)
+    return policy.catalogue.of(metric).statistics
 
 
 def unmatched(metric: Metric, side: str, policy: Policy) -> Comparison:
