@@ -20,7 +20,7 @@ from _proportions import wilson
 
 import perfgate.core.decision._moderated as _moderated
 from perfgate.core.decision._moderated import fit_prior, guarded
-from perfgate.core.decision._prepare import log_threshold
+from perfgate.core.decision._rule import log_threshold
 from perfgate.core.decision._significance import holm
 from perfgate.core.metrics import Direction
 

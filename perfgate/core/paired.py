@@ -59,11 +59,11 @@ from perfgate.core.decision import (
     OneSidedTest,
     Prior,
     check_budgets,
-    decide,
     family_members,
     fit_prior,
     guarded,
     holm_family,
+    judge,
     log_threshold,
     split_metrics,
     statistics_of,
@@ -198,7 +198,7 @@ def _test_across(e: Estimate, log_ratios: Sequence[float]) -> Estimate:
         se=across.se,
         p_value=p_value,
         df=across.df,
-        sigma_run=across.sd / math.sqrt(2.0),  # decide's pairs-to-decide: 2 (zσ/m)² = (z sd/m)²
+        sigma_run=across.sd / math.sqrt(2.0),  # the pairs that would decide: 2 (zσ/m)² = (z sd/m)²
         groups=(across.df + 1, across.df + 1),
         noise=f"paired over {across.df + 1} worker pairs (SD of the pairs' log ratios {across.sd:.1%})",
     )
@@ -304,7 +304,7 @@ def decide_look(
     family = holm_family(estimates, alpha=alpha, confidence=policy.confidence, common=False)
     decided = []
     for e, p_adjusted in zip(family.estimates, family.adjusted, strict=True):
-        c = decide(e, look_policy, family.size, p_adjusted=p_adjusted)
+        c = judge(e, look_policy, family.size, p_adjusted=p_adjusted)
         if c.required_n is not None:
             c = replace(c, required_unit="pairs")
         if e.key in blocked and c.verdict is Verdict.INCONCLUSIVE:

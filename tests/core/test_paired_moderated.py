@@ -27,7 +27,7 @@ from scipy import stats as sps
 
 from perfgate.core.compare import Verdict
 from perfgate.core.decision._moderated import Prior, digamma, fit_prior, guarded, trigamma
-from perfgate.core.decision._prepare import log_threshold
+from perfgate.core.decision._rule import log_threshold
 from perfgate.core.decision._significance import holm
 from perfgate.core.metrics import Direction
 from perfgate.core.paired import SequentialLooks, decide_look

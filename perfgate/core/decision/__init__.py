@@ -11,7 +11,12 @@ use of it is named here; its modules are private to it:
 * ``_shared_phase``: the run as its own control (each metric tested against the rest of its run);
 * ``_common_shift``: what every timing metric of a run moved together, tested once;
 * ``_family``: the family of tests that both the stored and the paired check correct over;
-* ``_prepare``: every comparison of a stored check, estimated, tested and decided;
+* ``_rule``: the rule that gives one estimate its verdict (:func:`decide`);
+* ``_advice``: how much more measurement would decide an inconclusive one;
+* ``_memory_floor``: the least change of a memory metric that may count;
+* ``_reasons``: the reasons the verdicts are given with, worded in one place;
+* ``_prepare``: every comparison of a stored check, estimated, tested and judged (:func:`judge`: the
+  rule's verdict with its reason, its advice and the memory floor);
 * ``_budgets``: absolute limits on one run.
 
 The result types (:class:`~perfgate.core.result.Comparison`, :class:`~perfgate.core.result.CommonShift`,
@@ -36,15 +41,8 @@ from perfgate.core.decision._counts import (
 from perfgate.core.decision._estimate import Estimate, OneSidedTest, Sides, sides_of
 from perfgate.core.decision._family import Family, family_members, holm_family
 from perfgate.core.decision._moderated import Prior, fit_prior, guarded
-from perfgate.core.decision._prepare import (
-    decide,
-    estimate_unpaired,
-    log_threshold,
-    prepare,
-    split_metrics,
-    statistics_of,
-    unmatched,
-)
+from perfgate.core.decision._prepare import estimate_unpaired, judge, prepare, split_metrics, statistics_of, unmatched
+from perfgate.core.decision._rule import Grounds, Ruling, decide, log_threshold
 from perfgate.core.decision._samplestats import BatchStats, ReferenceStats, SampleStats
 
 __all__ = [
@@ -54,10 +52,12 @@ __all__ = [
     "BatchStats",
     "Estimate",
     "Family",
+    "Grounds",
     "OneSidedTest",
     "Prior",
     "ReferenceStats",
     "Residue",
+    "Ruling",
     "SampleStats",
     "Sides",
     "check_budgets",
@@ -71,6 +71,7 @@ __all__ = [
     "informational_line",
     "is_count",
     "is_counts_run",
+    "judge",
     "learned_residue",
     "left_out_line",
     "log_threshold",
