@@ -398,7 +398,7 @@ def run_from_dict(
         InputError: a missing or invalid field; the message names it.
         SchemaVersionError: the document is newer than this perfgate.
     """
-    known = metric_info if isinstance(metric_info, MetricCatalogue) else MetricCatalogue(metric_info)
+    known = MetricCatalogue.over(metric_info)
     if not isinstance(data, Mapping):
         raise InputError(f"expected a JSON object at the top level, got {type(data).__name__}", source=source)
     if is_flat_format(data):

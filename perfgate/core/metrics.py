@@ -314,6 +314,12 @@ class MetricCatalogue(Mapping[str, MetricInfo]):
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"a MetricCatalogue is immutable: cannot set {name}")
 
+    @classmethod
+    def over(cls, defined: Mapping[str, MetricInfo] | None) -> MetricCatalogue:
+        """The catalogue of the definitions ``defined`` over the declared suites': ``defined`` itself when it
+        is a catalogue already (a policy's)."""
+        return defined if isinstance(defined, MetricCatalogue) else cls(defined)
+
     @property
     def defined(self) -> Mapping[str, MetricInfo]:
         """The configuration's own definitions, which come before the declared suites'."""
