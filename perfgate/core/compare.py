@@ -1,15 +1,15 @@
 """The regression decision: a current run against its baseline, metric by metric.
 
 :func:`compare_runs` checks that the two runs can be compared, decides every metric
-(:mod:`perfgate.core.decision._prepare`: the estimate, the test with the run-to-run noise, Holm's
-correction and the verdict), evaluates the budgets (:mod:`perfgate.core.decision._budgets`) and lists
+(:func:`perfgate.core.decision.prepare`: the estimate, the test with the run-to-run noise, Holm's
+correction and the verdict), evaluates the budgets (:func:`perfgate.core.decision.check_budgets`) and lists
 the gated metrics the current run lacks. The result types are in :mod:`perfgate.core.result`.
 
 A derived metric (a throughput: the batch over the time of the same calls,
 :mod:`perfgate.core._derived`) is decided with the test of the metric it is derived from and
 counts once in the family, by the rule the paired gate of ``perfgate ab`` shares
 (:func:`perfgate.core.decision.holm_family`). The per-metric statistics of a whole check are computed at once
-over numpy matrices (:class:`~perfgate.core.decision._samplestats.BatchStats`); ``vectorised=False``
+over numpy matrices (:class:`~perfgate.core.decision.BatchStats`); ``vectorised=False``
 computes them one metric at a time, the reference the fast path is tested against.
 """
 

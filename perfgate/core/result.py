@@ -1,7 +1,9 @@
 """What a check found: per-metric comparisons, budgets, gated metrics that went missing.
 
 The report and the exit code are derived from a :class:`CheckResult`; the decision that
-fills it is :mod:`perfgate.core.decision._prepare`, the budgets :mod:`perfgate.core.decision._budgets`.
+fills it is :mod:`perfgate.core.decision`, which imports these types (this module imports nothing of it).
+The run's common shift (:class:`CommonShift`) and the run as its own control (:class:`SharedPhase`,
+one :class:`Control` per clock) are results of a stored check too.
 """
 
 from __future__ import annotations
