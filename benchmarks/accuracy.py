@@ -27,7 +27,7 @@ Two steps, so that one recorded corpus can be checked under every rule:
 ``shared`` simulates checks of many metrics that share the run's phase (seeded; a
 t-distributed phase with 4 degrees of freedom, scaled to the assumed 12 %, and an 8 %
 process term per metric): unchanged, and every metric 2× slower. It prints, with and without
-the common-shift step (:mod:`perfgate.core._common_shift`), the share of checks that claim a
+the common-shift step (:mod:`perfgate.core.decision._common_shift`), the share of checks that claim a
 regression or an improvement, that exit 0, 1 and 2, with Wilson intervals.
 
 for stored comparisons with 4 processes and with 1 process per side (process 1 of each run),
@@ -767,7 +767,7 @@ def _shared_runs(rng: np.random.Generator, k: int, factor: float) -> tuple[Run, 
 
 
 def shared(args: argparse.Namespace) -> None:
-    import perfgate.core.family as decision
+    import perfgate.core.decision._family as decision
 
     with_step = decision.common_shift
     print(

@@ -3,7 +3,7 @@
 Each check has 11 metrics (8 stage medians at 1–2 % per-pair SD in one group, 3 tails at
 5–9 % in another, as a DQN check). Per-process offsets are Student t on 3 df, or two-state
 (8–13 % slower with probability 0.35, either side). One look at k pairs, the family decided by
-Holm as ``perfgate ab`` does (the pure functions of ``perfgate.core._moderated``; the test
+Holm as ``perfgate ab`` does (the pure functions of ``perfgate.core.decision._moderated``; the test
 ``tests/core/test_paired_moderated.py::test_the_fast_family_is_decide_look`` holds them to
 ``decide_look``). Wilson 95 % intervals. No timing: it runs in about a minute.
 
@@ -18,10 +18,10 @@ import math
 import numpy as np
 from _proportions import wilson
 
-from perfgate.core import _moderated
-from perfgate.core._decision import log_threshold
-from perfgate.core._moderated import fit_prior, guarded
-from perfgate.core._significance import holm
+import perfgate.core.decision._moderated as _moderated
+from perfgate.core.decision._moderated import fit_prior, guarded
+from perfgate.core.decision._rule import log_threshold
+from perfgate.core.decision._significance import holm
 from perfgate.core.metrics import Direction
 
 SDS = np.array([0.010, 0.012, 0.014, 0.015, 0.016, 0.018, 0.020, 0.015, 0.05, 0.07, 0.09])

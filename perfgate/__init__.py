@@ -7,7 +7,7 @@ The names below are the public Python API, the list in the README's "Python API"
 Each is loaded from its module on first use (a module ``__getattr__``, PEP 562), so
 ``import perfgate`` imports neither torch, numpy nor rich: the command line and a training
 script pay only for what they touch. These names are the API that stays; the modules are
-in two kinds: a module whose name begins with an underscore (``perfgate.core._decision``)
+in two kinds: a module whose name begins with an underscore (``perfgate.core.decision._prepare``)
 is an implementation detail that may change in any version, and the others are what the
 README and docs name — the data model, the reports, the stores, the importers, the
 reference pipeline, the entry points one revision of ``perfgate ab`` starts in another —

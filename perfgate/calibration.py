@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from perfgate.core.changepoints import detect
-from perfgate.core.counts import PROCESS_DF_KEY, is_count, learned_residue
+from perfgate.core.decision import PROCESS_DF_KEY, is_count, learned_residue
 from perfgate.core.metrics import Direction, metric_info
 from perfgate.core.noise import calibrate_sigma, normalised, residuals_of
 from perfgate.core.policy import noise_key, residual_key
@@ -69,7 +69,7 @@ def estimate_noise(runs: Sequence[Run]) -> dict[str, float]:
 
     Counts have no run-to-run phase: for them it learns the residue between the processes of
     each run instead (keys ending ``@process`` and ``@process_df``,
-    :func:`perfgate.core.counts.learned_residue`), which a counts check tests each metric with.
+    :func:`perfgate.core.decision.learned_residue`), which a counts check tests each metric with.
     """
     names: dict[str, None] = {}
     for run in runs:
@@ -119,7 +119,7 @@ def estimate_residuals(runs: Sequence[Run]) -> dict[str, float]:
                 values = np.array([float(np.percentile(x.samples, 100 * QUANTILES[statistic])) for x in metrics])
                 if np.all(values > 0):
                     logs = np.log(values)
-                    columns[(name, statistic)] = -logs if m.direction is Direction.HIGHER else logs
+                    columns[(name, statistic)] = m.direction.sign * logs
         sd = residuals_of(columns, [k for k in columns if k[1] in ("median", "p50")])
         out.update({residual_key(n, st, normalised=scaled): v for (n, st), v in sd.items()})
     return out

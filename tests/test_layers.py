@@ -233,7 +233,7 @@ def _all_imports(path: Path) -> set[str]:
 
 
 def _package(module: str) -> str:
-    """perfgate.core._decision -> perfgate.core; perfgate.api -> perfgate.api; perfgate_pipeline.x -> itself"""
+    """perfgate.core.decision._prepare -> perfgate.core; perfgate.api -> perfgate.api; perfgate_pipeline.x -> itself"""
     parts = module.split(".")
     if parts[0] == "perfgate_pipeline":
         return "perfgate_pipeline"
@@ -274,3 +274,20 @@ def test_no_import_cycle_between_packages():
         me = _package(_module_of(path))
         graph.setdefault(me, set()).update(p for p in map(_package, _all_imports(path)) if p != me)
     assert find_cycle(graph) == []
+
+
+def test_no_import_cycle_between_modules_of_core():
+    """Inside the core too, module by module: imports under ``if TYPE_CHECKING:`` and inside functions count,
+    and so does a package's ``__init__``, which importing any module of the package runs first."""
+    graph: dict[str, set[str]] = {}
+    for path in (PACKAGE / "core").rglob("*.py"):
+        me = _module_of(path)
+        ancestors = {me.rsplit(".", i)[0] for i in range(me.count("."))}
+        targets: set[str] = set()
+        for name in _all_imports(path):
+            if name.startswith("perfgate.core."):
+                parts = name.split(".")
+                targets.update(".".join(parts[:i]) for i in range(3, len(parts) + 1))
+        graph[me] = {t for t in targets if _exists(t) and t != me and t not in ancestors}
+    assert find_cycle(graph) == []
+    assert "perfgate.core.decision" in graph["perfgate.core.compare"]  # the check sees a package's imports

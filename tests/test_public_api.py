@@ -167,13 +167,11 @@ PUBLIC_MODULES = {
     # internal modules that several packages share (each docstring says "Internal: shared with …"): public
     # names so that "_" keeps meaning "private to its package", not part of the Python API
     "perfgate.bench.callgrind", "perfgate.bench.counting", "perfgate.bench.disturbance", "perfgate.bench.gitinfo",
-    "perfgate.core.advice", "perfgate.core.counts", "perfgate.core.distributions", "perfgate.safe.urls",
+    "perfgate.core.advice", "perfgate.core.distributions", "perfgate.safe.urls",
     "perfgate.safe.redact", "perfgate.safe.text", "perfgate.export.history", "perfgate.export.latest",
     "perfgate.export.outlets", "perfgate.notify.settings", "perfgate.orchestrate.counts",
     "perfgate.orchestrate.workers", "perfgate.report.environment", "perfgate.report.escape",
     "perfgate.report.formatting", "perfgate.report.plots", "perfgate.report.shift", "perfgate.report.terms",
-    # the family of tests that both the stored and the paired check decide with (docs/design.md §4)
-    "perfgate.core.family",
     # processes that perfgate ab --measure counts starts by name in each revision's tree
     "perfgate.cli.countworker", "perfgate.cli.prepareworker",
     # importing and running the user's code, shared with suites, bench, ab and cli: an exit or error is exit 2

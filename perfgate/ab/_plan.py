@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfgate.core.metrics import Direction, MetricInfo, default_suite, metric_info
+from perfgate.core.metrics import Direction, MetricCatalogue, MetricInfo, default_suite
 from perfgate.core.paired import MIN_PAIRS, SequentialLooks
 from perfgate.core.policy import Policy
 from perfgate.core.schema import GitInfo, Metric
@@ -264,5 +264,5 @@ def _stage_plans(
 
 
 def statistics(metric: str, options: ResidentOptions) -> tuple[str, ...]:
-    info = options.metric_info.get(metric) or metric_info(metric)
+    info = MetricCatalogue.over(options.metric_info).get(metric)
     return info.statistics if info else ("median",)

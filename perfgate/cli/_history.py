@@ -105,7 +105,7 @@ def sparkline(values: list[float], width: int = 60) -> str:
 def _worse(change: float, direction: Direction) -> bool | None:
     if direction is Direction.INFO or change == 0 or math.isnan(change):
         return None
-    return change > 0 if direction is Direction.LOWER else change < 0
+    return direction.worse(change) > 0
 
 
 def _metric_report(

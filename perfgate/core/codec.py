@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from perfgate.core.machine import SOFTWARE_KEYS, hardware_fingerprint, v2_fingerprint
-from perfgate.core.metrics import Direction, MetricInfo, default_suite, known_metrics, metric_info
+from perfgate.core.metrics import Direction, MetricCatalogue, MetricInfo, default_suite, known_metrics
 from perfgate.core.schema import (
     MAX_METRICS,
     MAX_SAMPLE,
@@ -163,10 +163,6 @@ def is_flat_format(data: Mapping[str, Any]) -> bool:
     return "model_type" in data or "model" in data or any(k in data for k in (*FLAT_FIELDS, *known_metrics()))
 
 
-def _known(name: str, extra: Mapping[str, MetricInfo]) -> MetricInfo | None:
-    return extra.get(name) or metric_info(name)
-
-
 def _sample(value: object, *, source: str | None, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InputError(f"expected a number, got {value!r}", source=source, field=field)
@@ -188,11 +184,11 @@ def _sample(value: object, *, source: str | None, field: str) -> float:
     return number
 
 
-def _metric(name: str, raw: object, *, source: str | None, extra: Mapping[str, MetricInfo]) -> Metric:
+def _metric(name: str, raw: object, *, source: str | None, known: MetricCatalogue) -> Metric:
     where = f"metrics.{name}"
     if not isinstance(raw, Mapping):
         raise InputError("expected an object with 'samples'", source=source, field=where)
-    info = _known(name, extra)
+    info = known.get(name)
     unit = raw.get("unit", info.unit if info else None)
     direction = raw.get("direction", info.direction if info else None)
     if unit is None or direction is None:
@@ -317,7 +313,7 @@ def _software(raw: object, *, source: str | None) -> dict[str, str]:
     return {str(name): version for name, version in raw.items() if name}
 
 
-def _flat_to_run(data: Mapping[str, Any], *, source: str | None, extra: Mapping[str, MetricInfo]) -> Run:
+def _flat_to_run(data: Mapping[str, Any], *, source: str | None, known: MetricCatalogue) -> Run:
     model = data.get("model_type", data.get("model"))
     if not isinstance(model, str) or not model.strip():
         raise InputError("expected the model name (a non-empty string)", source=source, field="model_type")
@@ -325,7 +321,7 @@ def _flat_to_run(data: Mapping[str, Any], *, source: str | None, extra: Mapping[
     for key, value in data.items():
         if key in FLAT_FIELDS or key == "model":
             continue
-        info = _known(key, extra)
+        info = known.get(key)
         if info is None:
             if isinstance(value, int | float) and not isinstance(value, bool):
                 raise InputError(
@@ -394,18 +390,19 @@ def run_from_dict(
     Args:
         data: the decoded JSON value.
         source: the file it came from, named in every error.
-        metric_info: extra metric definitions (from the configuration) for names outside
-            the built-in table.
+        metric_info: the configuration's metric definitions for names outside the declared suites
+            (a :class:`~perfgate.core.metrics.MetricCatalogue`, such as a policy's ``catalogue``, is read
+            as it is).
 
     Raises:
         InputError: a missing or invalid field; the message names it.
         SchemaVersionError: the document is newer than this perfgate.
     """
-    extra = metric_info or {}
+    known = MetricCatalogue.over(metric_info)
     if not isinstance(data, Mapping):
         raise InputError(f"expected a JSON object at the top level, got {type(data).__name__}", source=source)
     if is_flat_format(data):
-        return _flat_to_run(data, source=source, extra=extra)
+        return _flat_to_run(data, source=source, known=known)
     doc = _upgrade(dict(data), source=source)
     model = doc.get("model")
     if not isinstance(model, str) or not model.strip():
@@ -414,7 +411,7 @@ def run_from_dict(
     if not isinstance(raw_metrics, Mapping) or not raw_metrics:
         raise InputError("expected a non-empty object of metrics", source=source, field="metrics")
     _check_count(len(raw_metrics), source=source)
-    metrics = {name: _metric(name, raw, source=source, extra=extra) for name, raw in raw_metrics.items()}
+    metrics = {name: _metric(name, raw, source=source, known=known) for name, raw in raw_metrics.items()}
     git = doc.get("git") or {}
     machine = doc.get("machine") or {}
     config = doc.get("config") or {}

@@ -1,15 +1,15 @@
 """The regression decision: a current run against its baseline, metric by metric.
 
 :func:`compare_runs` checks that the two runs can be compared, decides every metric
-(:mod:`perfgate.core._decision`: the estimate, the test with the run-to-run noise, Holm's
-correction and the verdict), evaluates the budgets (:mod:`perfgate.core._budgets`) and lists
+(:func:`perfgate.core.decision.prepare`: the estimate, the test with the run-to-run noise, Holm's
+correction and the verdict), evaluates the budgets (:func:`perfgate.core.decision.check_budgets`) and lists
 the gated metrics the current run lacks. The result types are in :mod:`perfgate.core.result`.
 
 A derived metric (a throughput: the batch over the time of the same calls,
 :mod:`perfgate.core._derived`) is decided with the test of the metric it is derived from and
 counts once in the family, by the rule the paired gate of ``perfgate ab`` shares
-(:func:`perfgate.core.family.holm_family`). The per-metric statistics of a whole check are computed at once
-over numpy matrices (:class:`~perfgate.core._samplestats.BatchStats`); ``vectorised=False``
+(:func:`perfgate.core.decision.holm_family`). The per-metric statistics of a whole check are computed at once
+over numpy matrices (:class:`~perfgate.core.decision.BatchStats`); ``vectorised=False``
 computes them one metric at a time, the reference the fast path is tested against.
 """
 
@@ -17,13 +17,21 @@ from __future__ import annotations
 
 import dataclasses
 
-from perfgate.core._budgets import check_budgets, counts_budget_note
-from perfgate.core._decision import prepare, unmatched
 from perfgate.core._derived import derived_metrics
-from perfgate.core._estimate import Sides, sides_of
-from perfgate.core._samplestats import BatchStats, ReferenceStats, SampleStats
 from perfgate.core.benchmark_names import align
-from perfgate.core.counts import is_counts_run, pooled_residues
+from perfgate.core.decision import (
+    BatchStats,
+    ReferenceStats,
+    SampleStats,
+    Sides,
+    check_budgets,
+    counts_budget_note,
+    is_counts_run,
+    pooled_residues,
+    prepare,
+    sides_of,
+    unmatched,
+)
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import independent_runs
 from perfgate.core.policy import Policy
@@ -194,7 +202,7 @@ def compare_runs(
         else c
         for c in decided + fixed
     ]
-    budgets = check_budgets(current, policy.budgets_for(current.model_key))
+    budgets = check_budgets(current, policy.budgets_for(current.model_key), policy.catalogue)
     return CheckResult(
         current=current,
         baseline=baseline,
@@ -212,7 +220,7 @@ def compare_runs(
 
 def budgets_only(current: Run, policy: Policy) -> CheckResult:
     """A check with no baseline yet: every metric is ``new``, the budgets still hold."""
-    budgets = check_budgets(current, policy.budgets_for(current.model_key))
+    budgets = check_budgets(current, policy.budgets_for(current.model_key), policy.catalogue)
     return CheckResult(
         current=current,
         baseline=None,

@@ -22,16 +22,18 @@ reason. Everything else keeps working.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
+from typing import Protocol
 
 __all__ = [
     "FALLBACK_SUITE",
     "STATISTICS",
     "DashboardPanel",
     "Direction",
+    "MetricCatalogue",
     "MetricInfo",
     "RunnerMetrics",
     "SuiteDeclaration",
@@ -60,6 +62,18 @@ class Direction(StrEnum):
     LOWER = "lower_is_better"
     HIGHER = "higher_is_better"
     INFO = "informational"
+
+    @property
+    def sign(self) -> float:
+        """-1.0 for a higher-is-better metric, else 1.0: what turns the metric's own change (of its log,
+        or of a whole array of logs) into the change in the "worse" sense, positive when it got worse."""
+        return -1.0 if self is Direction.HIGHER else 1.0
+
+    def worse(self, change: float) -> float:
+        """``change`` (a log ratio, a relative change, a difference) in the "worse" sense: as it is for a
+        lower-is-better metric, negated for a higher-is-better one. Its own inverse: a change in the
+        "worse" sense, given back, is the metric's own. Informational metrics are read as lower-is-better."""
+        return -change if self is Direction.HIGHER else change
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -299,6 +313,85 @@ def runner_metrics(suite: str) -> RunnerMetrics:
     """
     declared = declared_suite(suite)
     return declared.runner_metrics if declared is not None else RunnerMetrics()
+
+
+class _Measured(Protocol):
+    """A metric as a run carries it (:class:`perfgate.core.schema.Metric`): its own unit and direction."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def unit(self) -> str: ...
+
+    @property
+    def direction(self) -> Direction: ...
+
+
+class MetricCatalogue(Mapping[str, MetricInfo]):
+    """What a check knows about each metric name, in one immutable mapping: the configuration's own
+    definitions (``[tool.perfgate.metrics]``) first, then the declared suites'.
+
+    Everything that needs a metric's unit, direction, label or gated statistics reads it here (a run
+    file's decoding, the statistics a check compares, the budgets, the memory floor), so that a name
+    the configuration defines means the same everywhere. :meth:`of` adds what a run says of its own
+    metric: the unit and direction the run carries. The declared suites are read through the registry,
+    so a refused declaration raises :class:`~perfgate.errors.ConfigError` on the lookup of its name
+    (:func:`metric_info`) and on no other.
+    """
+
+    __slots__ = ("_defined",)
+    _defined: Mapping[str, MetricInfo]
+
+    def __init__(self, defined: Mapping[str, MetricInfo] | None = None) -> None:
+        object.__setattr__(self, "_defined", MappingProxyType(dict(defined or {})))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"a MetricCatalogue is immutable: cannot set {name}")
+
+    @classmethod
+    def over(cls, defined: Mapping[str, MetricInfo] | None) -> MetricCatalogue:
+        """The catalogue of the definitions ``defined`` over the declared suites': ``defined`` itself when it
+        is a catalogue already (a policy's)."""
+        return defined if isinstance(defined, MetricCatalogue) else cls(defined)
+
+    @property
+    def defined(self) -> Mapping[str, MetricInfo]:
+        """The configuration's own definitions, which come before the declared suites'."""
+        return self._defined
+
+    def get(self, name: str, default: MetricInfo | None = None) -> MetricInfo | None:  # type: ignore[override]
+        """The definition of ``name``: the configuration's, else a declared suite's, else ``default``."""
+        return self._defined.get(name) or metric_info(name) or default
+
+    def __getitem__(self, name: str) -> MetricInfo:
+        info = self.get(name)
+        if info is None:
+            raise KeyError(name)
+        return info
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**known_metrics(), **self._defined})
+
+    def __len__(self) -> int:
+        return len({**known_metrics(), **self._defined})
+
+    def __repr__(self) -> str:
+        return f"MetricCatalogue({dict(self._defined)!r})"
+
+    def __reduce__(self) -> tuple[type[MetricCatalogue], tuple[dict[str, MetricInfo]]]:
+        return (MetricCatalogue, (dict(self._defined),))
+
+    def of(self, metric: _Measured) -> MetricInfo:
+        """A run's metric as the check reads it: the unit and direction the run carries, the label and
+        gated statistics of its definition (else its name, and the median)."""
+        info = self.get(metric.name)
+        return MetricInfo(
+            unit=metric.unit,
+            direction=metric.direction,
+            label=info.label if info else metric.name,
+            statistics=info.statistics if info else ("median",),
+        )
 
 
 def describe(name: str) -> str:

@@ -88,7 +88,7 @@ class NoiseModel:
 
     ``tail_df``: the degrees of freedom of the Student t that the run-to-run term of a
     comparison (the difference of two runs' phases, or a calibrated run-to-run noise) follows,
-    its middle matching the robust SD (:mod:`perfgate.core._tail`); None: a normal."""
+    its middle matching the robust SD (:mod:`perfgate.core.decision._tail`); None: a normal."""
 
     phase: float
     process: float
@@ -167,7 +167,7 @@ def independent_runs(run: Run) -> int:
     return 1
 
 
-# fewer timing medians on one clock than this make no control of a run (perfgate.core._shared_phase)
+# fewer timing medians on one clock than this make no control of a run (perfgate.core.decision._shared_phase)
 MIN_CONTROL = 4
 
 
@@ -195,7 +195,7 @@ def residual_sigmas(locations: np.ndarray, shifts: np.ndarray | None = None) -> 
 def residuals_of(columns: Mapping[_Key, np.ndarray], medians: Collection[_Key]) -> dict[_Key, float]:
     """Each column's residual SD (:func:`residual_sigmas`), every run's shift taken from the
     ``medians`` columns; empty with fewer than :data:`MIN_CONTROL` of them. The one estimate the
-    store's pooled baseline (:mod:`perfgate.core._shared_phase`) and ``perfgate calibrate`` share."""
+    store's pooled baseline (:mod:`perfgate.core.decision._shared_phase`) and ``perfgate calibrate`` share."""
     shared = [columns[k] for k in medians if k in columns]
     if len(shared) < MIN_CONTROL:
         return {}

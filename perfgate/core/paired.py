@@ -23,12 +23,12 @@ alternate short blocks of calls of each stage on one CPU. That leaves two levels
 **Borrowed variance.** With 3–4 pairs that test has 2–3 degrees of freedom. The metrics
 that share a statistic and a unit lend each other their spread: a moderated t test in the
 style of limma, guarded so that a metric unlike its group keeps its own variance and no
-verdict rests on one pair (:mod:`perfgate.core._moderated`, :func:`_borrow`).
+verdict rests on one pair (:mod:`perfgate.core.decision._moderated`, :func:`_borrow`).
 
-Each metric and statistic is one immutable :class:`~perfgate.core._estimate.Estimate`,
+Each metric and statistic is one immutable :class:`~perfgate.core.decision._estimate.Estimate`,
 tested across pairs (:func:`_test_across`, then :func:`_borrow` makes a new one where the
 group lends its variance). Holm's family is the stored check's: one function for both,
-:func:`perfgate.core.family.holm_family`. A derived metric (throughput, items per second of
+:func:`perfgate.core.decision.holm_family`. A derived metric (throughput, items per second of
 a stage's own calls) is not a second test: it takes the p-values of the metric it is derived
 from and counts once in the family; when that metric has no test of its own, the derived one
 is tested in its place and counts in the family.
@@ -53,13 +53,22 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from perfgate.core._budgets import check_budgets
-from perfgate.core._decision import decide, log_threshold, split_metrics, statistics_of
-from perfgate.core._estimate import Estimate, OneSidedTest
-from perfgate.core._moderated import Prior, fit_prior, guarded
 from perfgate.core.compare import CheckResult, Comparison, Verdict, missing_gated
+from perfgate.core.decision import (
+    Estimate,
+    OneSidedTest,
+    Prior,
+    check_budgets,
+    family_members,
+    fit_prior,
+    guarded,
+    holm_family,
+    judge,
+    log_threshold,
+    split_metrics,
+    statistics_of,
+)
 from perfgate.core.distributions import t_sf
-from perfgate.core.family import family_members, holm_family
 from perfgate.core.metrics import Direction
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Metric, Run
@@ -170,8 +179,7 @@ def _across(log_ratios: Sequence[float], direction: Direction) -> _Across | None
     d = d[np.isfinite(d)]
     if len(d) < 2:
         return None
-    if direction is Direction.HIGHER:
-        d = -d
+    d = direction.sign * d
     sd = float(d.std(ddof=1))
     return _Across(log_worse=float(d.mean()), se=sd / math.sqrt(len(d)), sd=sd, df=len(d) - 1)
 
@@ -190,7 +198,7 @@ def _test_across(e: Estimate, log_ratios: Sequence[float]) -> Estimate:
         se=across.se,
         p_value=p_value,
         df=across.df,
-        sigma_run=across.sd / math.sqrt(2.0),  # decide's pairs-to-decide: 2 (zσ/m)² = (z sd/m)²
+        sigma_run=across.sd / math.sqrt(2.0),  # the pairs that would decide: 2 (zσ/m)² = (z sd/m)²
         groups=(across.df + 1, across.df + 1),
         noise=f"paired over {across.df + 1} worker pairs (SD of the pairs' log ratios {across.sd:.1%})",
     )
@@ -199,7 +207,7 @@ def _test_across(e: Estimate, log_ratios: Sequence[float]) -> Estimate:
 
 def _adjusted(e: Estimate, log_ratios: Sequence[float]) -> list[float]:
     d = [float(x) for x in log_ratios if math.isfinite(x)]
-    return [-x for x in d] if e.cur.direction is Direction.HIGHER else d
+    return [e.cur.direction.worse(x) for x in d]
 
 
 def _borrow(
@@ -296,13 +304,13 @@ def decide_look(
     family = holm_family(estimates, alpha=alpha, confidence=policy.confidence, common=False)
     decided = []
     for e, p_adjusted in zip(family.estimates, family.adjusted, strict=True):
-        c = decide(e, look_policy, family.size, p_adjusted=p_adjusted)
+        c = judge(e, look_policy, family.size, p_adjusted=p_adjusted)
         if c.required_n is not None:
             c = replace(c, required_unit="pairs")
         if e.key in blocked and c.verdict is Verdict.INCONCLUSIVE:
             c = replace(c, reason=f"{blocked[e.key]}: one pair does not make a verdict")
         decided.append(c)
-    budgets = check_budgets(current, policy.budgets_for(current.model_key))
+    budgets = check_budgets(current, policy.budgets_for(current.model_key), policy.catalogue)
     return CheckResult(
         current=current,
         baseline=baseline,

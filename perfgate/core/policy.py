@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from perfgate.core.metrics import MetricInfo
+from perfgate.core.metrics import MetricCatalogue, MetricInfo
 from perfgate.core.noise import ASSUMED_MEMORY, ASSUMED_NORMALISED, ASSUMED_RAW, INDEX_SHIFT, NoiseModel
 from perfgate.core.schema import normalize_model
 
@@ -43,7 +43,7 @@ class Budget:
     below ``limit``, a higher-is-better one at or above it. On a derived rate (a throughput:
     the batch over the time of the same calls), ``min`` and ``mean`` are the run's overall
     rate, total items over total time, not the slowest single call
-    (:mod:`perfgate.core._budgets`).
+    (:mod:`perfgate.core.decision._budgets`).
     """
 
     model: str
@@ -72,6 +72,9 @@ class Policy:
         thresholds_pct: per-metric thresholds in percent, overriding the global one.
         budgets: absolute limits; only those of the checked model apply.
         metric_info: definitions of metrics outside the built-in table.
+        catalogue: what the check knows of each metric: ``metric_info`` over the declared suites
+            (:class:`~perfgate.core.metrics.MetricCatalogue`), made once with the policy; the decision,
+            the budgets and a run file's decoding read a metric's unit, direction and statistics there.
         confidence: level of the confidence intervals shown in reports.
         power: the power the "samples that would decide" figure is computed for.
         noise: this machine's run-to-run SD of each metric's log location, from
@@ -110,6 +113,7 @@ class Policy:
     index_shift: float = INDEX_SHIFT
     missing_metric: str = "fail"
     memory_floor_mb: float = 1.0
+    catalogue: MetricCatalogue = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if (
@@ -136,6 +140,7 @@ class Policy:
             raise ValueError(f"power must be in [0.5, 1), got {self.power!r}")
         object.__setattr__(self, "thresholds_pct", MappingProxyType(dict(self.thresholds_pct)))
         object.__setattr__(self, "metric_info", MappingProxyType(dict(self.metric_info)))
+        object.__setattr__(self, "catalogue", MetricCatalogue(self.metric_info))
         for key, sigma in self.noise.items():
             if isinstance(sigma, bool) or not isinstance(sigma, int | float) or not math.isfinite(sigma) or sigma < 0:
                 raise ValueError(f"noise.{key} must be a non-negative number, got {sigma!r}")

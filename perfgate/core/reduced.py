@@ -23,7 +23,7 @@ What that keeps, and why it is enough for every test perfgate makes:
   width of 1,001 samples'.
 * **The tests' sample sizes.** 1,001 values exceed every minimum a test has (300 for p99),
   and the within-run degrees of freedom the tests use saturate at 1,000
-  (:func:`perfgate.core._estimate.unpaired_test` takes a normal tail from there), so a test
+  (:func:`perfgate.core.decision._estimate.unpaired_test` takes a normal tail from there), so a test
   on a bounded group has the degrees of freedom of the full sample.
 * **The per-process spread.** Groups stay groups: each process (or pooled run) keeps its own
   order statistics, so the spread between processes is that of their true medians.

@@ -1,16 +1,16 @@
 """What a check found: per-metric comparisons, budgets, gated metrics that went missing.
 
 The report and the exit code are derived from a :class:`CheckResult`; the decision that
-fills it is :mod:`perfgate.core._decision`, the budgets :mod:`perfgate.core._budgets`.
+fills it is :mod:`perfgate.core.decision`, which imports these types (this module imports nothing of it).
+The run's common shift (:class:`CommonShift`) and the run as its own control (:class:`SharedPhase`,
+one :class:`Control` per clock) are results of a stored check too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
-from perfgate.core._common_shift import CommonShift
 from perfgate.core.metrics import Direction, describe
 from perfgate.core.policy import Budget, Policy
 from perfgate.core.profiles import StageExplanation
@@ -18,13 +18,10 @@ from perfgate.core.schema import Run
 from perfgate.core.stats import Summary
 from perfgate.errors import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION
 
-if TYPE_CHECKING:  # the shared phase reads the estimates, which read this module
-    from perfgate.core._shared_phase import SharedPhase
-
-__all__ = ["ALONE", "BudgetCheck", "CheckResult", "Comparison", "Verdict"]
+__all__ = ["ALONE", "BudgetCheck", "CheckResult", "CommonShift", "Comparison", "Control", "SharedPhase", "Verdict"]
 
 # the reason of a metric without residual noise of its own (one process a side, no history), which
-# makes no claim alone (perfgate.core._shared_phase)
+# makes no claim alone (perfgate.core.decision._shared_phase)
 ALONE = "one process a side and no history: not judged alone"
 
 
@@ -77,7 +74,7 @@ class Comparison:
     index_change: float | None = None  # with a reference: its kernel's relative change between the runs
     derived_from: str = ""  # the metric this one is derived from ("" = measured on its own)
     # the run's common shift (direction-adjusted log) the change was measured against, when the metric
-    # was tested against the rest of its run (perfgate.core._shared_phase); None: its whole change
+    # was tested against the rest of its run (perfgate.core.decision._shared_phase); None: its whole change
     relative_to: float | None = None
 
     @property
@@ -110,6 +107,127 @@ class BudgetCheck:
     @property
     def measured(self) -> bool:
         return self.value is not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommonShift:
+    """The common shift of a check's timing metrics and what it says.
+
+    ``worse`` is direction-adjusted like :attr:`Comparison.worse` (+1.0: the whole run took
+    twice as long); ``ci`` bounds it at the policy's confidence. ``decided_by`` names what
+    tells the machine from the code, "" when nothing does.
+    """
+
+    metrics: int
+    worse: float
+    ci: tuple[float, float]
+    p_value: float  # one-sided, that the whole run is worse
+    p_better: float  # one-sided, that the whole run is better
+    alpha: float  # the share of α this test spends
+    threshold: float
+    decided_by: str
+    names: frozenset[str] = frozenset()  # the metrics whose medians made the shift
+
+    @property
+    def slower_past(self) -> bool:
+        """The whole run moved slower past the threshold (its estimate, tested or not)."""
+        return self.worse > self.threshold
+
+    @property
+    def faster_past(self) -> bool:
+        """The whole run moved faster past the threshold (its estimate, tested or not)."""
+        return -self.worse / (1.0 + self.worse) > self.threshold
+
+    @property
+    def significant(self) -> bool:
+        return self.p_value < self.alpha and self.slower_past
+
+    @property
+    def faster(self) -> bool:
+        """The whole run is faster beyond the threshold (significant at this step's α)."""
+        return self.p_better < self.alpha and self.faster_past
+
+    @property
+    def regressed(self) -> bool:
+        """The whole run is slower beyond the threshold, and the kernels or a measured noise say it is the code."""
+        return self.significant and bool(self.decided_by)
+
+    @property
+    def improved(self) -> bool:
+        """The whole run is faster beyond the threshold, and the kernels or a measured noise say it is the code."""
+        return self.faster and bool(self.decided_by)
+
+    @property
+    def ambiguous(self) -> bool:
+        """The whole run moved slower past the threshold, and nothing tells the code from the machine:
+        no kernels or measured noise, or they could not call it significant."""
+        return self.slower_past and not self.regressed
+
+    @property
+    def factor(self) -> float:
+        return 1.0 + self.worse
+
+    def sentence(self) -> str:
+        """One line for the report and the terminal."""
+        if self.faster_past and not self.slower_past:
+            how = (
+                "an improvement"
+                if self.improved
+                else "the code or the machine, so no metric is called improved for moving with it"
+            )
+            faster = f"the whole run is {1.0 / self.factor:.2f}× faster"
+            return f"{faster} ({self.metrics} timing metrics moved together): {how}"
+        whole = (
+            f"the whole run is {self.factor:.2f}× slower ({self.metrics} timing metrics moved together "
+            f"by {self.worse:+.0%}; interval {self.ci[0]:+.0%} to {self.ci[1]:+.0%})"
+        )
+        if self.regressed:
+            return f"{whole}: a regression, since {self.decided_by} take the machine's speed out"
+        if self.decided_by:
+            return f"{whole}: {self.decided_by} cannot tell it from noise; measure again, or compare with perfgate ab"
+        return (
+            f"{whole}: the code or the machine; the machine-speed index (reference kernels), a calibration "
+            "(perfgate calibrate), history in a store or perfgate ab would tell"
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Control:
+    """One clock's control: the run's common shift on it and where the residual noise came from.
+
+    ``shift`` is the direction-adjusted raw log shift (+0.1: the run took 10.5 % longer);
+    ``members``: the medians it was estimated from; ``moved``: those of them that moved
+    with it (within the threshold of it); ``source``: the residual noise used ("history",
+    "calibration", "processes" or "none")."""
+
+    clock: str
+    shift: float
+    shift_se: float
+    members: frozenset[str]
+    moved: frozenset[str]
+    source: str
+    tested: frozenset[str] = frozenset()  # every metric tested against the shift (throughputs too)
+    # in units of kernels: the raw shift, which a metric whose raw test was the narrower is taken against
+    raw_shift: float | None = None
+
+    @property
+    def whole_run(self) -> bool:
+        """Whether the metrics that moved with the shift are a majority of its members, the only case
+        the shift may be tested as the whole run's (a minority is never one). One process a side without
+        history has the plain median for a shift, whose members scatter past the threshold around it."""
+        return 2 * len(self.moved) > len(self.members) or self.source == "none"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SharedPhase:
+    """What :func:`relative_to_run` found: a control per clock that had one, and what to say once."""
+
+    controls: tuple[Control, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def single_process(self) -> bool:
+        return any(c.source == "none" for c in self.controls)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

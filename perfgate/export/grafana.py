@@ -60,7 +60,7 @@ _GRAFANA_UNIT = {
 }
 _SEL = 'model=~"$model", machine=~"$machine"'
 _WHO = "{{model}} · {{machine}}"
-# what every panel of counts says of them (as perfgate.core.counts.NOT_TIMES does in reports)
+# what every panel of counts says of them (as perfgate.core.decision.NOT_TIMES does in reports)
 _COUNTS_ARE_NOT_TIMES = (
     "Counts, not times (perfgate bench --measure counts), counted under valgrind's callgrind, a simulated CPU. "
     "They repeat to a fraction of a per cent from one process or day to the next, so a small change in a stage's "

@@ -51,7 +51,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from perfgate.core.compare import Verdict
-from perfgate.core.metrics import Direction, MetricInfo
+from perfgate.core.metrics import MetricCatalogue, MetricInfo
 from perfgate.core.metrics import metric_info as declared_metric
 from perfgate.core.schema import Run
 from perfgate.core.stats import quantile
@@ -162,9 +162,9 @@ def unit_family(unit: str) -> UnitFamily:
     return UnitFamily("value", "Metrics of {runs} in other units (see the unit label).", lambda v: v, True)
 
 
-def _statistics(name: str, metric_info: Mapping[str, MetricInfo]) -> list[str]:
+def _statistics(name: str, known: MetricCatalogue) -> list[str]:
     """The statistics exported for a metric: the median, then the tails it gates on."""
-    info = metric_info.get(name) or declared_metric(name)
+    info = known.get(name)
     gated = {_STATISTIC_LABEL.get(s, s) for s in (info.statistics if info else ())}
     return [s for s in _SAMPLE_STATISTICS if s == "median" or s in gated]
 
@@ -214,12 +214,13 @@ def add_values(
     timestamp: float | None = None,
 ) -> None:
     """The run's metric values (median, and the tails they gate on) into their unit's family."""
+    known = MetricCatalogue.over(metric_info)
     for name in sorted(run.metrics):
         metric = run.metrics[name]
         fam = unit_family(metric.unit)
         labels = _VALUE_LABELS + (["unit"] if fam.unit_label else [])
         gauge = out.gauge(fam.suffix, fam.help(runs), labels)
-        for stat in _statistics(name, metric_info):
+        for stat in _statistics(name, known):
             value = fam.convert(quantile(metric.samples, stat))
             gauge.add_metric([*key, name, stat, *([metric.unit] if fam.unit_label else [])], value, timestamp)
 
@@ -290,11 +291,7 @@ def _add_check(out: Families, state: RunState, key: list[str]) -> None:
         whole = c.raw_change if c.relative_to is not None else c.change
         if whole is not None:
             change.add_metric([*key, c.metric, stat], whole)
-        degraded = (
-            (whole if c.direction is not Direction.HIGHER else -whole)
-            if c.relative_to is not None and whole is not None
-            else c.worse
-        )
+        degraded = c.direction.worse(whole) if c.relative_to is not None and whole is not None else c.worse
         if degraded is not None:
             worse.add_metric([*key, c.metric, stat], degraded)
             limit.add_metric([*key, c.metric, stat], c.threshold)

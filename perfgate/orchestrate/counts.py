@@ -18,7 +18,7 @@ Per stage and counted call the run keeps ``<stem>_instructions`` (Ir) and
 ``<stem>_est_cycles`` (:func:`perfgate.bench.callgrind.est_cycles`), each with the switch's
 own cost (the median of the empty calls of that process) taken off; the samples of one
 process form one group, so the decision sees the residue *between* processes
-(:mod:`perfgate.core.counts`). The run records no times. The valgrind version and the
+(:mod:`perfgate.core.decision._counts`). The run records no times. The valgrind version and the
 cache geometry go to the run's ``software``, so a change of either is an environment
 change the report names. A stage whose time counts cannot see (``Stage.uncounted``: TFT's
 training step, bound by memory bandwidth) is left out unless asked, and the run says so.

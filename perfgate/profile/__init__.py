@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from perfgate.core.profiles import Profile
-from perfgate.profile.missing import ProfilerMissing
+from perfgate.profile._missing import ProfilerMissing
 
 __all__ = ["INSTRUMENTS", "ProfilerMissing", "profile_stage"]
 

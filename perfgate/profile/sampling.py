@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfgate.core.profiles import Profile
 from perfgate.profile._frames import Identity, fold, labels, qualname
-from perfgate.profile.missing import ProfilerMissing
+from perfgate.profile._missing import ProfilerMissing
 
 if TYPE_CHECKING:
     from pyinstrument.frame import Frame

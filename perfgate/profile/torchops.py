@@ -26,7 +26,7 @@ from types import ModuleType
 from typing import Any, NamedTuple
 
 from perfgate.core.profiles import SEPARATOR, Profile
-from perfgate.profile.missing import ProfilerMissing
+from perfgate.profile._missing import ProfilerMissing
 
 __all__ = ["NOTES", "UNIT_CUDA", "RawEvent", "fold_raw", "operator_share", "profile_torch", "raw_events", "torch_notes"]
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from perfgate.core.advice import measured_seconds
 from perfgate.core.compare import BudgetCheck, CheckResult, Comparison, Verdict
-from perfgate.core.counts import COUNT_UNITS, NOT_TIMES, informational_line, left_out_line
+from perfgate.core.decision import COUNT_UNITS, NOT_TIMES, informational_line, left_out_line
 from perfgate.core.metrics import Direction
 from perfgate.report.escape import Markdown, md_cell, md_code, md_prose, md_text
 from perfgate.report.formatting import fmt_change, fmt_interval, fmt_p, fmt_time, fmt_value, unit_label

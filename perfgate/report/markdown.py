@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 from perfgate.core.advice import measured_seconds
 from perfgate.core.compare import BudgetCheck, CheckResult, Comparison, Verdict
-from perfgate.core.counts import COUNT_UNITS, NOT_TIMES, informational_line, left_out_line
+from perfgate.core.decision import COUNT_UNITS, NOT_TIMES, informational_line, left_out_line
 from perfgate.core.metrics import Direction
 from perfgate.core.units import MEMORY_UNITS
 from perfgate.report._conditions import conditions
@@ -73,7 +73,7 @@ def _sentence(c: Comparison) -> str:
     size = abs(change) * 100
     sentence = f"{what} {verb} by {size:.1f}% ({fmt_value(c.baseline_value)} → {fmt_value(c.current_value)})"
     if c.relative_to is not None and c.raw_change is not None:
-        run = math.expm1(-c.relative_to if c.direction is Direction.HIGHER else c.relative_to)
+        run = math.expm1(c.direction.worse(c.relative_to))
         sentence = (
             f"{what} {verb} by {size:.1f}% apart from the rest of its run "
             f"({fmt_value(c.baseline_value)} → {fmt_value(c.current_value)}: {fmt_change(c.raw_change)} in all, "
@@ -218,7 +218,7 @@ _SOURCES = {
 
 
 def _control_notes(result: CheckResult) -> list[str]:
-    """How the run served as its own control (:mod:`perfgate.core._shared_phase`), said once."""
+    """How the run served as its own control (:mod:`perfgate.core.decision._shared_phase`), said once."""
     phase = result.shared_phase
     if phase is None:
         return []

@@ -1,5 +1,5 @@
 """The run's common shift in every report: one line that says what moved together and why
-the check did or did not decide it (:mod:`perfgate.core._common_shift`).
+the check did or did not decide it (:mod:`perfgate.core.decision._common_shift`).
 
 Internal: shared with ``cli``; not part of the Python API (README, "Python API").
 """

@@ -68,7 +68,7 @@ def shown_change(c: Comparison) -> float | None:
     """
     if c.worse is None:
         return c.change
-    return -c.worse if c.direction is Direction.HIGHER else c.worse
+    return c.direction.worse(c.worse)
 
 
 def effect_word(c: Comparison) -> str:
@@ -85,8 +85,7 @@ def effect_word(c: Comparison) -> str:
         return "more memory" if up else "less memory"
     if _is_rate(c.unit, c.metric):
         return "higher throughput" if up else "lower throughput"
-    better = up if c.direction is Direction.HIGHER else not up
-    return "better" if better else "worse"
+    return "worse" if c.direction.worse(change) > 0 else "better"
 
 
 def change_ci(c: Comparison) -> tuple[float, float] | None:

@@ -1,4 +1,4 @@
-"""The run's common shift (``perfgate.core._common_shift``): a stored comparison whose timing
+"""The run's common shift (``perfgate.core.decision._common_shift``): a stored comparison whose timing
 metrics all moved together is tested as one shift before each metric is, with α split.
 
 Hand cases (600 doubled metrics, with and without reference kernels, with a calibration),
@@ -14,8 +14,8 @@ import math
 import numpy as np
 import pytest
 
-from perfgate.core._common_shift import ALPHA_SHARE, MIN_METRICS
 from perfgate.core.compare import compare_runs
+from perfgate.core.decision._common_shift import ALPHA_SHARE, MIN_METRICS
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import ASSUMED_RAW
 from perfgate.core.policy import Policy
@@ -78,7 +78,7 @@ def test_kernels_that_doubled_too_say_it_was_the_machine():
 
 def test_a_measured_noise_decides_the_shift():
     """A run-to-run SD of 3 % learned on this machine: a doubling of the whole run is beyond what
-    its t tail (``perfgate.core._tail``) leaves to chance. With 5 % it would not be (p 0.0035
+    its t tail (``perfgate.core.decision._tail``) leaves to chance. With 5 % it would not be (p 0.0035
     against the step's 0.0025): raw runs of this machine jump by 20 robust SDs now and then."""
     base, cur = _runs(600, 2.0)
     calibrated = {f"m{i}_time_us": 0.03 for i in range(600)}
@@ -89,7 +89,7 @@ def test_a_measured_noise_decides_the_shift():
 
 def test_a_single_tripled_metric_is_still_flagged():
     """(Doubled, a raw time with the assumed noise is inconclusive: a neighbour's job does that
-    to a whole run now and then, and the run-to-run term has a t tail, ``perfgate.core._tail``.)"""
+    to a whole run now and then, and the run-to-run term has a t tail, ``perfgate.core.decision._tail``.)"""
     base, cur = _runs(1, 3.0)
     result = compare_runs(base, cur, Policy())
     assert result.common_shift is None  # fewer than MIN_METRICS: no common step

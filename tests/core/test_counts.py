@@ -1,4 +1,4 @@
-"""The decision for counts (perfgate.core.counts): hand values, seeded A/A and power, edge cases."""
+"""The decision for counts (perfgate.core.decision._counts): hand values, seeded A/A and power, edge cases."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from perfgate.core.compare import Verdict, compare_runs
-from perfgate.core.counts import RESIDUE_FLOOR, counts_test, pooled_residue, pooled_residues
+from perfgate.core.decision._counts import RESIDUE_FLOOR, counts_test, pooled_residue, pooled_residues
 from perfgate.core.metrics import Direction
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Metric, Run

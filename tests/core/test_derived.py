@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 
-from perfgate.core._budgets import check_budgets, overall_rate
 from perfgate.core._derived import derived_metrics, is_derived_from
 from perfgate.core.compare import compare_runs
+from perfgate.core.decision._budgets import check_budgets, overall_rate
 from perfgate.core.metrics import Direction
 from perfgate.core.policy import Budget, Policy
 from perfgate.core.schema import Metric, Run

@@ -1,4 +1,4 @@
-"""Holm's family of a check (perfgate.core.family): one rule for the stored and the paired decision.
+"""Holm's family of a check (perfgate.core.decision._family): one rule for the stored and the paired decision.
 
 A derived metric (a rate of a stage's own calls) counts once: beside a tested source it takes
 that source's test and stays out of the family; with no test of its source it is tested in its
@@ -12,10 +12,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from perfgate.core._estimate import Estimate
-from perfgate.core._significance import holm
 from perfgate.core.compare import CheckResult, compare_runs
-from perfgate.core.family import family_members, holm_family
+from perfgate.core.decision import family_members, holm_family
+from perfgate.core.decision._estimate import Estimate
+from perfgate.core.decision._significance import holm
 from perfgate.core.metrics import Direction
 from perfgate.core.paired import decide_look
 from perfgate.core.policy import Policy

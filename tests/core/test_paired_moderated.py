@@ -1,4 +1,4 @@
-"""The moderated t test across worker pairs (perfgate.core._moderated): hand values, seeded
+"""The moderated t test across worker pairs (perfgate.core.decision._moderated): hand values, seeded
 simulations of A/A and power against the plain paired t test, one pair far off, edge cases.
 
 The simulations draw per-pair log ratios of 11 metrics the way ``perfgate ab`` sees them: each
@@ -25,10 +25,10 @@ import pytest
 from scipy import special as sp
 from scipy import stats as sps
 
-from perfgate.core._decision import log_threshold
-from perfgate.core._moderated import Prior, digamma, fit_prior, guarded, trigamma
-from perfgate.core._significance import holm
 from perfgate.core.compare import Verdict
+from perfgate.core.decision._moderated import Prior, digamma, fit_prior, guarded, trigamma
+from perfgate.core.decision._rule import log_threshold
+from perfgate.core.decision._significance import holm
 from perfgate.core.metrics import Direction
 from perfgate.core.paired import SequentialLooks, decide_look
 from perfgate.core.policy import Policy

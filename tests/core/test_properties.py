@@ -9,8 +9,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfgate.core._significance import holm
 from perfgate.core.compare import Verdict, compare_runs
+from perfgate.core.decision._significance import holm
 from perfgate.core.metrics import Direction
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Metric, Run

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from perfgate.core import reduced
-from perfgate.core._samplestats import BatchStats, ReferenceStats
 from perfgate.core.baseline import pool_runs
 from perfgate.core.codec import run_from_dict, run_to_dict
+from perfgate.core.decision._samplestats import BatchStats, ReferenceStats
 from perfgate.core.metrics import Direction
 from perfgate.core.schema import Metric, Reference, Run
 from perfgate.core.stats import quantile, quantile_ci, summarize

@@ -1,4 +1,4 @@
-"""A run is its own control (``perfgate.core._shared_phase``): each timing metric of a stored
+"""A run is its own control (``perfgate.core.decision._shared_phase``): each timing metric of a stored
 comparison tested against what the rest of its run did.
 
 The partial-regression family (k of n metrics moved, every k below n/2), single-process A/A
@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from perfgate.calibration import estimate_noise
-from perfgate.core._shared_phase import SINGLE_PROCESS, breadth, robust_shift, tightest_majority
 from perfgate.core.baseline import pool_runs
 from perfgate.core.compare import compare_runs
+from perfgate.core.decision._shared_phase import SINGLE_PROCESS, breadth, robust_shift, tightest_majority
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import residual_sigmas
 from perfgate.core.policy import Policy, residual_key

@@ -1,4 +1,4 @@
-"""Tests for :mod:`perfgate.core._significance`, three ways (docs/design.md §8).
+"""Tests for :mod:`perfgate.core.decision._significance`, three ways (docs/design.md §8).
 
 Hand values: Holm's step-down (Holm 1979) on small vectors, normal tail areas for the z
 test, the delta-method standard error of a log ratio. Seeded Monte-Carlo: under H0 the
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from perfgate.core._significance import holm, log_ratio_se, z_test_worse
+from perfgate.core.decision._significance import holm, log_ratio_se, z_test_worse
 from perfgate.core.stats import quantile, quantile_ci
 
 

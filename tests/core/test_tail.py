@@ -1,4 +1,4 @@
-"""The run-to-run term's t tail (``perfgate.core._tail``): the mixture's tail and quantiles by
+"""The run-to-run term's t tail (``perfgate.core.decision._tail``): the mixture's tail and quantiles by
 hand limits and against seeded draws, and seeded A/A checks of runs whose phase has the tail
 measured on this machine (``benchmarks/accuracy_results.txt``)."""
 
@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from perfgate.core._tail import Tail, robust_to_scale
 from perfgate.core.compare import compare_runs
+from perfgate.core.decision._tail import Tail, robust_to_scale
 from perfgate.core.distributions import norm_ppf, norm_sf, t_ppf, t_sf
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import ASSUMED_NORMALISED, ASSUMED_RAW, CALIBRATED_TAIL_DF
@@ -62,7 +62,7 @@ def test_the_scale_keeps_the_middle_of_the_robust_sd():
 
 CHECKS = 1000
 ALPHA = 0.01
-# two timing metrics: fewer than a run needs to be its own control (perfgate.core._shared_phase)
+# two timing metrics: fewer than a run needs to be its own control (perfgate.core.decision._shared_phase)
 # or to have a common shift, so each is tested against the run-to-run phase alone, with its tail
 NAMES = ("feature_extraction_time_ms", "training_step_time_ms")
 

@@ -1,4 +1,4 @@
-"""The vectorised statistics of a check (:class:`perfgate.core._samplestats.BatchStats`) equal the
+"""The vectorised statistics of a check (:class:`perfgate.core.decision._samplestats.BatchStats`) equal the
 reference path that computes them one metric at a time (``compare_runs(..., vectorised=False)``).
 
 Seeded random runs of many shapes: sample counts from 1 to 301 (threshold-only, too few for a
@@ -14,8 +14,8 @@ import math
 import numpy as np
 import pytest
 
-from perfgate.core._samplestats import BatchStats, ReferenceStats
 from perfgate.core.compare import Comparison, compare_runs
+from perfgate.core.decision._samplestats import BatchStats, ReferenceStats
 from perfgate.core.metrics import Direction, MetricInfo
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Metric, Reference, Run

@@ -20,8 +20,8 @@ import math
 from collections.abc import Sequence
 
 from perfgate.core._derived import derived_metrics
-from perfgate.core.counts import is_counts_run
-from perfgate.core.metrics import Direction, metric_info
+from perfgate.core.decision._counts import is_counts_run
+from perfgate.core.metrics import Direction, MetricCatalogue
 from perfgate.core.policy import Budget
 from perfgate.core.reduced import metric_summary
 from perfgate.core.result import BudgetCheck
@@ -32,6 +32,8 @@ __all__ = ["OVERALL_RATE_STATISTICS", "check_budgets", "counts_budget_note", "ov
 
 # the budget statistics of a derived rate that are evaluated on its overall rate
 OVERALL_RATE_STATISTICS = ("min", "mean")
+# what is known of the metrics without a configuration: the declared suites
+_DECLARED = MetricCatalogue()
 
 
 def statistic_value(samples: Sequence[float], statistic: str) -> float:
@@ -69,8 +71,13 @@ def counts_budget_note(run: Run, budgets: tuple[Budget, ...]) -> tuple[str, ...]
     )
 
 
-def check_budgets(run: Run, budgets: tuple[Budget, ...]) -> tuple[BudgetCheck, ...]:
+def check_budgets(
+    run: Run, budgets: tuple[Budget, ...], catalogue: MetricCatalogue = _DECLARED
+) -> tuple[BudgetCheck, ...]:
     """Evaluate absolute limits on one run; no baseline is needed.
+
+    A budget on a metric the run did not measure takes its unit and direction from ``catalogue``
+    (the check's policy's, :attr:`perfgate.core.policy.Policy.catalogue`).
 
     A counts run is held only to the budgets on metrics it measured (``<stem>_instructions``,
     say); a budget on a time, a rate or memory is left to runs of times and named by
@@ -83,7 +90,7 @@ def check_budgets(run: Run, budgets: tuple[Budget, ...]) -> tuple[BudgetCheck, .
     for budget in budgets:
         metric = run.metrics.get(budget.metric)
         if metric is None:
-            info = metric_info(budget.metric)
+            info = catalogue.get(budget.metric)
             results.append(
                 BudgetCheck(
                     budget=budget,

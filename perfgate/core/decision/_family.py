@@ -1,8 +1,8 @@
 """The family of a check: which estimates are tested together, and what the family says of each.
 
-Both decisions call :func:`holm_family`: the stored check (:mod:`perfgate.core._decision`)
+Both decisions call :func:`holm_family`: the stored check (:mod:`perfgate.core.decision._prepare`)
 and the paired gate of ``perfgate ab`` (:mod:`perfgate.core.paired`). It takes the check's
-:class:`~perfgate.core._estimate.Estimate`\\ s and returns new ones, so that nothing is
+:class:`~perfgate.core.decision._estimate.Estimate`\\ s and returns new ones, so that nothing is
 changed in place:
 
 * **Holm's family** is every estimate with a test of its own (a p-value, no verdict fixed
@@ -18,7 +18,7 @@ changed in place:
   on nothing; counting it beside a tested source would count one piece of evidence twice.
 * **The correlated family.** In a stored comparison the machine's phase is shared by every
   timing metric of a run; with ``common=True`` the family's medians that carry a run-to-run
-  term are first tested together for a common shift (:mod:`perfgate.core._common_shift`),
+  term are first tested together for a common shift (:mod:`perfgate.core.decision._common_shift`),
   which spends a share of α, and the per-metric tests spend what is left
   (:attr:`Family.metric_alpha`). A paired check has no such term (its pairs cancel the phase)
   and passes ``common=False``.
@@ -32,9 +32,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from perfgate.core._common_shift import CommonShift, common_shift
-from perfgate.core._estimate import Estimate
-from perfgate.core._significance import holm
+from perfgate.core.decision._common_shift import common_shift
+from perfgate.core.decision._estimate import Estimate
+from perfgate.core.decision._significance import holm
+from perfgate.core.result import CommonShift
 
 __all__ = ["Family", "family_members", "holm_family"]
 
@@ -84,7 +85,7 @@ def holm_family(
     ``common``: test the common shift of the family's medians first (a stored comparison; a
     paired one passes False). ``shift_of``: the estimates of the metrics that moved with the
     run, whose whole change the common shift is tested on, when the run is its own control
-    (:mod:`perfgate.core._shared_phase`); else the family's own. ``confidence``: the level of
+    (:mod:`perfgate.core.decision._shared_phase`); else the family's own. ``confidence``: the level of
     the common shift's interval.
     """
     members = family_members(estimates)

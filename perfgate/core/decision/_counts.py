@@ -40,9 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfgate.core._estimate import OneSidedTest
+from perfgate.core.decision._estimate import OneSidedTest
 from perfgate.core.distributions import t_sf
-from perfgate.core.metrics import Direction
 from perfgate.core.noise import group_locations
 from perfgate.core.schema import Metric, Run
 from perfgate.core.stats import QUANTILES
@@ -210,7 +209,7 @@ def counts_test(
         # come in two states, a DBN load's simulated cache misses, moves the pooled median by
         # 2 % between two runs whose processes agree to 0.1 %)
         own_log = means[1] - means[0]
-        log_worse = own_log if cur.direction is not Direction.HIGHER else -own_log
+        log_worse = cur.direction.worse(own_log)
     own = math.sqrt(ss / df_own) if df_own else 0.0
     if history is not None:
         h_sigma, h_df = history

@@ -8,10 +8,10 @@ paired log ratios of interleaved repetitions.
 
 :class:`Estimate` is what a check knows of one comparison (a metric and a statistic) before
 its verdict: made once, immutable. The stored check makes it in
-:mod:`perfgate.core._decision`, the paired gate of ``perfgate ab`` in
-:mod:`perfgate.core.paired`; :func:`perfgate.core.family.holm_family` adds what the family
+:mod:`perfgate.core.decision._prepare`, the paired gate of ``perfgate ab`` in
+:mod:`perfgate.core.paired`; :func:`perfgate.core.decision._family.holm_family` adds what the family
 says (a derived metric's shared test, the Holm-adjusted p-value) by making new ones, and
-:func:`perfgate.core._decision.decide` turns each into a verdict.
+:func:`perfgate.core.decision._prepare.decide` turns each into a verdict.
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from perfgate.core._samplestats import SampleStats
-from perfgate.core._tail import Tail, robust_to_scale
+from perfgate.core.decision._samplestats import SampleStats
+from perfgate.core.decision._tail import Tail, robust_to_scale
 from perfgate.core.distributions import t_sf
-from perfgate.core.metrics import Direction
 from perfgate.core.noise import (
     CALIBRATED_TAIL_DF,
     TAIL_FACTOR,
@@ -101,13 +100,13 @@ def estimate_values(base: Metric, cur: Metric, sides: Sides, statistic: str, sta
     log_worse: float | None = None
     if base_value > 0 and cur_value > 0:
         log_ratio = math.log(cur_value / base_value)
-        log_worse = log_ratio if cur.direction is Direction.LOWER else -log_ratio
+        log_worse = cur.direction.worse(log_ratio)
     elif base_value == cur_value:
         log_worse = 0.0
     elif base_value > 0:
         # the current value is 0: a time that vanished is infinitely better, a rate that fell
         # to 0 is a total loss (worse = +100 %) and must not pass as "undefined"
-        log_worse = -math.inf if cur.direction is Direction.LOWER else math.inf
+        log_worse = cur.direction.worse(-math.inf)
     return Values(
         base_value=raw_base,
         cur_value=raw_cur,
@@ -144,7 +143,7 @@ class Estimate:
     """One comparison (a metric and a statistic) estimated and, where it can be, tested:
     everything its verdict is decided from except the family-wise correction.
 
-    Holm's adjusted p-value is not part of it: :func:`perfgate.core.family.holm_family` gives it
+    Holm's adjusted p-value is not part of it: :func:`perfgate.core.decision._family.holm_family` gives it
     beside the estimate (``Family.adjusted``), so the family copies nothing. ``fixed`` is a
     verdict known before any test (too few samples, an undefined ratio, no pairs), with its
     ``reason`` and ``required_n``.
@@ -178,7 +177,7 @@ class Estimate:
     index_change: float | None = None  # the reference kernel's relative change between the runs
     tail: Tail | None = None  # the null distribution of a test whose run-to-run term has a t tail
     # the run's common shift (direction-adjusted log) this estimate is taken relative to, when it is
-    # tested against the rest of its run (perfgate.core._shared_phase); None: its whole change
+    # tested against the rest of its run (perfgate.core.decision._shared_phase); None: its whole change
     relative_to: float | None = None
 
     @property
@@ -381,7 +380,7 @@ def paired_test(base: Metric, cur: Metric, statistic: str, log_worse: float | No
     k = len(base.group_samples())
     if k < 3 or len(a) != k or len(b) != k or len(cur.group_samples()) != k:
         return None
-    d = b - a if cur.direction is Direction.LOWER else a - b
+    d = cur.direction.sign * (b - a)
     sd = float(d.std(ddof=1))
     mean = float(d.mean())
     se = sd / math.sqrt(k)

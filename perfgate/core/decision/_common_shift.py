@@ -11,7 +11,7 @@ So the check tests in two steps, with α split between them (:data:`ALPHA_SHARE`
 
 1. **The common shift.** The median ``c`` of the direction-adjusted log ratios of the ``k``
    tested medians that carry a run-to-run (phase) term and moved with the run (a minority
-   that moved apart from it is left out, :mod:`perfgate.core._shared_phase`; a median, so
+   that moved apart from it is left out, :mod:`perfgate.core.decision._shared_phase`; a median, so
    that one far move cannot drag it along). Its variance is the shared part,
    perfectly correlated across the metrics, plus the metrics' own parts averaged over ``k``:
 
@@ -49,103 +49,18 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from perfgate.core._tail import Tail, robust_to_scale
+from perfgate.core.decision._estimate import Estimate
+from perfgate.core.decision._tail import Tail, robust_to_scale
 from perfgate.core.distributions import norm_ppf, norm_sf
+from perfgate.core.result import CommonShift
 
-if TYPE_CHECKING:  # the estimate's module reads the result types, which read this one
-    from perfgate.core._estimate import Estimate
-
-__all__ = ["ALPHA_SHARE", "MIN_METRICS", "CommonShift", "common_shift"]
+__all__ = ["ALPHA_SHARE", "MIN_METRICS", "common_shift"]
 
 # the share of α the common-shift test spends; the per-metric tests share the rest (Holm)
 ALPHA_SHARE = 0.25
 # fewer metrics than this: no common step (a shift of two metrics is no "whole run")
 MIN_METRICS = 3
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CommonShift:
-    """The common shift of a check's timing metrics and what it says.
-
-    ``worse`` is direction-adjusted like :attr:`Comparison.worse` (+1.0: the whole run took
-    twice as long); ``ci`` bounds it at the policy's confidence. ``decided_by`` names what
-    tells the machine from the code, "" when nothing does.
-    """
-
-    metrics: int
-    worse: float
-    ci: tuple[float, float]
-    p_value: float  # one-sided, that the whole run is worse
-    p_better: float  # one-sided, that the whole run is better
-    alpha: float  # the share of α this test spends
-    threshold: float
-    decided_by: str
-    names: frozenset[str] = frozenset()  # the metrics whose medians made the shift
-
-    @property
-    def slower_past(self) -> bool:
-        """The whole run moved slower past the threshold (its estimate, tested or not)."""
-        return self.worse > self.threshold
-
-    @property
-    def faster_past(self) -> bool:
-        """The whole run moved faster past the threshold (its estimate, tested or not)."""
-        return -self.worse / (1.0 + self.worse) > self.threshold
-
-    @property
-    def significant(self) -> bool:
-        return self.p_value < self.alpha and self.slower_past
-
-    @property
-    def faster(self) -> bool:
-        """The whole run is faster beyond the threshold (significant at this step's α)."""
-        return self.p_better < self.alpha and self.faster_past
-
-    @property
-    def regressed(self) -> bool:
-        """The whole run is slower beyond the threshold, and the kernels or a measured noise say it is the code."""
-        return self.significant and bool(self.decided_by)
-
-    @property
-    def improved(self) -> bool:
-        """The whole run is faster beyond the threshold, and the kernels or a measured noise say it is the code."""
-        return self.faster and bool(self.decided_by)
-
-    @property
-    def ambiguous(self) -> bool:
-        """The whole run moved slower past the threshold, and nothing tells the code from the machine:
-        no kernels or measured noise, or they could not call it significant."""
-        return self.slower_past and not self.regressed
-
-    @property
-    def factor(self) -> float:
-        return 1.0 + self.worse
-
-    def sentence(self) -> str:
-        """One line for the report and the terminal."""
-        if self.faster_past and not self.slower_past:
-            how = (
-                "an improvement"
-                if self.improved
-                else "the code or the machine, so no metric is called improved for moving with it"
-            )
-            faster = f"the whole run is {1.0 / self.factor:.2f}× faster"
-            return f"{faster} ({self.metrics} timing metrics moved together): {how}"
-        whole = (
-            f"the whole run is {self.factor:.2f}× slower ({self.metrics} timing metrics moved together "
-            f"by {self.worse:+.0%}; interval {self.ci[0]:+.0%} to {self.ci[1]:+.0%})"
-        )
-        if self.regressed:
-            return f"{whole}: a regression, since {self.decided_by} take the machine's speed out"
-        if self.decided_by:
-            return f"{whole}: {self.decided_by} cannot tell it from noise; measure again, or compare with perfgate ab"
-        return (
-            f"{whole}: the code or the machine; the machine-speed index (reference kernels), a calibration "
-            "(perfgate calibrate), history in a store or perfgate ab would tell"
-        )
 
 
 def _scale(tail: Tail) -> float:

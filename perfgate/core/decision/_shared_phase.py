@@ -47,7 +47,7 @@ device: a GPU stage's time does not follow the CPU's phase), does three things:
    under that rate (binomial) and against the count that moved the other way (a sign test),
    both at the per-metric α, those metrics moved together with the code (:func:`breadth`).
 
-The shift itself is then tested as before (:mod:`perfgate.core._common_shift`), on the
+The shift itself is then tested as before (:mod:`perfgate.core.decision._common_shift`), on the
 metrics that moved with it: against the reference kernels where the run has them, against a
 measured noise where there is one; otherwise a shift past the threshold exits 2.
 
@@ -63,11 +63,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perfgate.core._estimate import Estimate
-from perfgate.core._moderated import OUTLIER_LEVEL, _f_sf, fit_prior
-from perfgate.core.counts import is_count
+from perfgate.core.decision._counts import is_count
+from perfgate.core.decision._estimate import Estimate
+from perfgate.core.decision._moderated import OUTLIER_LEVEL, _f_sf, fit_prior
 from perfgate.core.distributions import t_sf
-from perfgate.core.metrics import Direction
 from perfgate.core.noise import (
     MIN_CONTROL,
     BetweenGroups,
@@ -77,6 +76,7 @@ from perfgate.core.noise import (
     residuals_of,
 )
 from perfgate.core.policy import Policy, residual_key
+from perfgate.core.result import Control, SharedPhase
 from perfgate.core.schema import Metric
 from perfgate.core.stats import QUANTILES
 from perfgate.core.units import MEMORY_UNITS
@@ -88,8 +88,6 @@ __all__ = [
     "PROCESS_FLOOR",
     "SHIFT_SPREAD",
     "SINGLE_PROCESS",
-    "Control",
-    "SharedPhase",
     "breadth",
     "is_median",
     "relative_to_run",
@@ -123,45 +121,6 @@ SINGLE_PROCESS = (
     "(perfgate record, then check --store), calibrate (perfgate calibrate), or measure in several processes "
     "(--processes 4)"
 )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Control:
-    """One clock's control: the run's common shift on it and where the residual noise came from.
-
-    ``shift`` is the direction-adjusted raw log shift (+0.1: the run took 10.5 % longer);
-    ``members``: the medians it was estimated from; ``moved``: those of them that moved
-    with it (within the threshold of it); ``source``: the residual noise used ("history",
-    "calibration", "processes" or "none")."""
-
-    clock: str
-    shift: float
-    shift_se: float
-    members: frozenset[str]
-    moved: frozenset[str]
-    source: str
-    tested: frozenset[str] = frozenset()  # every metric tested against the shift (throughputs too)
-    # in units of kernels: the raw shift, which a metric whose raw test was the narrower is taken against
-    raw_shift: float | None = None
-
-    @property
-    def whole_run(self) -> bool:
-        """Whether the metrics that moved with the shift are a majority of its members, the only case
-        the shift may be tested as the whole run's (a minority is never one). One process a side without
-        history has the plain median for a shift, whose members scatter past the threshold around it."""
-        return 2 * len(self.moved) > len(self.members) or self.source == "none"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SharedPhase:
-    """What :func:`relative_to_run` found: a control per clock that had one, and what to say once."""
-
-    controls: tuple[Control, ...] = ()
-    notes: tuple[str, ...] = ()
-
-    @property
-    def single_process(self) -> bool:
-        return any(c.source == "none" for c in self.controls)
 
 
 def robust_shift(logs: Sequence[float]) -> tuple[float, float]:
@@ -268,7 +227,7 @@ def _raw_log_worse(e: Estimate, scaled: bool = False) -> float | None:
     if e.base_value <= 0 or e.cur_value <= 0:
         return None
     log_ratio = math.log(e.cur_value / e.base_value)
-    return -log_ratio if e.cur.direction is Direction.HIGHER else log_ratio
+    return e.cur.direction.worse(log_ratio)
 
 
 def _eligible(e: Estimate) -> bool:
@@ -305,7 +264,7 @@ def _history_residuals(estimates: Sequence[Estimate], runs: int, scaled: bool) -
         logs = group_locations(base, QUANTILES[e.statistic])
         if len(logs) != runs:
             return None
-        return -logs if e.cur.direction is Direction.HIGHER else logs
+        return e.cur.direction.sign * logs
 
     columns = {e.key: logs for e in estimates if (logs := logs_of(e)) is not None}
     return residuals_of(columns, [e.key for e in estimates if is_median(e.statistic) and not e.derived_from])
@@ -315,7 +274,7 @@ def _moderate(
     variances: Mapping[int, tuple[float, int]], groups: Mapping[int, tuple[str, str]]
 ) -> dict[int, tuple[float, int, int]]:
     """Each residual variance shrunk toward its group's (same source and statistic), in the
-    empirical-Bayes way the paired gate uses (:mod:`perfgate.core._moderated`): (s̃², df, df lent).
+    empirical-Bayes way the paired gate uses (:mod:`perfgate.core.decision._moderated`): (s̃², df, df lent).
     A metric whose own variance is improbably large for its group (a benchmark that is bimodal
     between processes among quiet ones) keeps its own."""
     out: dict[int, tuple[float, int, int]] = {}

@@ -1,12 +1,14 @@
-"""The verdict of one comparison: its estimate, its test, and the rule that decides it.
+"""Every comparison of a check, estimated, tested and judged.
 
-A metric **regresses** when its direction-adjusted relative change exceeds its threshold
-*and* the one-sided test that the current run is worse is significant after Holm's
-correction over every comparison of the check. Everything else is ``improved``,
-``unchanged``, ``inconclusive`` (over the threshold but not significant, the confidence
-interval still reaching past the threshold, or too few samples for a tail quantile — each
-with the sample size that would decide), ``missing``, ``new`` or ``informational``.
-With a single sample on either side only the threshold applies.
+A stored check estimates each metric both runs have, each of its gated statistics
+(:func:`estimate_unpaired`), tests each timing metric against the rest of its run
+(:mod:`perfgate.core.decision._shared_phase`), corrects over the check's family
+(:func:`perfgate.core.decision.holm_family`, the same function the paired gate of ``perfgate ab``
+calls) and judges each estimate (:func:`judge`): the rule's verdict
+(:func:`perfgate.core.decision._rule.decide`), its reason (:mod:`perfgate.core.decision._reasons`),
+the measurement that would decide it (:mod:`perfgate.core.decision._advice`) and the memory floor
+(:mod:`perfgate.core.decision._memory_floor`). The metrics only one run has are ``missing`` or
+``new``; informational ones are reported and never gate.
 
 Two runs measured at different times differ by the machine's phase, which neither run's
 samples show, so every unpaired test is a test on the log ratio of the two locations whose
@@ -16,12 +18,10 @@ conservative assumption that the report names. When both sides carry the machine
 index (reference kernels timed with the samples), the locations compared are the stage's
 times in units of its reference, and the raw change is reported beside them.
 
-Each step is a function that returns its result (:mod:`perfgate.core._estimate`: the values
+Each step is a function that returns its result (:mod:`perfgate.core.decision._estimate`: the values
 and their log ratio, the paired or unpaired test with its standard error, degrees of freedom,
 p-value and the noise folded in); :func:`estimate_unpaired` assembles them into an immutable
-:class:`~perfgate.core._estimate.Estimate`, :func:`perfgate.core.family.holm_family` makes the
-check's family of them (the same function the paired gate of ``perfgate ab`` calls), and
-:func:`decide` turns each into a verdict.
+:class:`~perfgate.core.decision._estimate.Estimate`.
 """
 
 from __future__ import annotations
@@ -31,8 +31,10 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from perfgate.core._common_shift import CommonShift
-from perfgate.core._estimate import (
+from perfgate.core.decision import _advice as advice
+from perfgate.core.decision import _reasons as reasons
+from perfgate.core.decision._counts import Residue, counts_test, history_of, is_count
+from perfgate.core.decision._estimate import (
     Estimate,
     OneSidedTest,
     Sides,
@@ -42,32 +44,28 @@ from perfgate.core._estimate import (
     test_fields,
     unpaired_test,
 )
-from perfgate.core._samplestats import ReferenceStats, SampleStats
-from perfgate.core._shared_phase import SharedPhase, breadth, is_median, relative_to_run
-from perfgate.core._significance import log_ratio_se
-from perfgate.core.counts import Residue, counts_test, history_of, is_count
-from perfgate.core.distributions import norm_ppf, t_isf
-from perfgate.core.family import holm_family
-from perfgate.core.metrics import Direction, metric_info
+from perfgate.core.decision._family import holm_family
+from perfgate.core.decision._memory_floor import FLOORED_VERDICTS, below_floor
+from perfgate.core.decision._rule import confidence_z, decide, log_threshold
+from perfgate.core.decision._samplestats import ReferenceStats, SampleStats
+from perfgate.core.decision._shared_phase import breadth, is_median, relative_to_run
+from perfgate.core.decision._significance import log_ratio_se
+from perfgate.core.metrics import Direction
 from perfgate.core.noise import index_shift
 from perfgate.core.policy import Policy
 from perfgate.core.reduced import metric_summary
-from perfgate.core.result import ALONE, Comparison, Verdict
+from perfgate.core.result import ALONE, CommonShift, Comparison, SharedPhase, Verdict
 from perfgate.core.schema import Metric, Run
 from perfgate.core.stats import Summary, min_samples_for, summarize
 
 __all__ = [
-    "decide",
     "estimate_unpaired",
-    "log_threshold",
+    "judge",
     "prepare",
     "split_metrics",
     "statistics_of",
     "unmatched",
 ]
-
-_MAX_REQUIRED_N = 10_000_000
-_BOUNDARY_SLACK = 1e-12  # in log-ratio units
 
 
 def estimate_unpaired(
@@ -88,7 +86,7 @@ def estimate_unpaired(
     ``paired``: group i of both runs ran side by side, so the test is on paired log ratios
     when there are enough groups. ``counts``: the check's between-process residue of count
     metrics, which a count metric is tested with instead of the run-to-run noise of times
-    (:mod:`perfgate.core.counts`)."""
+    (:mod:`perfgate.core.decision._counts`)."""
     stats = stats if stats is not None else ReferenceStats(policy.confidence)
     sides = sides if sides is not None else sides_of(base, cur, paired=paired)
     n_base, n_cur = len(base.samples), len(cur.samples)
@@ -112,7 +110,7 @@ def estimate_unpaired(
         return Estimate(**fields)
     needed = min_samples_for(statistic)
     if min(n_base, n_cur) < needed:
-        reason = f"{statistic} is compared from {needed} samples per side; this check has {n_base}/{n_cur}"
+        reason = reasons.too_few_samples(statistic, needed, n_base, n_cur)
         return Estimate(**fields, fixed=Verdict.INCONCLUSIVE, reason=reason, required_n=needed)
     se = log_ratio_se(
         values.test_base,
@@ -127,7 +125,7 @@ def estimate_unpaired(
         test = OneSidedTest(log_worse=values.log_worse, se=None, p_value=0.0 if values.log_worse > 0 else 1.0)
     if test is None and (values.log_worse is None or se is None):
         side = "baseline" if values.test_base == 0 else "current"
-        reason = f"the {side} {statistic} is 0; the log-ratio test is undefined"
+        reason = reasons.zero_to_test(side, statistic)
         return Estimate(**fields, se=se, fixed=Verdict.INCONCLUSIVE, reason=reason)
     if test is None and counts is not None and is_count(cur):
         assert values.log_worse is not None
@@ -139,83 +137,19 @@ def estimate_unpaired(
     return Estimate(**{**fields, **test_fields(test, values.base_value, values.cur_value)})  # made once
 
 
-def _required_n(n_now: int, se: float | None, margin: float, z: float) -> int | None:
-    """Samples per side at which an estimate ``margin`` away from the boundary is decided."""
-    if se is None or se <= 0 or n_now < 2:
-        return None
-    if margin <= 1e-12:
-        return None
-    need = math.ceil(n_now * (z * se / margin) ** 2)
-    return min(max(need, n_now + 1), _MAX_REQUIRED_N)
-
-
-def _required_groups(sigma: float, margin: float, z: float, have: int) -> int | None:
-    """Independent repetitions per side at which ``margin`` is resolved against ``sigma``."""
-    if sigma <= 0 or margin <= 1e-12:
-        return None
-    return min(max(math.ceil(2.0 * (z * sigma / margin) ** 2), have + 1), _MAX_REQUIRED_N)
-
-
-def _required_processes(p: Estimate, margin: float, z: float) -> int | None:
-    """Worker processes per side that would resolve ``margin``; None when no number would,
-    because the part of the noise shared by a whole run (its phase) is larger than that."""
-    if p.process_sigma <= 0 or margin <= 1e-12:
-        return None
-    room = (margin / z) ** 2 - p.within_se**2 - p.fixed_variance
-    if room <= 0:
-        return None
-    need = math.ceil(2.0 * p.process_sigma**2 / room)
-    return min(max(need, min(p.groups) + 1), _MAX_REQUIRED_N)
-
-
-def log_threshold(threshold: float, direction: Direction) -> float:
-    # worse > t  <=>  log ratio beyond this bound, for either direction. The slack keeps a
-    # change of exactly the threshold (100 -> 110 at 10 %) from "exceeding" it by rounding:
-    # log(110 / 100) is one ulp above log1p(0.10).
-    if direction is Direction.HIGHER:
-        return math.inf if threshold >= 1.0 else -math.log1p(-threshold) + _BOUNDARY_SLACK
-    return math.log1p(threshold) + _BOUNDARY_SLACK
-
-
 def _worse_from_log(log_worse: float, direction: Direction) -> float:
-    # positive means worse: +x % time, or -x % throughput
-    try:
-        return math.expm1(log_worse) if direction is Direction.LOWER else -math.expm1(-log_worse)
-    except OverflowError:  # an interval bound from a tiny, skewed sample ([1, 1, 1004]): unbounded
-        return math.inf if direction is Direction.LOWER else -math.inf
+    # positive means worse: +x % time, or -x % throughput (the metric's own change, in the worse sense);
+    # an interval bound from a tiny, skewed sample ([1, 1, 1004]) overflows: unbounded
+    return direction.worse(_own_terms(log_worse, direction))
 
 
-def _in_own_terms(worse: float, direction: Direction) -> str:
-    """A direction-adjusted change said in the metric's own terms: +15.7 % worse of a throughput
-    is "−15.7 % (worse)", so a row never mixes the two conventions."""
-    own = worse if direction is not Direction.HIGHER else -worse
-    return f"{own:+.1%} (worse)"
-
-
-def _improvement_significant(p: Estimate, ci: tuple[float, float] | None, alpha: float, n_tests: int) -> bool:
-    """An improvement is claimed on the same evidence as a regression: the one-sided test that
-    the current run is *better*, Bonferroni-corrected over the check's tests at α. A false
-    improvement on unchanged code is as wrong as a false alarm (a p99 "improved" by 33 % on
-    identical code, from an interval that excluded 0 at 95 % among a dozen statistics)."""
-    if ci is None or p.p_value is None:
-        return p.log_worse == -math.inf
-    better = 1.0 - p.p_value  # the other tail of the same one-sided, continuous test
-    return ci[1] < 0 and better * max(n_tests, 1) < alpha
-
-
-def _isf(p: Estimate, a: float) -> float:
-    """The point the test statistic (the log ratio over its SE) exceeds with probability ``a``
-    under no change: a t or normal quantile, or the t-tailed mixture's (:mod:`perfgate.core._tail`)."""
-    if p.tail is not None and p.se:
-        return p.tail.isf(a) / p.se
-    return t_isf(a, p.df)
-
-
-def decide(
+def judge(
     p: Estimate, policy: Policy, n_tests: int, stats: SampleStats | None = None, *, p_adjusted: float | None = None
 ) -> Comparison:
-    """The verdict of one estimate, ``p_adjusted`` being its p-value adjusted by Holm over a family
-    of ``n_tests`` (:func:`perfgate.core.family.holm_family`; ``None`` for an estimate without a test)."""
+    """The comparison of one estimate: the rule's verdict (:func:`decide`), its reason, what more
+    measurement would decide it, and the memory floor; ``p_adjusted`` is its p-value adjusted by Holm
+    over a family of ``n_tests`` (:func:`perfgate.core.decision.holm_family`; ``None`` for an estimate
+    without a test)."""
     direction = p.cur.direction
     worse = None if p.log_worse is None else _worse_from_log(p.log_worse, direction)
     change = None if p.base_value == 0 else p.cur_value / p.base_value - 1.0
@@ -226,73 +160,18 @@ def decide(
         change = _own_terms(p.log_worse, direction)
     ci = None
     # only a test needs a quantile (a threshold-only check of flat files never loads scipy.special)
-    z_ci = _isf(p, (1.0 - policy.confidence) / 2.0) if p.se is not None else math.nan
+    z_ci = confidence_z(p, policy.confidence) if p.se is not None else math.nan
     if p.log_worse is not None and p.se is not None:
         lo, hi = p.log_worse - z_ci * p.se, p.log_worse + z_ci * p.se
         ci = (_worse_from_log(lo, direction), _worse_from_log(hi, direction))
-    bound = log_threshold(p.threshold, direction)
-    n_now = min(p.base.n, p.cur.n)
-    verdict: Verdict
-    reason = p.reason
+    ruling = decide(p, policy, n_tests, p_adjusted=p_adjusted, ci=ci, z_ci=z_ci)
+    verdict, reason = ruling.verdict, reasons.of_ruling(ruling, p, policy, p_adjusted, ci)
     required = p.required_n
-    unit = "processes" if p.sigma_run is not None or p.fixed_variance > 0 or p.process_sigma > 0 else "samples"
-
-    def need(margin: float, z: float) -> int | None:
-        if p.sigma_run is not None:  # paired: more repetitions of the whole run, not more samples, decide it
-            return _required_groups(p.sigma_run, margin, z, min(p.groups))
-        if p.noise and (p.fixed_variance > 0 or p.process_sigma > 0):
-            # unpaired: more worker processes, when the run-wide noise leaves room for them
-            return _required_processes(p, margin, z)
-        return _required_n(n_now, p.se, margin, z)
-
-    if p.fixed is not None:
-        verdict = p.fixed
-    elif p.log_worse is None:
-        verdict = Verdict.INCONCLUSIVE
-        reason = f"the baseline {p.statistic} is 0; a relative change is undefined"
-    elif p.threshold_only:
-        verdict = (
-            Verdict.REGRESSED
-            if p.log_worse > bound
-            else Verdict.IMPROVED
-            if -p.log_worse > bound
-            else Verdict.UNCHANGED
-        )
-        reason = "one sample per side: only the threshold applies, no significance test"
-    else:
-        assert p_adjusted is not None
-        z_alpha = _isf(p, policy.alpha / max(n_tests, 1))
-        z_power = norm_ppf(policy.power)
-        if p.log_worse > bound:
-            if p_adjusted < policy.alpha:
-                verdict = Verdict.REGRESSED
-            else:
-                verdict = Verdict.INCONCLUSIVE
-                reason = (
-                    f"over the threshold but not significant (adjusted p = {p_adjusted:.3g} ≥ α = {policy.alpha:g})"
-                )
-                required = need(p.log_worse, z_alpha + z_power)
-        elif -p.log_worse > bound and _improvement_significant(p, ci, policy.alpha, n_tests):
-            verdict = Verdict.IMPROVED
-        elif ci is not None and ci[1] > p.threshold and p.log_worse <= bound:
-            verdict = Verdict.INCONCLUSIVE
-            reason = (
-                f"the {policy.confidence:.0%} interval reaches {_in_own_terms(ci[1], direction)}, "
-                f"past the {p.threshold:.0%} threshold: too noisy to rule out a regression"
-            )
-            required = need(bound - p.log_worse, z_ci + z_power)
-        else:
-            verdict = Verdict.UNCHANGED
-    if (
-        verdict in (Verdict.REGRESSED, Verdict.INCONCLUSIVE)
-        and p.cur.unit == "MB"
-        and abs(p.cur_value - p.base_value) < policy.memory_floor_mb
-    ):
+    if ruling.margin is not None and ruling.z is not None:
+        required = advice.required(p, ruling.margin, ruling.z)
+    if verdict in FLOORED_VERDICTS and below_floor(policy.catalogue.of(p.cur), p.base_value, p.cur_value, policy):
         verdict, required = Verdict.UNCHANGED, None
-        reason = (
-            f"a change of {p.cur_value - p.base_value:+.3g} MB, below the {policy.memory_floor_mb:g} MB "
-            "that a memory metric is gated at (memory_floor_mb)"
-        )
+        reason = reasons.below_memory_floor(p.cur_value - p.base_value, policy.memory_floor_mb)
     summary = stats.summary if stats is not None else _summary
     return Comparison(
         metric=p.cur.name,
@@ -312,7 +191,7 @@ def decide(
         verdict=verdict,
         reason=reason,
         required_n=required,
-        required_unit=unit,
+        required_unit=advice.required_unit(p),
         threshold_only=p.threshold_only,
         noise=p.noise,
         noise_assumed=p.noise_assumed,
@@ -333,8 +212,7 @@ def statistics_of(metric: Metric, policy: Policy, single: bool) -> tuple[str, ..
     """The statistics a metric is compared on (the median alone with a single sample a side)."""
     if single:
         return ("median",)
-    info = policy.metric_info.get(metric.name) or metric_info(metric.name)
-    return info.statistics if info else ("median",)
+    return policy.catalogue.of(metric).statistics
 
 
 def unmatched(metric: Metric, side: str, policy: Policy) -> Comparison:
@@ -356,7 +234,7 @@ def unmatched(metric: Metric, side: str, policy: Policy) -> Comparison:
         p_adjusted=None,
         threshold=policy.threshold_for(metric.name),
         verdict=Verdict.MISSING if side == "baseline" else Verdict.NEW,
-        reason="in the baseline, not measured now" if side == "baseline" else "no baseline for this metric yet",
+        reason=reasons.MISSING if side == "baseline" else reasons.NEW,
     )
 
 
@@ -378,7 +256,7 @@ def _informational(base: Metric, cur: Metric, policy: Policy) -> Comparison:
         p_adjusted=None,
         threshold=policy.threshold_for(cur.name),
         verdict=Verdict.INFORMATIONAL,
-        reason="informational: reported, never gates",
+        reason=reasons.INFORMATIONAL,
     )
 
 
@@ -416,8 +294,8 @@ def prepare(
     clocks: Mapping[str, str] | None = None,
 ) -> tuple[list[Comparison], list[Comparison], CommonShift | None, SharedPhase]:
     """Every comparison of a check decided: (the tested ones, the new/missing/informational ones,
-    the run's common shift when that step applies: :mod:`perfgate.core._common_shift`, and the
-    run's own control: :mod:`perfgate.core._shared_phase`).
+    the run's common shift when that step applies: :mod:`perfgate.core.decision._common_shift`, and the
+    run's own control: :mod:`perfgate.core.decision._shared_phase`).
 
     A stored comparison tests each timing metric against the rest of its run first; the common
     shift is then tested on the metrics that moved with the run, and the per-metric tests spend
@@ -456,7 +334,7 @@ def prepare(
     shift = family.shift
     per_metric = policy if shift is None else dataclasses.replace(policy, alpha=family.metric_alpha)
     decided = [
-        decide(e, per_metric, family.size, stats, p_adjusted=a)
+        judge(e, per_metric, family.size, stats, p_adjusted=a)
         for e, a in zip(family.estimates, family.adjusted, strict=True)
     ]
     if phase.controls:
@@ -469,7 +347,7 @@ def prepare(
             e = totals.get((c.metric, c.statistic))
             if e is None or e.p_value is None or e.fixed is not None:
                 return None
-            return decide(e, per_metric, family.size, stats, p_adjusted=e.p_value)
+            return judge(e, per_metric, family.size, stats, p_adjusted=e.p_value)
 
         decided = [_within_shift(c, shift, whole) for c in decided]
     return decided, fixed, shift, phase
@@ -478,7 +356,7 @@ def prepare(
 def _own_terms(worse_log: float, direction: Direction) -> float:
     """A direction-adjusted log change as the metric's own relative change (a throughput's sign flips)."""
     try:
-        return math.expm1(-worse_log) if direction is Direction.HIGHER else math.expm1(worse_log)
+        return math.expm1(direction.worse(worse_log))
     except OverflowError:
         return math.inf
 
@@ -513,10 +391,7 @@ def _judged_together(decided: list[Comparison], phase: SharedPhase, policy: Poli
             if not claimed:
                 continue
             names = {out[i].metric for i in past}
-            reason = (
-                f"{len(past)} of {len(medians)} benchmarks moved {word} together, apart from the run "
-                f"(binomial p = {p:.2g}): more than per-process offsets explain"
-            )
+            reason = reasons.moved_together(len(past), len(medians), word, p)
             for j, c in enumerate(out):
                 if c.metric in names or c.derived_from in names:
                     if is_median(c.statistic) or c.derived_from in names:
@@ -532,13 +407,13 @@ def _tested_log(c: Comparison) -> float | None:
 def _log_of(worse: float, direction: Direction) -> float | None:
     """The direction-adjusted log change of a ``worse`` (the inverse of :func:`_worse_from_log`)."""
     try:
-        return math.log1p(worse) if direction is not Direction.HIGHER else -math.log1p(-worse)
+        return direction.worse(math.log1p(direction.worse(worse)))
     except ValueError:
         return None
 
 
 def _within_shift(c: Comparison, shift: CommonShift, whole_of: Callable[[Comparison], Comparison | None]) -> Comparison:
-    """A metric's verdict in a run that moved as a whole (:mod:`perfgate.core._common_shift`).
+    """A metric's verdict in a run that moved as a whole (:mod:`perfgate.core.decision._common_shift`).
 
     A shift the kernels or a measured noise call the code's makes each metric that moved with
     it (past the threshold) regressed, or improved, on its whole change; one that nothing can tell
@@ -559,14 +434,13 @@ def _within_shift(c: Comparison, shift: CommonShift, whole_of: Callable[[Compari
                 return dataclasses.replace(
                     whole,
                     verdict=Verdict.REGRESSED if slower else Verdict.IMPROVED,
-                    reason=f"moved with the whole run ({shift.factor:.2f}×), which {shift.decided_by} call the code's",
+                    reason=reasons.with_the_run(shift, slower, decided=True),
                     required_n=None,
                 )
             return dataclasses.replace(
                 whole,
                 verdict=Verdict.INCONCLUSIVE,
-                reason=f"the whole run is {'slower' if slower else 'faster'} together ({shift.metrics} metrics): "
-                "the code or the machine",
+                reason=reasons.with_the_run(shift, slower, decided=False),
                 required_n=None,
             )
     against = Verdict.IMPROVED if slower else Verdict.REGRESSED
@@ -581,15 +455,14 @@ def _within_shift(c: Comparison, shift: CommonShift, whole_of: Callable[[Compari
         return dataclasses.replace(
             c,
             verdict=Verdict.INCONCLUSIVE,
-            reason=f"{'faster' if slower else 'slower'} than a run that moved as a whole: the code or the machine",
+            reason=reasons.against_the_run(slower),
             required_n=None,
         )
     if not decided and with_run and c.verdict is (Verdict.REGRESSED if slower else Verdict.IMPROVED):
         return dataclasses.replace(
             c,
             verdict=Verdict.INCONCLUSIVE,
-            reason=f"the whole run is {'slower' if slower else 'faster'} together ({shift.metrics} metrics): "
-            "the code or the machine",
+            reason=reasons.with_the_run(shift, slower, decided=False),
             required_n=None,
         )
     return c
