@@ -181,6 +181,9 @@ PUBLIC_MODULES = {
     "perfgate.core.profiles", "perfgate.ab.explain", "perfgate.profile.sampling", "perfgate.profile.torchops",
     "perfgate.profile.bytecodes", "perfgate.profile.callgrind_functions", "perfgate.report.where",
     "perfgate.report.flame", "perfgate.report.explain",
+    # the use cases of the commands (docs/design.md §2): a request and a function each, and what they share
+    "perfgate.app.check", "perfgate.app.export", "perfgate.app.numbers", "perfgate.app.policy", "perfgate.app.runs",
+    "perfgate.app.secrets", "perfgate.app.stores",
 }  # fmt: skip
 
 

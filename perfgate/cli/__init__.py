@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 
 from perfgate import __version__
-from perfgate.cli._secrets import forget, scrub
+from perfgate.app.secrets import forget, scrub
 from perfgate.core.text import one_line
 from perfgate.errors import EXIT_ERROR, PerfgateError, os_error_text
 
@@ -45,7 +45,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    from perfgate.cli._common import Parser
+    from perfgate.cli._flags import Parser
 
     parser = Parser(
         prog="perfgate",
@@ -61,7 +61,7 @@ def _build_parser() -> argparse.ArgumentParser:
 def _command_parser(name: str) -> tuple[argparse.ArgumentParser, object]:
     module_name, help_text = COMMANDS[name]
     module = importlib.import_module(module_name)
-    from perfgate.cli._common import Parser
+    from perfgate.cli._flags import Parser
 
     parser = Parser(prog=f"perfgate {name}", description=help_text)
     module.add_arguments(parser)

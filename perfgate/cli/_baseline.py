@@ -14,21 +14,11 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from perfgate.cli._common import (
-    add_config_argument,
-    add_flag,
-    add_removed_spelling,
-    add_store_argument,
-    checked_number,
-    chosen_store,
-    config_from,
-    console_for,
-    model_key,
-    stderr_console,
-    store_file,
-    store_url,
-    term_cell,
-)
+from perfgate.app.numbers import checked_number
+from perfgate.app.runs import model_key
+from perfgate.app.stores import chosen_store, store_file, store_url
+from perfgate.cli._flags import add_config_argument, add_flag, add_removed_spelling, add_store_argument, config_from
+from perfgate.cli._output import console_for, stderr_console, term_cell
 from perfgate.core.baseline import flat_baseline, pool_runs
 from perfgate.core.codec import format_timestamp
 from perfgate.core.reduced import metric_summary
@@ -152,7 +142,7 @@ def _show(path: Path) -> None:
 def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from perfgate.store import open_store
 
-    return open_store(store_url(args, config_from(args)))
+    return open_store(store_url(args.store, config_from(args)))
 
 
 def _stored(store, model: str | None):  # type: ignore[no-untyped-def]
@@ -225,7 +215,7 @@ def _accept(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     config = config_from(args)
     check_distinct(
-        {"--output": args.output}, {"the store": store_file(store_url(args, config)), "--config": config.source}
+        {"--output": args.output}, {"the store": store_file(store_url(args.store, config)), "--config": config.source}
     )
     with _open(args) as store:
         records = [r for r in _stored(store, args.model) if r.branch == args.baseline_branch]
@@ -265,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
         return _accept(args)
     if args.action == "export":
         return _export(args)
-    if args.dir is None and chosen_store(args, config_from(args)) is not None:
+    if args.dir is None and chosen_store(args.store, config_from(args)) is not None:
         return _show_store(args)
     args.dir = args.dir if args.dir is not None else DEFAULT_DIR
     paths = [baseline_path(args.dir, args.model)] if args.model else sorted(args.dir.glob("*_baseline.json"))

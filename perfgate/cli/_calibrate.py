@@ -6,19 +6,11 @@ import argparse
 from collections import Counter
 from datetime import UTC, datetime
 
+from perfgate.app.runs import model_key
+from perfgate.app.stores import store_file, store_url
 from perfgate.calibration import DEFAULT_NOISE_FILE, PROCESS_DF_KEY, estimate_noise, save_noise
-from perfgate.cli._common import (
-    add_config_argument,
-    add_flag,
-    add_removed_spelling,
-    add_store_argument,
-    config_from,
-    model_key,
-    stderr_console,
-    store_file,
-    store_url,
-    term,
-)
+from perfgate.cli._flags import add_config_argument, add_flag, add_removed_spelling, add_store_argument, config_from
+from perfgate.cli._output import stderr_console, term
 from perfgate.core.codec import format_timestamp
 from perfgate.errors import InputError
 from perfgate.output import check_distinct, output_file
@@ -90,7 +82,7 @@ def _nothing_learned(store: Store, args: argparse.Namespace, machine: str, unsha
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     check_distinct(
-        {"--output": args.output}, {"the store": store_file(store_url(args, config)), "--config": config.source}
+        {"--output": args.output}, {"the store": store_file(store_url(args.store, config)), "--config": config.source}
     )
     if args.baseline_runs < 3:
         raise InputError(f"need at least 3 runs to estimate noise, got {args.baseline_runs}", field="--baseline-runs")
@@ -99,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         from perfgate.bench.machine import collect_machine
 
         machine = collect_machine()["fingerprint"]
-    store = open_store(store_url(args, config))
+    store = open_store(store_url(args.store, config))
     console = stderr_console()
     try:
         models = (

@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfgate.cli._export import require_extra
+    from perfgate.app.export import require_extra
     from perfgate.export.grafana import dashboard_json
 
     require_extra("grafana_foundation_sdk", "perfgate dashboard")

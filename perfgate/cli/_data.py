@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfgate.cli._common import add_flag, add_removed_spelling
+from perfgate.cli._flags import add_flag, add_removed_spelling
 from perfgate.core.text import plain
 from perfgate.errors import EXIT_ERROR, EXIT_OK, ConfigError, DataError
 from perfgate.output import output_file
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _synth(args: argparse.Namespace) -> int:
-    from perfgate.cli._common import checked_number
+    from perfgate.app.numbers import checked_number
 
     checked_number(args.records, "--records", at_least=1, at_most=MAX_SYNTH_RECORDS)
     checked_number(args.seed, "--seed", at_least=0, below=2**63)
@@ -199,6 +199,6 @@ def _print_table(summary: dict[str, Any]) -> None:
     table.add_column()
     for key, value in rows:
         table.add_row(key, Text(plain(value), style="green" if key == "validation" else ""))  # Text: no markup
-    from perfgate.cli._common import console_for
+    from perfgate.cli._output import console_for
 
     console_for().print(table)

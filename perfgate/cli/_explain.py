@@ -16,8 +16,10 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from perfgate.app.numbers import checked_number
 from perfgate.cli._ab import add_explain_arguments, explained_with, instruments_for, shared_data
-from perfgate.cli._common import add_flag, checked_number, stderr_console
+from perfgate.cli._flags import add_flag
+from perfgate.cli._output import stderr_console
 from perfgate.core.metrics import default_suite
 from perfgate.core.schema import normalize_model
 from perfgate.errors import EXIT_ERROR, EXIT_OK, InputError
@@ -80,8 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="processes per revision, each profiling every stage; the spread between them is the floor (default 3)",
     )
     parser.add_argument("--output", type=output_file, help="write the Markdown report here (default: standard output)")
-    add_flag(parser, "--json", type=output_file, dest="json_output")
-    add_flag(parser, "--html", type=output_file, dest="html_output")
+    add_flag(parser, "--json", type=output_file)
+    add_flag(parser, "--html", type=output_file)
     add_flag(parser, "--repo", type=Path, default=None)
     add_flag(parser, "--quiet", action="store_true")
     add_explain_arguments(parser)
@@ -97,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("data file not found", source=str(args.data), field="--data")
     args.suite = args.suite or default_suite()
     check_distinct(
-        {"--output": args.output, "--json": args.json_output, "--html": args.html_output},
+        {"--output": args.output, "--json": args.json, "--html": args.html},
         {"--data": args.data},
     )
     if args.data is not None:
@@ -158,12 +160,12 @@ def _report(args: argparse.Namespace, explanations: tuple[StageExplanation, ...]
     outputs: list[tuple[Path, str]] = []
     if args.output is not None:
         outputs.append((args.output, markdown))
-    if args.json_output is not None:
-        outputs.append((args.json_output, explanations_json(explanations)))
-    if args.html_output is not None:
-        outputs.append((args.html_output, render_explain_html(explanations, title)))
+    if args.json is not None:
+        outputs.append((args.json, explanations_json(explanations)))
+    if args.html is not None:
+        outputs.append((args.html, render_explain_html(explanations, title)))
     write_outputs(outputs)
-    if not args.quiet and args.output is None and not any(to_stdout(p) for p in (args.json_output, args.html_output)):
+    if not args.quiet and args.output is None and not any(to_stdout(p) for p in (args.json, args.html)):
         print(markdown, end="")
     if explanations and not any(e.available for e in explanations):
         stderr_console().print(f"perfgate explain: {explanations[0].reason}", markup=False)

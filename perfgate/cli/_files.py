@@ -30,7 +30,7 @@ __all__ = ["FOLDERS", "check_files", "input_files", "module_files", "output_file
 
 # Path-typed flags that name a folder: read (baseline show --dir, ab --repo) or filled (baseline save --dir)
 FOLDERS = frozenset({"dir", "repo"})
-_STAGES = ("stages_module", "stages_modules")  # bench's and ab's --stages-module
+_STAGES = ("stages_modules",)  # --stages-module
 
 
 def _actions(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Iterator[argparse.Action]:
@@ -127,7 +127,8 @@ def check_files(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         InputError: an input is a FIFO, a directory, a device or a socket.
         OutputError: an output names an input, or two outputs name one file.
     """
-    from perfgate.cli._common import config_from, store_file
+    from perfgate.app.stores import store_file
+    from perfgate.cli._flags import config_from
 
     for label, path in input_files(parser, args, config=None, store=None).items():
         check_input_file(path, flag=label)

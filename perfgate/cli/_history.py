@@ -22,18 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfgate.cli._common import (
-    add_config_argument,
-    add_flag,
-    add_removed_spelling,
-    add_store_argument,
-    config_from,
-    console_for,
-    stderr_console,
-    store_url,
-    term,
-    term_cell,
-)
+from perfgate.app.stores import store_url
+from perfgate.cli._flags import add_config_argument, add_flag, add_removed_spelling, add_store_argument, config_from
+from perfgate.cli._output import console_for, stderr_console, term, term_cell
 from perfgate.core.changepoints import METHODS, ChangePoint, detect
 from perfgate.core.metrics import Direction
 from perfgate.core.noise import normalised
@@ -267,7 +258,7 @@ def run(args: argparse.Namespace) -> int:
             f"--changepoint-alpha must be between 0 and 1, got {args.changepoint_alpha}", field="--changepoint-alpha"
         )
     branch = None if args.all_branches else args.baseline_branch
-    with open_store(store_url(args, config_from(args))) as store:
+    with open_store(store_url(args.store, config_from(args))) as store:
         newest = store.latest(RunQuery(model=args.model, machine=args.machine, branch=branch))
         if not newest:
             raise InputError(_why_no_runs(store, args, branch), source=store.url)

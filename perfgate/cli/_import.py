@@ -13,17 +13,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from perfgate.cli._common import (
-    add_config_argument,
-    add_flag,
-    add_removed_spelling,
-    add_store_argument,
-    chosen_store,
-    config_from,
-    content_run_id,
-    stderr_console,
-    store_file,
-)
+from perfgate.app.runs import content_run_id
+from perfgate.app.stores import chosen_store, store_file
+from perfgate.cli._flags import add_config_argument, add_flag, add_removed_spelling, add_store_argument, config_from
+from perfgate.cli._output import stderr_console
 from perfgate.core.codec import format_timestamp
 from perfgate.core.schema import GitInfo, Machine, Run
 from perfgate.core.text import plain
@@ -85,7 +78,7 @@ def _provenance(run: Run, args: argparse.Namespace) -> Run:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
-    url = chosen_store(args, config)  # record the run there too: --store, PERFGATE_STORE or the configuration
+    url = chosen_store(args.store, config)  # record the run there too: --store, PERFGATE_STORE or the configuration
     store_path = store_file(url) if url is not None else None
     check_distinct({"--output": args.output}, {"FILE": args.file, "--config": config.source, "the store": store_path})
     options = ImportOptions(model=args.model, suite=args.suite, time_unit=args.time_unit)

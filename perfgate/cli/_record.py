@@ -6,15 +6,10 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from perfgate.cli._common import (
-    add_config_argument,
-    add_flag,
-    add_store_argument,
-    config_from,
-    content_run_id,
-    stderr_console,
-    store_url,
-)
+from perfgate.app.runs import content_run_id
+from perfgate.app.stores import store_url
+from perfgate.cli._flags import add_config_argument, add_flag, add_store_argument, config_from
+from perfgate.cli._output import stderr_console
 from perfgate.core.text import plain
 from perfgate.errors import InputError
 from perfgate.runfile import load_run
@@ -42,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("is empty; give the branch name (e.g. main)", field="--branch")
         runs = [dataclasses.replace(r, git=dataclasses.replace(r.git, branch=args.branch)) for r in runs]
     console = stderr_console()
-    store = open_store(store_url(args, config))
+    store = open_store(store_url(args.store, config))
     try:
         for path, r in zip(args.runs, runs, strict=True):
             # an imported run names each benchmark as the store's runs do (perfgate.core.benchmark_names)

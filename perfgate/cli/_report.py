@@ -5,15 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from perfgate.cli._common import (
-    add_config_argument,
-    add_flag,
-    add_removed_spelling,
-    add_store_argument,
-    config_from,
-    store_file,
-    store_url,
-)
+from perfgate.app.stores import store_file, store_url
+from perfgate.cli._flags import add_config_argument, add_flag, add_removed_spelling, add_store_argument, config_from
 from perfgate.core.text import one_line
 from perfgate.errors import InputError
 from perfgate.output import check_distinct, output_file, write_output
@@ -104,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     for flag, value in (("--baseline-runs", args.baseline_runs), ("--trend-runs", args.trend_runs)):
         if value < 1:
             raise InputError(f"must be at least 1, got {value}", field=flag)
-    url = store_url(args, config)
+    url = store_url(args.store, config)
     check_distinct(
         {"--html": args.html, "--comment": args.comment}, {"the store": store_file(url), "--config": config.source}
     )

@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import argparse
 
-from perfgate.cli._common import (
-    add_config_argument,
-    add_store_argument,
-    checked_number,
-    config_from,
-    stderr_console,
-    store_url,
-)
+from perfgate.app.numbers import checked_number
+from perfgate.app.stores import store_url
+from perfgate.cli._flags import add_config_argument, add_store_argument, config_from
+from perfgate.cli._output import stderr_console
 from perfgate.core.text import plain
 from perfgate.store import open_store
 
@@ -52,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     batch = checked_number(args.batch_size, "--batch-size", at_least=1, at_most=10_000)
     config = config_from(args)
     console = stderr_console()
-    store = open_store(store_url(args, config))
+    store = open_store(store_url(args.store, config))
     try:
 
         def progress(done: int, total: int) -> None:
