@@ -183,7 +183,9 @@ PUBLIC_MODULES = {
     "perfgate.report.flame", "perfgate.report.explain",
     # the use cases of the commands (docs/design.md §2): a request and a function each, and what they share
     "perfgate.app.check", "perfgate.app.export", "perfgate.app.numbers", "perfgate.app.policy", "perfgate.app.runs",
-    "perfgate.app.secrets", "perfgate.app.stores",
+    "perfgate.app.secrets", "perfgate.app.stores", "perfgate.app.history", "perfgate.app.record", "perfgate.app.store",
+    "perfgate.app.report", "perfgate.app.dashboard", "perfgate.app.calibrate", "perfgate.app.baseline",
+    "perfgate.app.importing", "perfgate.app.summary", "perfgate.app.explain",
 }  # fmt: skip
 
 

@@ -96,7 +96,7 @@ def input_files(
             for path in _values(value):
                 add(_label(action), Path(str(path)))
         elif action.dest == "reports":  # summary's [LABEL=]REPORT.md
-            from perfgate.cli._summary import report_path
+            from perfgate.app.summary import report_path
 
             for arg in _values(value):
                 add(_label(action), report_path(str(arg)))
