@@ -185,7 +185,7 @@ PUBLIC_MODULES = {
     "perfgate.app.check", "perfgate.app.export", "perfgate.app.numbers", "perfgate.app.policy", "perfgate.app.runs",
     "perfgate.app.secrets", "perfgate.app.stores", "perfgate.app.history", "perfgate.app.record", "perfgate.app.store",
     "perfgate.app.report", "perfgate.app.dashboard", "perfgate.app.calibrate", "perfgate.app.baseline",
-    "perfgate.app.importing", "perfgate.app.summary", "perfgate.app.explain",
+    "perfgate.app.importing", "perfgate.app.summary", "perfgate.app.explain", "perfgate.app.files",
 }  # fmt: skip
 
 
