@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from perfgate.cli import COMMANDS, _command_parser
 from perfgate.app.summary import DEFAULT_MARKER, GITHUB_COMMENT_LIMIT
+from perfgate.cli import COMMANDS, _command_parser
 from tests.ci.conftest import in_ci
 from tests.conftest import ROOT
 
