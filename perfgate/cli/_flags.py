@@ -154,6 +154,7 @@ def removed_hint(prog: str, message: str) -> str:
 
 
 def add_config_argument(parser: argparse.ArgumentParser) -> None:
+    """``--config FILE``, the same in every command; read by the use case, or by :func:`config_from`."""
     add_flag(parser, "--config", type=Path, default=None, default_text="found from the working directory")
 
 

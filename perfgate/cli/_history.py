@@ -126,27 +126,32 @@ def _print(reports: list[dict[str, Any]], head: dict[str, Any], args: argparse.N
                 fmt_value(p["value"]),
             )
         console.print(table)
-        if "changepoints" not in rep:
-            continue
-        cps = rep["changepoints"]
-        if not cps:
-            console.print(f"  no change point (alpha {args.changepoint_alpha:g}, {args.method})")
-            continue
-        cp_table = Table(title=f"change points ({args.method}, alpha {args.changepoint_alpha:g})", title_justify="left")
-        for col in ("at commit", "date (UTC)", "before", "after", "change", "p", ""):
-            cp_table.add_column(col, justify="left" if col in ("at commit", "date (UTC)", "") else "right")
-        for cp in cps:
-            label = {True: "[red]worse[/]", False: "[green]better[/]", None: ""}[cp["worse"]]
-            cp_table.add_row(
-                term_cell((cp["commit"] or "?")[:12]),
-                term_cell(fmt_time(cp["created_at"])),
-                fmt_value(cp["before"]),
-                fmt_value(cp["after"]),
-                fmt_change(cp["change"]),
-                fmt_p(cp["p_value"]),
-                label,
-            )
-        console.print(cp_table)
+        if "changepoints" in rep:
+            _print_changepoints(console, rep["changepoints"], args)
+
+
+def _print_changepoints(console: Any, cps: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """The change points of one metric: a table, or a line saying there is none."""
+    from rich.table import Table
+
+    if not cps:
+        console.print(f"  no change point (alpha {args.changepoint_alpha:g}, {args.method})")
+        return
+    cp_table = Table(title=f"change points ({args.method}, alpha {args.changepoint_alpha:g})", title_justify="left")
+    for col in ("at commit", "date (UTC)", "before", "after", "change", "p", ""):
+        cp_table.add_column(col, justify="left" if col in ("at commit", "date (UTC)", "") else "right")
+    for cp in cps:
+        label = {True: "[red]worse[/]", False: "[green]better[/]", None: ""}[cp["worse"]]
+        cp_table.add_row(
+            term_cell((cp["commit"] or "?")[:12]),
+            term_cell(fmt_time(cp["created_at"])),
+            fmt_value(cp["before"]),
+            fmt_value(cp["after"]),
+            fmt_change(cp["change"]),
+            fmt_p(cp["p_value"]),
+            label,
+        )
+    console.print(cp_table)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -54,6 +54,7 @@ def term_cell(value: object):  # type: ignore[no-untyped-def]
 
 
 def stderr_console():  # type: ignore[no-untyped-def]
+    """A console on stderr (:func:`console_for`): progress, notes and verdicts, beside a report on stdout."""
     return console_for(sys.stderr)
 
 
