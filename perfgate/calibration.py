@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,10 @@ __all__ = [
     "DEFAULT_NOISE_FILE",
     "NOISE_VERSION",
     "PROCESS_DF_KEY",
+    "Calibration",
     "estimate_noise",
+    "load_calibration",
     "load_noise",
-    "noise_runs",
     "save_noise",
 ]
 
@@ -125,8 +127,18 @@ def estimate_residuals(runs: Sequence[Run]) -> dict[str, float]:
     return out
 
 
-def load_noise(path: Path | str, *, machine: str | None, model: str) -> dict[str, float]:
-    """The calibrated sigmas for one machine and model; empty when the file has none."""
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """The calibration of one machine and model: each metric's run-to-run sigma, and how many
+    recorded runs it was learned from (0: not said)."""
+
+    sigma: dict[str, float]
+    runs: int
+
+
+def load_calibration(path: Path | str, *, machine: str | None, model: str) -> Calibration:
+    """The calibration of ``machine`` and ``model`` in the file ``path``, read once; its sigma is
+    empty when the file has none."""
     doc = load_json(path)
     source = str(path)
     if not isinstance(doc, Mapping) or doc.get("schema_version") != NOISE_VERSION:
@@ -134,7 +146,7 @@ def load_noise(path: Path | str, *, machine: str | None, model: str) -> dict[str
     machines = doc.get("machines", {})
     entry = machines.get(machine or "", {}).get(model) if isinstance(machines, Mapping) else None
     if not entry:
-        return {}
+        return Calibration(sigma={}, runs=0)
     sigma = entry.get("sigma", {})
     if not isinstance(sigma, Mapping) or not all(
         isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in sigma.values()
@@ -144,16 +156,16 @@ def load_noise(path: Path | str, *, machine: str | None, model: str) -> dict[str
             source=source,
             field=f"machines.{machine}.{model}.sigma",
         )
-    return {str(k): float(v) for k, v in sigma.items()}
-
-
-def noise_runs(path: Path | str, *, machine: str | None, model: str) -> int:
-    """How many recorded runs the entry of ``machine`` and ``model`` was learned from (0: none)."""
-    doc = load_json(path)
-    machines = doc.get("machines", {}) if isinstance(doc, Mapping) else {}
-    entry = machines.get(machine or "", {}).get(model) if isinstance(machines, Mapping) else None
     runs = entry.get("runs") if isinstance(entry, Mapping) else None
-    return runs if isinstance(runs, int) and not isinstance(runs, bool) and runs > 0 else 0
+    return Calibration(
+        sigma={str(k): float(v) for k, v in sigma.items()},
+        runs=runs if isinstance(runs, int) and not isinstance(runs, bool) and runs > 0 else 0,
+    )
+
+
+def load_noise(path: Path | str, *, machine: str | None, model: str) -> dict[str, float]:
+    """The calibrated sigmas for one machine and model; empty when the file has none."""
+    return load_calibration(path, machine=machine, model=model).sigma
 
 
 def save_noise(

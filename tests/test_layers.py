@@ -65,7 +65,30 @@ ALLOWED = {
     # importing and running the user's code (declarations, stages modules, stages, hooks): what it raises or
     # exits with is an error, exit 2
     "usercode": {"errors"},
-    "api": {"api", "bench", "core", "errors", "runfile", "orchestrate"},  # count_stages starts valgrind workers
+    # the use cases of the commands: between the interface and every layer below it
+    "app": {
+        "app",
+        "ab",
+        "bench",
+        "calibration",
+        "config",
+        "core",
+        "errors",
+        "export",
+        "importers",
+        "inputs",
+        "notify",
+        "orchestrate",
+        "output",
+        "profile",
+        "report",
+        "runfile",
+        "store",
+        "suites",
+        "usercode",
+        "workers",
+    },
+    "api": {"api", "app", "bench", "core", "errors", "runfile", "orchestrate"},  # count_stages starts valgrind workers
     # the root re-exports the public names (README, "Python API"), imported on first use only
     "__init__": {"api", "bench", "core", "errors", "report", "runfile", "store", "suites"},
     "__main__": {"cli"},

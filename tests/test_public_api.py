@@ -181,6 +181,11 @@ PUBLIC_MODULES = {
     "perfgate.core.profiles", "perfgate.ab.explain", "perfgate.profile.sampling", "perfgate.profile.torchops",
     "perfgate.profile.bytecodes", "perfgate.profile.callgrind_functions", "perfgate.report.where",
     "perfgate.report.flame", "perfgate.report.explain",
+    # the use cases of the commands (docs/design.md §2): a request and a function each, and what they share
+    "perfgate.app.check", "perfgate.app.export", "perfgate.app.numbers", "perfgate.app.policy", "perfgate.app.runs",
+    "perfgate.app.secrets", "perfgate.app.stores", "perfgate.app.history", "perfgate.app.record", "perfgate.app.store",
+    "perfgate.app.report", "perfgate.app.dashboard", "perfgate.app.calibrate", "perfgate.app.baseline",
+    "perfgate.app.importing", "perfgate.app.summary", "perfgate.app.explain", "perfgate.app.files",
 }  # fmt: skip
 
 

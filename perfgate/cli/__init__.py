@@ -32,7 +32,7 @@ from types import FrameType, ModuleType
 from typing import TYPE_CHECKING
 
 from perfgate import __version__
-from perfgate.cli._secrets import forget, scrub
+from perfgate.app.secrets import forget, scrub
 from perfgate.errors import EXIT_ERROR, ConfigError, PerfgateError, os_error_text
 from perfgate.safe.text import one_line
 
@@ -118,7 +118,7 @@ def _help(name: str) -> str:
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    from perfgate.cli._common import Parser
+    from perfgate.cli._flags import Parser
 
     parser = Parser(
         prog="perfgate",
@@ -134,7 +134,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _command_parser(name: str) -> tuple[argparse.ArgumentParser, object]:
     module = _module(name)
-    from perfgate.cli._common import Parser
+    from perfgate.cli._flags import Parser
 
     parser = Parser(prog=f"perfgate {name}", description=_help(name))
     module.add_arguments(parser)

@@ -26,17 +26,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfgate.cli._common import (
-    add_config_argument,
-    add_flag,
-    add_removed_spelling,
-    checked_number,
-    config_from,
-    exit_code_of,
-    policy_from,
-    stderr_console,
-    write_reports,
-)
+from perfgate.app.numbers import checked_number
+from perfgate.app.policy import policy_from
+from perfgate.cli._flags import add_config_argument, add_flag, add_removed_spelling, config_from
+from perfgate.cli._output import exit_code_of, stderr_console, write_reports
 from perfgate.core.compare import CheckResult, compare_runs
 from perfgate.core.metrics import default_suite
 from perfgate.core.policy import Policy
@@ -129,8 +122,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--threshold", type=float, default=None, default_text="10")
     add_flag(parser, "--alpha", type=float, default=None, default_text="0.01")
     parser.add_argument("--output", type=output_file, help="write the Markdown report here (default: standard output)")
-    add_flag(parser, "--json", type=output_file, dest="json_output")
-    add_flag(parser, "--html", type=output_file, dest="html_output")
+    add_flag(parser, "--json", type=output_file)
+    add_flag(parser, "--html", type=output_file)
     add_flag(parser, "--comment", type=output_file)
     add_flag(parser, "--repo", type=Path, default=None)
     add_flag(parser, "--quiet", action="store_true")
@@ -189,8 +182,8 @@ def _counts(args: argparse.Namespace, policy: Policy) -> int:
     from datetime import UTC, datetime
 
     from perfgate.ab import checkout, sides
+    from perfgate.app.check import with_calibration
     from perfgate.bench.machine import collect_machine, collect_software
-    from perfgate.cli._check import with_calibration
     from perfgate.core.codec import format_timestamp
     from perfgate.orchestrate.counts import CountSide, counts_job, find_valgrind, measure_counts_paired
 
@@ -264,7 +257,7 @@ def _counts(args: argparse.Namespace, policy: Policy) -> int:
         result = dataclasses.replace(
             result, baseline_source=result.baseline_source + ". A smoke run (--quick): not for decisions"
         )
-    write_reports(args, result, _json(result, info) if args.json_output is not None else None)
+    write_reports(args, result, _json(result, info) if args.json is not None else None)
     return exit_code_of(result, args, "ab")
 
 
@@ -415,7 +408,7 @@ def _run(args: argparse.Namespace) -> int:
     config = config_from(args)
     policy = policy_from(config, args)
     check_distinct(
-        {"--output": args.output, "--json": args.json_output, "--html": args.html_output, "--comment": args.comment},
+        {"--output": args.output, "--json": args.json, "--html": args.html, "--comment": args.comment},
         {"--data": args.data, "--config": config.source},
     )
     if args.measure == "counts":
@@ -443,5 +436,5 @@ def _run(args: argparse.Namespace) -> int:
         result = dataclasses.replace(
             result, baseline_source=result.baseline_source + ". A smoke run (--quick): not for decisions"
         )
-    write_reports(args, result, _json(result, info) if args.json_output is not None else None)
+    write_reports(args, result, _json(result, info) if args.json is not None else None)
     return exit_code_of(result, args, "ab")

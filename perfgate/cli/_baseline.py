@@ -5,48 +5,30 @@ prints them. From the store (what CI runs on a merge to main): ``update`` forms 
 baseline of every model and machine from the last K unflagged runs on main, ``accept
 RUN_ID`` lets a run the gate flagged into baselines, ``show --store`` says which runs a
 baseline came from, ``export`` writes it as a flat file of the original specification's format.
+The use cases are in :mod:`perfgate.app.baseline`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from perfgate.cli._common import (
-    add_config_argument,
-    add_flag,
-    add_removed_spelling,
-    add_store_argument,
-    checked_number,
-    chosen_store,
-    config_from,
-    console_for,
-    model_key,
-    stderr_console,
-    store_file,
-    store_url,
-    term_cell,
-)
-from perfgate.core.baseline import flat_baseline, pool_runs
-from perfgate.core.codec import format_timestamp
+from perfgate.app import baseline
+from perfgate.app.baseline import DEFAULT_DIR
+from perfgate.cli._flags import add_config_argument, add_flag, add_removed_spelling, add_store_argument
+from perfgate.cli._output import console_for, stderr_console, term_cell
 from perfgate.core.reduced import metric_summary
 from perfgate.core.schema import Run
 from perfgate.core.stats import summarize
-from perfgate.errors import InputError
-from perfgate.output import check_distinct, output_file
+from perfgate.output import output_file
 from perfgate.report.formatting import fmt_time, fmt_value
-from perfgate.runfile import load_run, save_run, write_text_atomic
 from perfgate.safe.text import plain
 
-__all__ = ["DEFAULT_DIR", "add_arguments", "baseline_path", "run"]
+if TYPE_CHECKING:
+    from perfgate.store.base import BaselineRecord
 
-DEFAULT_DIR = Path("benchmark_results")
-
-
-def baseline_path(directory: Path, model: str) -> Path:
-    return directory / f"{model_key(model)}_baseline.json"
+__all__ = ["add_arguments", "run"]
 
 
 def _store_argument(parser: argparse.ArgumentParser) -> None:
@@ -139,139 +121,95 @@ def _print_table(base: Run, title: str, footer: str) -> None:
     console.print(plain(footer), soft_wrap=True, markup=False)
 
 
-def _show(path: Path) -> None:
-    base = load_run(path)
-    _print_table(
-        base,
-        f"{base.model} baseline — {path}",
-        f"recorded {fmt_time(base.created_at)} UTC, commit {base.git.commit or 'unknown'}, "
-        f"machine {base.machine.fingerprint or 'unknown'}",
-    )
-
-
-def _open(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from perfgate.store import open_store
-
-    return open_store(store_url(args, config_from(args)))
-
-
-def _stored(store, model: str | None):  # type: ignore[no-untyped-def]
-    records = store.baselines(None if model in (None, "all") else model)
-    if not records:
-        what = f"model {model!r}" if model not in (None, "all") else "any model"
-        raise InputError(
-            f"no baseline kept for {what}; form one with perfgate baseline update (after recording runs of main)",
-            source=store.url,
+def _show_files(request: baseline.ShowRequest) -> None:
+    for path, base in baseline.baseline_files(request):
+        _print_table(
+            base,
+            f"{base.model} baseline — {path}",
+            f"recorded {fmt_time(base.created_at)} UTC, commit {base.git.commit or 'unknown'}, "
+            f"machine {base.machine.fingerprint or 'unknown'}",
         )
-    return records
 
 
-def _show_store(args: argparse.Namespace) -> int:
-    with _open(args) as store:
-        for record in _stored(store, args.model):
-            runs = [store.get_run(run_id) for run_id in record.run_ids]
-            lines = [
-                f"store {store.url}; formed {fmt_time(record.created_at)} UTC by perfgate baseline update: "
-                f"samples pooled from {len(runs)} run(s) on {record.branch}:"
-            ]
-            lines += [
-                f"  {r.run_id}  {fmt_time(r.created_at)}  commit {r.git.commit or 'unknown'}  "
-                f"status {store.status(r.run_id or '')}"
-                for r in runs
-            ]
-            _print_table(
-                pool_runs(runs),
-                f"{record.model} baseline — machine {record.machine or 'unknown'}",
-                "\n".join(lines),
-            )
-    return 0
+def _show_store(request: baseline.ShowRequest) -> None:
+    for kept in baseline.stored_baselines(request):
+        record = kept.record
+        lines = [
+            f"store {kept.store_url}; formed {fmt_time(record.created_at)} UTC by perfgate baseline update: "
+            f"samples pooled from {len(kept.runs)} run(s) on {record.branch}:"
+        ]
+        lines += [
+            f"  {r.run_id}  {fmt_time(r.created_at)}  commit {r.git.commit or 'unknown'}  status {status}"
+            for r, status in zip(kept.runs, kept.statuses, strict=True)
+        ]
+        _print_table(kept.pooled, f"{record.model} baseline — machine {record.machine or 'unknown'}", "\n".join(lines))
 
 
-def _update(args: argparse.Namespace) -> int:
-    from perfgate.store.baseline import update_baselines
-
-    checked_number(args.baseline_runs, "--baseline-runs", at_least=1, at_most=10_000)
-    now = format_timestamp(datetime.now(UTC))
-    model = None if args.model == "all" else args.model
+def _update(args: argparse.Namespace) -> None:
     console = stderr_console()
-    with _open(args) as store:
-        for record, runs in update_baselines(
-            store, created_at=now, model=model, branch=args.baseline_branch, k=args.baseline_runs
-        ):
-            newest = runs[0]
-            console.print(
-                plain(
-                    f"baseline of {record.model} on machine {record.machine or 'unknown'} ({record.branch}): "
-                    f"{len(runs)} run(s), newest {newest.run_id} (commit {newest.git.commit or 'unknown'})"
-                ),
-                markup=False,
-            )
-    return 0
+
+    def formed(record: BaselineRecord, runs: list[Run]) -> None:
+        newest = runs[0]
+        console.print(
+            plain(
+                f"baseline of {record.model} on machine {record.machine or 'unknown'} ({record.branch}): "
+                f"{len(runs)} run(s), newest {newest.run_id} (commit {newest.git.commit or 'unknown'})"
+            ),
+            markup=False,
+        )
+
+    request = baseline.UpdateRequest(
+        model=args.model,
+        baseline_runs=args.baseline_runs,
+        baseline_branch=args.baseline_branch,
+        store=args.store,
+        config=args.config,
+    )
+    baseline.update(request, formed)
 
 
-def _accept(args: argparse.Namespace) -> int:
+def _accept(args: argparse.Namespace) -> None:
     from perfgate.store import RunStatus
-    from perfgate.store.baseline import accept_run
 
-    with _open(args) as store:
-        before = accept_run(store, args.run_id)
+    before = baseline.accept(args.run_id, baseline.StoreRequest(store=args.store, config=args.config))
     if before is RunStatus.FLAGGED:
         print(plain(f"accepted run {args.run_id}: it enters baselines at the next perfgate baseline update"))
     else:
         print(plain(f"run {args.run_id} is not flagged (status {before}); nothing to accept"))
-    return 0
 
 
-def _export(args: argparse.Namespace) -> int:
-    config = config_from(args)
-    check_distinct(
-        {"--output": args.output}, {"the store": store_file(store_url(args, config)), "--config": config.source}
+def _export(args: argparse.Namespace) -> None:
+    request = baseline.ExportRequest(
+        model=args.model,
+        output=args.output,
+        machine=args.machine,
+        baseline_branch=args.baseline_branch,
+        store=args.store,
+        config=args.config,
     )
-    with _open(args) as store:
-        records = [r for r in _stored(store, args.model) if r.branch == args.baseline_branch]
-        if args.machine is not None:
-            records = [r for r in records if r.machine == args.machine]
-        if len(records) != 1:
-            machines = ", ".join(sorted({r.machine or "unknown" for r in _stored(store, args.model)}))
-            problem = "none" if not records else f"{len(records)}"
-            raise InputError(
-                f"{problem} baseline(s) of model {args.model!r} match on branch {args.baseline_branch!r}"
-                f"{f' and machine {args.machine}' if args.machine else ''}; it has baselines for machine(s) "
-                f"{machines}: choose one with --machine",
-                source=store.url,
-            )
-        record = records[0]
-        base = pool_runs([store.get_run(run_id) for run_id in record.run_ids])
-    doc = flat_baseline(base, timestamp=record.created_at)
-    write_text_atomic(args.output, json.dumps(doc, sort_keys=True, indent=2) + "\n")
+    written = baseline.export(request)
+    base, record = written.base, written.record
     print(
         plain(
             f"wrote the {base.model} baseline ({len(record.run_ids)} run(s), machine {record.machine}) to {args.output}"
         )
     )
-    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "save":
-        base = load_run(args.run)
-        target = baseline_path(args.dir, base.model)
-        save_run(target, base)
+        base, target = baseline.save(args.run, args.dir)
         print(plain(f"saved {args.run} as the {base.model} baseline: {target}"))
-        return 0
-    if args.action == "update":
-        return _update(args)
-    if args.action == "accept":
-        return _accept(args)
-    if args.action == "export":
-        return _export(args)
-    if args.dir is None and chosen_store(args, config_from(args)) is not None:
-        return _show_store(args)
-    args.dir = args.dir if args.dir is not None else DEFAULT_DIR
-    paths = [baseline_path(args.dir, args.model)] if args.model else sorted(args.dir.glob("*_baseline.json"))
-    if not paths or not all(p.exists() for p in paths):
-        what = f"model {args.model!r}" if args.model else "any model"
-        raise InputError(f"no baseline for {what}; save one with perfgate baseline save RUN.json", source=str(args.dir))
-    for path in paths:
-        _show(path)
+    elif args.action == "update":
+        _update(args)
+    elif args.action == "accept":
+        _accept(args)
+    elif args.action == "export":
+        _export(args)
+    else:
+        request = baseline.ShowRequest(model=args.model, dir=args.dir, store=args.store, config=args.config)
+        if baseline.uses_store(request):
+            _show_store(request)
+        else:
+            _show_files(request)
     return 0

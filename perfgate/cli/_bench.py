@@ -18,18 +18,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfgate.cli._common import (
-    add_config_argument,
-    add_flag,
-    add_store_argument,
-    checked_number,
-    chosen_store,
-    config_from,
-    model_key,
-    stderr_console,
-    store_file,
-    term,
-)
+from perfgate.app.numbers import checked_number
+from perfgate.app.runs import model_key
+from perfgate.app.stores import chosen_store, store_file
+from perfgate.cli._flags import add_config_argument, add_flag, add_store_argument, config_from
+from perfgate.cli._output import stderr_console, term
 from perfgate.core.codec import format_timestamp
 from perfgate.core.metrics import default_suite
 from perfgate.core.schema import Run
@@ -73,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threads", type=int, default=None, help="torch threads for training steps (default 1; inference uses 1)"
     )
-    add_flag(parser, "--stages-module", action="append", default=[], metavar="MODULE")
+    add_flag(parser, "--stages-module", action="append", default=[], dest="stages_modules", metavar="MODULE")
     parser.add_argument(
         "--processes",
         type=int,
@@ -288,9 +281,9 @@ def worker_options(args: argparse.Namespace) -> dict[str, object]:
     No store, no Pushgateway, no configuration file: a worker measures and writes its run
     file; the parent combines the runs and records and pushes the result once.
     """
-    options: dict[str, object] = {name: getattr(args, name) for name in WORKER_FIELDS}
+    options: dict[str, object] = {name: getattr(args, name) for name in WORKER_FIELDS if name != "stages_module"}
     options["data"] = str(args.data.resolve()) if args.data is not None else None
-    options["stages_module"] = list(args.stages_module)
+    options["stages_module"] = list(args.stages_modules)
     return options
 
 
@@ -356,7 +349,7 @@ def _counted(args: argparse.Namespace, model: str, machine: dict, git) -> Run:  
         data = default_data_path(args.seed)  # made once, natively: not under valgrind in every process
     job = counts_job(
         suite=args.suite,
-        stages_modules=args.stages_module,
+        stages_modules=args.stages_modules,
         data=data,
         seed=args.seed,
         params={"quick": True} if args.quick else {},
@@ -413,7 +406,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.count_all_stages:
         raise InputError("--count-all-stages goes with --measure counts", field="--count-all-stages")
     args.suite = args.suite or default_suite()
-    _import_stage_modules(args.stages_module)
+    _import_stage_modules(args.stages_modules)
     requested = model_key(args.model)
     suite = find(args.suite)
     declared = list(suite.models) if suite is not None else []
@@ -423,7 +416,7 @@ def run(args: argparse.Namespace) -> int:
     if declared:
         models = declared if requested == "all" else [requested]
     else:
-        models = _own_suite_models(args.suite, requested, args.stages_module)
+        models = _own_suite_models(args.suite, requested, args.stages_modules)
     from perfgate.bench.gitinfo import collect_git
     from perfgate.bench.machine import collect_machine
 
@@ -432,7 +425,7 @@ def run(args: argparse.Namespace) -> int:
     console = stderr_console()
     runs = []
     paths = {model: output_path(args.output, model, len(models) > 1) for model in models}
-    url = chosen_store(args, config)  # record the runs there too: --store, PERFGATE_STORE or the configuration
+    url = chosen_store(args.store, config)  # record the runs there too: --store, PERFGATE_STORE or the configuration
     store_path = store_file(url) if url is not None else None
     inputs = {"--data": args.data, "--config": config.source, "the store": store_path}
     check_distinct({f"--output ({m})": p for m, p in paths.items()}, inputs)
@@ -470,7 +463,7 @@ def run(args: argparse.Namespace) -> int:
             store.close()
         console.print(f"recorded {len(runs)} run(s) in {plain(store.url)}", markup=False)
     if args.push_metrics is not None:
-        from perfgate.cli._export import push_runs
+        from perfgate.app.export import push_runs
 
         push_runs(args.push_metrics, runs, config.policy)  # reports failures on stderr; never changes the exit code
     return 0

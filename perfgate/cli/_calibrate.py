@@ -1,29 +1,15 @@
-"""``perfgate calibrate``: learn this machine's run-to-run noise from the history of unchanged runs."""
+"""``perfgate calibrate``: learn this machine's run-to-run noise from the history of unchanged runs
+(:mod:`perfgate.app.calibrate`)."""
 
 from __future__ import annotations
 
 import argparse
-from collections import Counter
-from datetime import UTC, datetime
 
-from perfgate.calibration import DEFAULT_NOISE_FILE, PROCESS_DF_KEY, estimate_noise, save_noise
-from perfgate.cli._common import (
-    add_config_argument,
-    add_flag,
-    add_removed_spelling,
-    add_store_argument,
-    config_from,
-    model_key,
-    stderr_console,
-    store_file,
-    store_url,
-    term,
-)
-from perfgate.core.codec import format_timestamp
-from perfgate.errors import InputError
-from perfgate.output import check_distinct, output_file
-from perfgate.store import open_store
-from perfgate.store.base import RunQuery, Store
+from perfgate.app.calibrate import Calibrated, CalibrateRequest, calibrate
+from perfgate.calibration import DEFAULT_NOISE_FILE, PROCESS_DF_KEY
+from perfgate.cli._flags import add_config_argument, add_flag, add_removed_spelling, add_store_argument
+from perfgate.cli._output import stderr_console, term
+from perfgate.output import output_file
 
 __all__ = ["add_arguments", "run"]
 
@@ -40,121 +26,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_argument(parser)
 
 
-_COUNTS_SCAN = 500  # newest runs of a model looked through for counts machines
-
-
-def _counted(values: list[str | None], *, none: str) -> str:
-    """``a (7 runs), b (3 runs)``: the most frequent first, at most 5."""
-    counts = Counter(v if v else none for v in values)
-    shown = ", ".join(f"{v} ({n} run{'s' if n > 1 else ''})" for v, n in counts.most_common(5))
-    return shown + (" …" if len(counts) > 5 else "")
-
-
-def _nothing_learned(store: Store, args: argparse.Namespace, machine: str, unshared: list[tuple[str, str, int]]) -> str:
-    """Why no noise was learned, and the flag that would find the runs where there are some."""
-    branch = args.baseline_branch
-    if unshared:
-        model, fingerprint, n = unshared[0]
-        return (
-            f"no metric is shared by enough runs to learn the noise: of the {n} runs of {model} on {branch} from "
-            f"machine {fingerprint}, no metric is in 3 or more; record runs that measure the same metrics "
-            "(nothing was written)"
-        )
-    wanted = None if model_key(args.model) == "all" else model_key(args.model)
-    what = f"model {wanted}" if wanted else "any model"
-    head = f"no model has 3 runs on {branch} from machine {machine}"
-    on_branch = store.runs(RunQuery(model=wanted, branch=branch, limit=_COUNTS_SCAN))
-    others = [fp for r in on_branch if (fp := r.machine.fingerprint) != machine]
-    if others:  # an imported run carries the machine of the file it came from, not this one
-        return (
-            f"{head}; runs of {what} on {branch} come from machine(s) {_counted(others, none='unknown')}: "
-            "calibrate one of them with --machine FINGERPRINT"
-        )
-    elsewhere = store.runs(RunQuery(model=wanted, limit=_COUNTS_SCAN))
-    here = [r for r in elsewhere if r.machine.fingerprint == machine]
-    if here:
-        return (
-            f"{head}; the runs of {what} from that machine are on branch(es) "
-            f"{_counted([r.git.branch for r in here], none='no branch')}: choose one with --baseline-branch, "
-            f"or record runs with --branch {branch}"
-        )
-    if elsewhere:
-        return (
-            f"{head}; runs of {what} are on branch(es) {_counted([r.git.branch for r in elsewhere], none='no branch')} "
-            f"from machine(s) {_counted([r.machine.fingerprint for r in elsewhere], none='unknown')}: choose them "
-            "with --baseline-branch and --machine FINGERPRINT"
-        )
-    return f"{head}; record more runs first"
-
-
 def run(args: argparse.Namespace) -> int:
-    config = config_from(args)
-    check_distinct(
-        {"--output": args.output}, {"the store": store_file(store_url(args, config)), "--config": config.source}
-    )
-    if args.baseline_runs < 3:
-        raise InputError(f"need at least 3 runs to estimate noise, got {args.baseline_runs}", field="--baseline-runs")
-    machine = args.machine
-    if machine is None:
-        from perfgate.bench.machine import collect_machine
-
-        machine = collect_machine()["fingerprint"]
-    store = open_store(store_url(args, config))
     console = stderr_console()
-    try:
-        models = (
-            sorted({r.model_key for r in store.runs(RunQuery(machine=machine))})
-            if model_key(args.model) == "all"
-            else [model_key(args.model)]
-        )
-        done = 0
-        unshared: list[tuple[str, str, int]] = []  # (model, machine, runs) with runs but no metric shared by 3
-        for model in models:
-            machines = [machine]
-            if args.machine is None:
-                # counts carry across the hosts of one kind: a counts run's machine is the instruction
-                # set valgrind presents (docs/design.md §12), calibrated wherever it was recorded
-                recent = store.runs(RunQuery(model=model, branch=args.baseline_branch, limit=_COUNTS_SCAN))
-                machines += sorted({fp for r in recent if (fp := r.machine.fingerprint) and fp.startswith("counts-")})
-            for fingerprint in machines:
-                runs = store.runs(
-                    RunQuery(model=model, machine=fingerprint, branch=args.baseline_branch, limit=args.baseline_runs)
-                )
-                if len(runs) < 3:
-                    if fingerprint == machine:
-                        console.print(
-                            f"{term(model)}: {len(runs)} run(s) on {term(args.baseline_branch)} from machine "
-                            f"{term(machine)}; need 3 — skipped"
-                        )
-                    continue
-                runs.reverse()  # oldest first: successive differences follow time
-                sigma = estimate_noise(runs)
-                if not sigma:  # each metric in fewer than 3 of the runs: nothing to learn, nothing written
-                    unshared.append((model, fingerprint, len(runs)))
-                    console.print(
-                        f"{term(model)}: no metric is in 3 or more of its {len(runs)} run(s) from machine "
-                        f"{term(fingerprint)} — skipped"
-                    )
-                    continue
-                save_noise(
-                    args.output,
-                    machine=fingerprint,
-                    model=model,
-                    sigma=sigma,
-                    runs=len(runs),
-                    run_ids=[r.run_id or "" for r in runs],
-                    branch=args.baseline_branch,
-                    created_at=format_timestamp(datetime.now(UTC)),
-                )
-                done += 1
-                shown = ", ".join(
-                    f"{k} {v:.1%}" if not k.endswith(PROCESS_DF_KEY) else f"{k} {v:g}" for k, v in sorted(sigma.items())
-                )
-                what = "between-process residue" if fingerprint.startswith("counts-") else "run-to-run σ"
-                console.print(f"{term(model)}: {what} from {len(runs)} runs: {term(shown)}")
-        if not done:
-            raise InputError(_nothing_learned(store, args, machine, unshared), source=store.url)
-    finally:
-        store.close()
+
+    def told(step: Calibrated) -> None:
+        if step.sigma:
+            shown = ", ".join(
+                f"{k} {v:.1%}" if not k.endswith(PROCESS_DF_KEY) else f"{k} {v:g}"
+                for k, v in sorted(step.sigma.items())
+            )
+            what = "between-process residue" if step.machine.startswith("counts-") else "run-to-run σ"
+            console.print(f"{term(step.model)}: {what} from {step.runs} runs: {term(shown)}")
+        elif step.runs < 3:
+            console.print(
+                f"{term(step.model)}: {step.runs} run(s) on {term(args.baseline_branch)} from machine "
+                f"{term(step.machine)}; need 3 — skipped"
+            )
+        else:
+            console.print(
+                f"{term(step.model)}: no metric is in 3 or more of its {step.runs} run(s) from machine "
+                f"{term(step.machine)} — skipped"
+            )
+
+    request = CalibrateRequest(
+        model=args.model,
+        machine=args.machine,
+        baseline_branch=args.baseline_branch,
+        baseline_runs=args.baseline_runs,
+        output=args.output,
+        store=args.store,
+        config=args.config,
+    )
+    calibrate(request, told)
     console.print(f"written: {term(args.output)}")
     return 0

@@ -20,11 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfgate.cli._export import require_extra
-    from perfgate.export.grafana import dashboard_json
+    from perfgate.app.dashboard import dashboard
 
-    require_extra("grafana_foundation_sdk", "perfgate dashboard")
-    text = dashboard_json()
+    text = dashboard()
     if args.output is None:
         sys.stdout.write(text)
     else:

@@ -4,39 +4,23 @@ Four ways out, one of them per call: ``--serve HOST:PORT`` (an HTTP ``/metrics``
 that reads the store on every scrape), ``--push URL`` (a Pushgateway, one group per model,
 machine and suite), ``--textfile PATH`` (node_exporter's textfile collector, written
 atomically), and ``--openmetrics PATH``: every run of the branch, each at its own time, for
-``promtool tsdb create-blocks-from openmetrics`` (the dashboard's history panels).
+``promtool tsdb create-blocks-from openmetrics`` (the dashboard's history panels). The use case
+is :func:`perfgate.app.export.export`.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import signal
 import sys
 import threading
-from collections.abc import Sequence
 from typing import Any
 
-from perfgate.cli._common import (
-    add_config_argument,
-    add_flag,
-    add_removed_spelling,
-    add_store_argument,
-    config_from,
-    store_file,
-    store_url,
-)
-from perfgate.config import Config
-from perfgate.core.compare import CheckResult
-from perfgate.core.policy import Policy
-from perfgate.core.schema import Run
-from perfgate.errors import ConfigError, InputError, PerfgateError
-from perfgate.output import check_distinct, output_file
-from perfgate.safe.redact import mask_url
-from perfgate.safe.text import one_line
-from perfgate.safe.urls import parse_outgoing_url
+from perfgate.app.export import ExportRequest, export
+from perfgate.cli._flags import add_config_argument, add_flag, add_removed_spelling, add_store_argument
+from perfgate.output import output_file
 
-__all__ = ["add_arguments", "push_check", "push_runs", "require_extra", "run"]
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,33 +53,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_argument(prom)
 
 
-def require_extra(module: str, what: str) -> None:
-    """Fail with one line (exit 2) when ``module`` of the ``export`` extra is not installed."""
-    if importlib.util.find_spec(module) is None:
-        raise ConfigError(f"{what} needs the {module} package; install it with pip install 'perfgate[export]'")
-
-
-def _reader(args: argparse.Namespace, config: Config) -> Any:
-    """A function that opens the store, reads the newest states and closes it again."""
-    from perfgate.export.latest import RunState, latest_states
-    from perfgate.store import open_store
-
-    url = store_url(args, config)
-
-    def read() -> Sequence[RunState]:
-        with open_store(url) as store:
-            return latest_states(
-                store,
-                config.policy,
-                model=args.model,
-                machine=args.machine,
-                branch=args.baseline_branch,
-                baseline_runs=args.baseline_runs,
-            )
-
-    return read
-
-
 def _serve(registry: Any, address: str) -> int:
     from perfgate.export.outlets import parse_listen_address, serve
 
@@ -117,88 +74,19 @@ def _serve(registry: Any, address: str) -> int:
     return 0
 
 
-def _push_quietly(url: str, states: Sequence[Any], policy: Policy) -> None:
-    try:
-        from perfgate.export.outlets import push_states
-
-        groups = push_states(url, states, metric_info=policy.metric_info, flag="--push-metrics")
-    except (PerfgateError, ModuleNotFoundError) as exc:
-        print(f"perfgate: warning: metrics not pushed: {mask_url(one_line(exc))}", file=sys.stderr)
-        return
-    print(f"pushed {groups} group(s) of metrics to {_shown(url)}", file=sys.stderr)
-
-
-def _shown(url: str) -> str:
-    """``url`` for a message: user, password and secret query parameters masked."""
-    return parse_outgoing_url(url, what="URL", default_scheme="http").shown
-
-
-def push_check(url: str, result: CheckResult, policy: Policy) -> None:
-    """``check --push-metrics``: the current run and its check; a failure is a warning on stderr."""
-    from perfgate.export.latest import RunState
-
-    state = RunState(run=result.current, result=result, budgets=policy.budgets_for(result.current.model_key))
-    _push_quietly(url, [state], policy)
-
-
-def push_runs(url: str, runs: Sequence[Run], policy: Policy) -> None:
-    """``bench --push-metrics``: fresh runs, not compared with anything; a failure is a warning on stderr.
-
-    Each push replaces its (model, machine, suite) group, so the check metrics of an older
-    run do not linger next to the values of the new one.
-    """
-    from perfgate.export.latest import fresh_states
-
-    _push_quietly(url, fresh_states(runs, policy), policy)
-
-
-def _history(args: argparse.Namespace, config: Config) -> int:
-    from perfgate.export.history import history_openmetrics, read_history
-    from perfgate.export.prometheus import unix_time
-    from perfgate.output import write_output
-    from perfgate.store import open_store
-
-    with open_store(store_url(args, config)) as store:
-        runs, flagged = read_history(store, model=args.model, machine=args.machine, branch=args.baseline_branch)
-    placed = [r for r in runs if unix_time(r.created_at) is not None]
-    if len(placed) < len(runs):
-        print(f"left out {len(runs) - len(placed)} run(s) without created_at: they have no time", file=sys.stderr)
-    write_output(args.openmetrics, history_openmetrics(placed, flagged, config.policy.metric_info))
-    print(one_line(f"wrote {len(placed)} run(s) to {args.openmetrics}"), file=sys.stderr)
-    return 0
-
-
 def run(args: argparse.Namespace) -> int:
-    from perfgate.export.outlets import push_states
-    from perfgate.export.prometheus import PerfgateCollector, exposition, make_registry
-    from perfgate.output import write_output
-
-    require_extra("prometheus_client", "perfgate export prometheus")
-    config = config_from(args)
-    outputs = {"--textfile": args.textfile, "--openmetrics": args.openmetrics}
-    check_distinct(outputs, {"--config": config.source, "the store": store_file(store_url(args, config))})
-    if args.baseline_runs < 1:
-        raise InputError(f"must be at least 1, got {args.baseline_runs}", field="--baseline-runs")
-    if args.textfile is not None and args.textfile.suffix != ".prom":
-        raise InputError("node_exporter's textfile collector reads only *.prom files", field="--textfile")
-    if args.openmetrics is not None:
-        return _history(args, config)
-    if args.push is not None:  # a bad URL fails before the store is read
-        parse_outgoing_url(args.push, what="--push", default_scheme="http")
-    read = _reader(args, config)
-    states = read()  # a bad store URL fails here, before anything is served or written
-    for state in states:
-        if state.note:
-            who = f"{state.run.model_key} on {state.machine}"
-            print(one_line(f"{who}: could not check, exported as could_not_decide: {state.note}"), file=sys.stderr)
-    if args.push is not None:
-        groups = push_states(args.push, states, job=args.job, metric_info=config.policy.metric_info)
-        print(f"pushed {groups} group(s) to {_shown(args.push)}", file=sys.stderr)
-        return 0
-    if args.textfile is not None:
-        registry = make_registry(PerfgateCollector(lambda: states, config.policy.metric_info))
-        write_output(args.textfile, exposition(registry))  # atomic: the collector never reads half a file
-        print(one_line(f"wrote {len(states)} run(s) to {args.textfile}"), file=sys.stderr)
-        return 0
-    registry = make_registry(PerfgateCollector(read, config.policy.metric_info))
-    return _serve(registry, args.serve)
+    request = ExportRequest(
+        store=args.store,
+        config=args.config,
+        model=args.model,
+        machine=args.machine,
+        baseline_branch=args.baseline_branch,
+        baseline_runs=args.baseline_runs,
+        serve=args.serve,
+        push=args.push,
+        textfile=args.textfile,
+        openmetrics=args.openmetrics,
+        job=args.job,
+    )
+    registry = export(request, lambda text: print(text, file=sys.stderr))
+    return _serve(registry, args.serve) if registry is not None else 0

@@ -1,12 +1,6 @@
-"""The files a command reads and writes, checked before the command does any work.
-
-:func:`check_files` runs for every command once its arguments are parsed (``cli.main``):
-
-- every input is a regular file: a FIFO would block until a writer came, perhaps forever;
-  ``/dev/zero`` never ends; a directory is no file (:func:`perfgate.inputs.check_input_file`);
-- no output names an input (:func:`perfgate.output.check_distinct`), through a symbolic
-  link, a hard link or ``./`` or not: ``bench --output mystages.py`` would replace the
-  user's code with a run file.
+"""The files a command reads and writes, found from its parser and checked before the command does
+any work (:mod:`perfgate.app.files`): :func:`check_files` runs for every command once its
+arguments are parsed (``cli.main``).
 
 The inputs are found from the parser, not listed per command, so that a new flag cannot
 skip the check: every flag typed :class:`~pathlib.Path` is an input, except the folders of
@@ -19,18 +13,18 @@ the working directory would find it, without running any of its code.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from perfgate.inputs import check_input_file
-from perfgate.output import check_distinct, output_file
+from perfgate.app import files
+from perfgate.app.files import FilesRequest, module_files
+from perfgate.output import output_file
 
-__all__ = ["FOLDERS", "check_files", "input_files", "module_files", "output_files"]
+__all__ = ["FOLDERS", "check_files", "input_files", "output_files"]
 
 # Path-typed flags that name a folder: read (baseline show --dir, ab --repo) or filled (baseline save --dir)
 FOLDERS = frozenset({"dir", "repo"})
-_STAGES = ("stages_module", "stages_modules")  # bench's and ab's --stages-module
+_STAGES = ("stages_modules",)  # --stages-module
 
 
 def _actions(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Iterator[argparse.Action]:
@@ -54,37 +48,9 @@ def _values(value: object) -> list[object]:
     return list(value) if isinstance(value, list | tuple) else [value]
 
 
-def module_files(name: str) -> list[Path]:
-    """The files an import of module ``name`` would run: its own and its packages'
-    ``__init__.py``, found without running any of them (:func:`importlib.util.find_spec`
-    would import the packages of a dotted name). The working directory comes first, as
-    ``--stages-module`` imports it. Nothing for a module that is not found (the import
-    reports it) or has no file."""
-    from importlib.machinery import PathFinder
-
-    loaded = sys.modules.get(name)
-    if loaded is not None:
-        origin = getattr(loaded, "__file__", None)
-        return [Path(origin)] if origin else []
-    files: list[Path] = []
-    search: list[str] = [str(Path.cwd()), *sys.path]
-    for part in name.split("."):
-        try:
-            spec = PathFinder.find_spec(part, search)
-        except (ImportError, ValueError):
-            return files
-        if spec is None:
-            return files
-        if spec.has_location and spec.origin:
-            files.append(Path(spec.origin))
-        search = list(spec.submodule_search_locations or [])
-    return files
-
-
-def input_files(
-    parser: argparse.ArgumentParser, args: argparse.Namespace, *, config: Path | str | None, store: Path | None
-) -> dict[str, Path | str]:
-    """Every file the command of ``args`` reads, by the flag (or argument) that names it."""
+def input_files(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Path | str]:
+    """Every file the command of ``args`` names to read, by the flag (or argument) that names it
+    (the configuration and the store are added by :func:`perfgate.app.files.check_files`)."""
     found: dict[str, Path | str] = {}
 
     def add(label: str, path: Path | str) -> None:
@@ -96,7 +62,7 @@ def input_files(
             for path in _values(value):
                 add(_label(action), Path(str(path)))
         elif action.dest == "reports":  # summary's [LABEL=]REPORT.md
-            from perfgate.cli._summary import report_path
+            from perfgate.app.summary import report_path
 
             for arg in _values(value):
                 add(_label(action), report_path(str(arg)))
@@ -104,10 +70,6 @@ def input_files(
             for name in _values(value):
                 for path in module_files(str(name)):
                     add(f"--stages-module {name}", path)
-    if config is not None:
-        found.setdefault("--config", config)
-    if store is not None:
-        found["the store"] = store
     return found
 
 
@@ -121,17 +83,14 @@ def output_files(parser: argparse.ArgumentParser, args: argparse.Namespace) -> d
 
 
 def check_files(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse, before any work, an input that is not a regular file and an output that names an input.
-
-    Raises:
-        InputError: an input is a FIFO, a directory, a device or a socket.
-        OutputError: an output names an input, or two outputs name one file.
-    """
-    from perfgate.cli._common import config_from, store_file
-
-    for label, path in input_files(parser, args, config=None, store=None).items():
-        check_input_file(path, flag=label)
-    config = config_from(args) if hasattr(args, "config") else None  # the configuration refuses a FIFO itself
-    store = store_file(args.store, config.store if config else None) if hasattr(args, "store") else None
-    inputs = input_files(parser, args, config=config.source if config else None, store=store)
-    check_distinct(output_files(parser, args), inputs)
+    """Refuse, before any work, an input that is not a regular file and an output that names an input
+    (:func:`perfgate.app.files.check_files`)."""
+    request = FilesRequest(
+        inputs=tuple(input_files(parser, args).items()),
+        outputs=tuple(output_files(parser, args).items()),
+        reads_config=hasattr(args, "config"),
+        config=getattr(args, "config", None),
+        reads_store=hasattr(args, "store"),
+        store=getattr(args, "store", None),
+    )
+    files.check_files(request)

@@ -5,11 +5,8 @@ with ``--changepoints``, the change points over the history: at which commit, ho
 (direction-aware: worse or better), how sure (the p-value of
 :func:`perfgate.core.changepoints.detect`). ``--format json`` prints the same as JSON.
 
-When the runs carry the machine-speed index (reference kernels timed with each stage), the
-change points are searched on the normalised series (each run's statistic of the stage's
-time over its reference, scaled to the newest run's reference so it reads in the metric's
-unit): a slow hour of the machine is not a change point of the code. The raw series is
-shown beside it.
+When the runs carry the machine-speed index, the change points are searched on the
+normalised series, shown beside the raw one (:mod:`perfgate.app.history`, the use case).
 """
 
 from __future__ import annotations
@@ -17,33 +14,18 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from perfgate.cli._common import (
-    add_config_argument,
-    add_flag,
-    add_removed_spelling,
-    add_store_argument,
-    config_from,
-    console_for,
-    stderr_console,
-    store_url,
-    term,
-    term_cell,
-)
-from perfgate.core.changepoints import METHODS, ChangePoint, detect
-from perfgate.core.metrics import Direction
-from perfgate.core.noise import normalised
-from perfgate.core.stats import QUANTILES
+from perfgate.app.history import HistoryRequest, history
+from perfgate.cli._flags import add_config_argument, add_flag, add_removed_spelling, add_store_argument
+from perfgate.cli._output import console_for, stderr_console, term, term_cell
+from perfgate.core.changepoints import METHODS
 from perfgate.errors import InputError
 from perfgate.report.formatting import fmt_change, fmt_p, fmt_time, fmt_value
 from perfgate.safe.text import plain
 
 if TYPE_CHECKING:
-    from perfgate.store.base import Store
+    pass
 
 __all__ = ["add_arguments", "run", "sparkline"]
 
@@ -102,68 +84,6 @@ def sparkline(values: list[float], width: int = 60) -> str:
     return "".join(_BARS[round((v - low) * scale)] for v in values)
 
 
-def _worse(change: float, direction: Direction) -> bool | None:
-    if direction is Direction.INFO or change == 0 or math.isnan(change):
-        return None
-    return direction.worse(change) > 0
-
-
-def _metric_report(
-    store: Any, args: argparse.Namespace, machine: str | None, name: str, latest: Any, runs: dict[str, Any]
-) -> dict[str, Any]:
-    branch = None if args.all_branches else args.baseline_branch
-    points = store.series(args.model, machine, name, args.statistic, branch=branch, limit=args.trend_runs)
-    metric = latest.metrics.get(name)
-    direction = metric.direction if metric is not None else Direction.INFO
-    report: dict[str, Any] = {
-        "metric": name,
-        "unit": metric.unit if metric is not None else "",
-        "direction": direction.value,
-        "points": [p._asdict() for p in points],
-    }
-    normalised_values = _normalised_series(store, points, name, args.statistic, metric, runs)
-    if normalised_values is not None:
-        report["normalised"] = normalised_values
-    if args.changepoints:
-        values = normalised_values if normalised_values is not None else [p.value for p in points]
-        found: list[ChangePoint] = detect(values, method=args.method, alpha=args.changepoint_alpha) if values else []
-        report["changepoints"] = [
-            {
-                "index": cp.index,
-                "run_id": points[cp.index].run_id,
-                "commit": points[cp.index].commit,
-                "created_at": points[cp.index].created_at,
-                "before": cp.before,
-                "after": cp.after,
-                "change": cp.change if math.isfinite(cp.change) else None,
-                "p_value": cp.p_value,
-                "worse": _worse(cp.change, direction),
-            }
-            for cp in found
-        ]
-    return report
-
-
-def _normalised_series(
-    store: Any, points: list[Any], name: str, statistic: str, latest: Any, runs: dict[str, Any]
-) -> list[float] | None:
-    """Each point's statistic in units of its reference kernel, times the newest run's reference
-    median; None unless every point's run has a reference for the metric (all of one kernel)."""
-    if latest is None or latest.reference is None or not points or statistic not in QUANTILES:
-        return None
-    scale = float(np.median(latest.reference.seconds))
-    values = []
-    for point in points:
-        if point.run_id not in runs:  # read each run once for all of its metrics
-            runs[point.run_id] = store.get_run(point.run_id)
-        metric = runs[point.run_id].metrics.get(name)
-        scaled = normalised(metric) if metric is not None else None
-        if scaled is None or metric.reference.kernel != latest.reference.kernel:
-            return None
-        values.append(float(np.percentile(scaled.samples, 100 * QUANTILES[statistic])) * scale)
-    return values
-
-
 def _print(reports: list[dict[str, Any]], head: dict[str, Any], args: argparse.Namespace) -> None:
     from rich.table import Table
 
@@ -206,102 +126,59 @@ def _print(reports: list[dict[str, Any]], head: dict[str, Any], args: argparse.N
                 fmt_value(p["value"]),
             )
         console.print(table)
-        if "changepoints" not in rep:
-            continue
-        cps = rep["changepoints"]
-        if not cps:
-            console.print(f"  no change point (alpha {args.changepoint_alpha:g}, {args.method})")
-            continue
-        cp_table = Table(title=f"change points ({args.method}, alpha {args.changepoint_alpha:g})", title_justify="left")
-        for col in ("at commit", "date (UTC)", "before", "after", "change", "p", ""):
-            cp_table.add_column(col, justify="left" if col in ("at commit", "date (UTC)", "") else "right")
-        for cp in cps:
-            label = {True: "[red]worse[/]", False: "[green]better[/]", None: ""}[cp["worse"]]
-            cp_table.add_row(
-                term_cell((cp["commit"] or "?")[:12]),
-                term_cell(fmt_time(cp["created_at"])),
-                fmt_value(cp["before"]),
-                fmt_value(cp["after"]),
-                fmt_change(cp["change"]),
-                fmt_p(cp["p_value"]),
-                label,
-            )
-        console.print(cp_table)
+        if "changepoints" in rep:
+            _print_changepoints(console, rep["changepoints"], args)
 
 
-_SCAN = 500  # newest runs looked through to say why none matched
+def _print_changepoints(console: Any, cps: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """The change points of one metric: a table, or a line saying there is none."""
+    from rich.table import Table
 
-
-def _why_no_runs(store: Store, args: argparse.Namespace, branch: str | None) -> str:
-    """What the store has instead, and the flag that widens the filter that left it out: the
-    branch (--baseline-branch, --all-branches), the machine (--machine), or the model's name."""
-    from perfgate.store import RunQuery
-    from perfgate.store.baseline import branch_advice
-
-    where = f" on branch {branch!r}" if branch else ""
-    on = f" on machine {args.machine}" if args.machine else ""
-    head = f"no runs of model {args.model!r}{on}{where}"
-    if branch is not None:
-        elsewhere = store.runs(RunQuery(model=args.model, machine=args.machine, limit=_SCAN))
-        if elsewhere:
-            return f"{head}; of its runs, {branch_advice(elsewhere, branch)}; or show every branch with --all-branches"
-    if args.machine is not None:
-        machines = sorted({r.machine.fingerprint or "unknown" for r in store.latest(RunQuery(model=args.model))})
-        if machines:
-            return f"{head}; it has runs of this model from machine(s) {', '.join(machines)}: choose one with --machine"
-    known = sorted({r.model for r in store.latest(RunQuery(branch=branch))})
-    if known:
-        return f"{head}; it has {', '.join(known)}"
-    if branch is not None and store.latest(RunQuery()):
-        return f"{head}; it has no run on that branch: show every branch with --all-branches"
-    return f"{head}; it has no runs (record some with perfgate record)"
+    if not cps:
+        console.print(f"  no change point (alpha {args.changepoint_alpha:g}, {args.method})")
+        return
+    cp_table = Table(title=f"change points ({args.method}, alpha {args.changepoint_alpha:g})", title_justify="left")
+    for col in ("at commit", "date (UTC)", "before", "after", "change", "p", ""):
+        cp_table.add_column(col, justify="left" if col in ("at commit", "date (UTC)", "") else "right")
+    for cp in cps:
+        label = {True: "[red]worse[/]", False: "[green]better[/]", None: ""}[cp["worse"]]
+        cp_table.add_row(
+            term_cell((cp["commit"] or "?")[:12]),
+            term_cell(fmt_time(cp["created_at"])),
+            fmt_value(cp["before"]),
+            fmt_value(cp["after"]),
+            fmt_change(cp["change"]),
+            fmt_p(cp["p_value"]),
+            label,
+        )
+    console.print(cp_table)
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfgate.store import RunQuery, created_key, open_store
-
     if args.trend_runs < 1 or args.rows < 1:
         raise InputError("--trend-runs and --rows must be at least 1", field="--trend-runs")
-    if not 0.0 < args.changepoint_alpha < 1.0:
-        raise InputError(
-            f"--changepoint-alpha must be between 0 and 1, got {args.changepoint_alpha}", field="--changepoint-alpha"
-        )
-    branch = None if args.all_branches else args.baseline_branch
-    with open_store(store_url(args, config_from(args))) as store:
-        newest = store.latest(RunQuery(model=args.model, machine=args.machine, branch=branch))
-        if not newest:
-            raise InputError(_why_no_runs(store, args, branch), source=store.url)
-        newest.sort(key=lambda r: created_key(r.created_at), reverse=True)
-        latest = newest[0]
-        machine = latest.machine.fingerprint
-        others = sorted({r.machine.fingerprint or "unknown" for r in newest[1:]} - {machine or "unknown"})
-        if others and args.machine is None and args.format != "json":
-            stderr_console().print(
-                plain(
-                    f"showing machine {machine or 'unknown'} (the latest run's); also in the store: "
-                    f"{', '.join(others)} (choose with --machine)"
-                ),
-                markup=False,
-            )
-        names = [args.metric] if args.metric else sorted(latest.metrics)
-        runs: dict[str, Any] = {}
-        reports = [_metric_report(store, args, machine, name, latest, runs) for name in names]
-        if args.metric and not reports[0]["points"]:
-            raise InputError(
-                f"no values of metric {args.metric!r} for model {args.model!r}; "
-                f"it has {', '.join(sorted(latest.metrics))}",
-                source=store.url,
-                field="--metric",
-            )
-        head = {
-            "model": latest.model_key,
-            "machine": machine,
-            "branch": branch,
-            "statistic": args.statistic,
-            "store": store.url,
-        }
+    request = HistoryRequest(
+        model=args.model,
+        metric=args.metric,
+        statistic=args.statistic,
+        machine=args.machine,
+        baseline_branch=args.baseline_branch,
+        all_branches=args.all_branches,
+        trend_runs=args.trend_runs,
+        changepoints=args.changepoints,
+        method=args.method,
+        changepoint_alpha=args.changepoint_alpha,
+        store=args.store,
+        config=args.config,
+    )
+
+    def note(text: str) -> None:
+        if args.format != "json":
+            stderr_console().print(text, markup=False)
+
+    found = history(request, note)
     if args.format == "json":
-        print(json.dumps({**head, "metrics": reports}, sort_keys=True, indent=2, allow_nan=False))
+        print(json.dumps({**found.head, "metrics": found.metrics}, sort_keys=True, indent=2, allow_nan=False))
     else:
-        _print(reports, head, args)
+        _print(found.metrics, found.head, args)
     return 0

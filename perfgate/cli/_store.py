@@ -1,34 +1,21 @@
-"""``perfgate store compact``: rewrite a result store's runs in their bounded form, in place.
-
-Runs recorded before the bounded form (:mod:`perfgate.core.reduced`) keep every sample: a
-real pytest-benchmark suite's run costs 120-130 MB of a store. ``compact`` rewrites each such
-run, a batch of runs to a transaction, then gives the space back (SQLite: VACUUM). Killed at any
-moment, it loses nothing; run again, it finishes the work and leaves compacted runs alone.
-"""
+"""``perfgate store compact``: rewrite a result store's runs in their bounded form, in place
+(:mod:`perfgate.app.store`)."""
 
 from __future__ import annotations
 
 import argparse
 
-from perfgate.cli._common import (
-    add_config_argument,
-    add_store_argument,
-    checked_number,
-    config_from,
-    stderr_console,
-    store_url,
-)
+from perfgate.app.store import DEFAULT_BATCH, CompactRequest, compact
+from perfgate.cli._flags import add_config_argument, add_store_argument
+from perfgate.cli._output import stderr_console
 from perfgate.safe.text import plain
-from perfgate.store import open_store
 
 __all__ = ["add_arguments", "run"]
-
-DEFAULT_BATCH = 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    compact = sub.add_parser(
+    compacting = sub.add_parser(
         "compact",
         help="rewrite every stored run in its bounded form and give the space back",
         description=(
@@ -37,9 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "transaction, then give the space back. Safe to interrupt and to run again."
         ),
     )
-    add_store_argument(compact)
-    add_config_argument(compact)
-    compact.add_argument(
+    add_store_argument(compacting)
+    add_config_argument(compacting)
+    compacting.add_argument(
         "--batch-size",
         type=int,
         default=DEFAULT_BATCH,
@@ -49,19 +36,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    batch = checked_number(args.batch_size, "--batch-size", at_least=1, at_most=10_000)
-    config = config_from(args)
     console = stderr_console()
-    store = open_store(store_url(args, config))
-    try:
 
-        def progress(done: int, total: int) -> None:
-            console.print(plain(f"compacted {done} of {total} runs"), markup=False)
-            console.file.flush()
+    def progress(done: int, total: int) -> None:
+        console.print(plain(f"compacted {done} of {total} runs"), markup=False)
+        console.file.flush()
 
-        result = store.compact(batch=batch or DEFAULT_BATCH, progress=progress)
-    finally:
-        store.close()
+    result = compact(CompactRequest(batch_size=args.batch_size, store=args.store, config=args.config), progress)
     size = ""
     if result.bytes_before is not None and result.bytes_after is not None:
         size = f"; the store went from {result.bytes_before / 1e6:.1f} MB to {result.bytes_after / 1e6:.1f} MB"

@@ -9,6 +9,8 @@ terminal console perfgate prints tables with.
 
 from __future__ import annotations
 
-from perfgate.cli._common import add_flag, add_removed_spelling, checked_number, console_for
+from perfgate.app.numbers import checked_number
+from perfgate.cli._flags import add_flag, add_removed_spelling
+from perfgate.cli._output import console_for
 
 __all__ = ["add_flag", "add_removed_spelling", "checked_number", "console_for"]

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from perfgate.cli._summary import DEFAULT_MARKER, GITHUB_COMMENT_LIMIT
+from perfgate.app.summary import DEFAULT_MARKER, GITHUB_COMMENT_LIMIT
 from tests.ci.conftest import in_ci
 from tests.conftest import ROOT
 

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
+from perfgate.app.summary import DEFAULT_MARKER, GITHUB_COMMENT_LIMIT, Section, compose, size
 from perfgate.cli import main
-from perfgate.cli._summary import DEFAULT_MARKER, GITHUB_COMMENT_LIMIT, Section, compose, size
 from perfgate.report.markdown import render_markdown
 from tests.ci.conftest import big_result
 from tests.conftest import ROOT

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from perfgate.app.summary import DEFAULT_MARKER, GITHUB_COMMENT_LIMIT
 from perfgate.cli import _command_parser, commands
-from perfgate.cli._summary import DEFAULT_MARKER, GITHUB_COMMENT_LIMIT
 from tests.ci.conftest import in_ci
 from tests.conftest import ROOT
 
@@ -309,7 +309,7 @@ def test_the_ab_line_parses_with_the_real_parser():
     parsed = _command_parser("ab")[0].parse_args(words)  # every required flag is there
     assert (parsed.baseline_ref, parsed.current_ref, parsed.model) == ("$base", "HEAD", "$model")
     assert (parsed.suite, parsed.stages_modules) == ("S", ["M"])
-    assert parsed.output == Path("$reports/${model}.md") and parsed.json_output == Path("$reports/${model}.json")
+    assert parsed.output == Path("$reports/${model}.md") and parsed.json == Path("$reports/${model}.json")
 
 
 # --- the pull-request script once more, per model, with a fake perfgate ab ----------------------
@@ -340,7 +340,7 @@ with open(os.environ["FAKE_AB_LOG"], "a", encoding="utf-8") as log:
         "baseline_commit": commit,
         "current_ref": args.current_ref,
         "time_budget": args.time_budget,
-        "html": str(args.html_output) if args.html_output else None,
+        "html": str(args.html) if args.html else None,
     }}
     log.write(json.dumps(entry) + "\\n")
 rc = int(os.environ["FAKE_AB_" + args.model.upper()])
@@ -352,9 +352,9 @@ verdict = "❌ Regression Detected" if rc == 1 else "✅ No Regression Detected"
 report = f"# perfgate check: {{args.model}}\\n\\n## {{verdict}}\\n\\nbaseline {{commit[:7]}}, interleaved and paired\\n"
 args.output.write_text(report, encoding="utf-8")
 args.comment.write_text(report.replace("interleaved and paired", "compact form"), encoding="utf-8")
-args.json_output.write_text(json.dumps({{"exit_code": rc}}), encoding="utf-8")
-if args.html_output:
-    args.html_output.write_text("<html></html>", encoding="utf-8")
+args.json.write_text(json.dumps({{"exit_code": rc}}), encoding="utf-8")
+if args.html:
+    args.html.write_text("<html></html>", encoding="utf-8")
 sys.exit(rc)
 '''
 

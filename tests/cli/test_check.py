@@ -192,7 +192,7 @@ def test_bad_config_exit_2(seed_files, tmp_path, capsys):
 
 def test_crash_is_exit_2_not_0_or_1(seed_files, monkeypatch, capsys):
     """Regression guard: an unexpected exception must never read as pass (0) or regression (1)."""
-    import perfgate.cli._check as check_module
+    import perfgate.app.check as check_module
 
     def boom(*args, **kwargs):
         raise RuntimeError("boom")

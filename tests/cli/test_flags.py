@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from perfgate.cli import _build_parser, _command_parser, _help, commands, main
-from perfgate.cli._common import _REMOVED, FLAG_HELP
+from perfgate.cli._flags import _REMOVED, FLAG_HELP
 from perfgate.output import output_file
 
 # Flags whose object is, by nature, the command's own: each command writes its own kind of file.
@@ -72,6 +72,31 @@ def test_a_flag_name_means_the_same_in_every_command():
     # a flag of several commands takes its help from the one table, so a new command cannot drift
     # (--dir: the two sub-commands of baseline that read baseline files share one help text of their own)
     assert shared - set(FLAG_HELP) - {"--dir"} == set()
+
+
+# Flags whose attribute is not their name: a repeatable flag is read as a list under a plural
+# name, and the negative of a switch sets the switch's own attribute.
+ATTRIBUTES = {
+    "--stage": "stages",
+    "--stages-module": "stages_modules",
+    "--no-explain": "explain",
+    "--no-notify": "notify",
+    "--no-randomise-layout": "randomise_layout",
+}
+
+
+def test_a_flag_is_read_under_one_attribute_in_every_command():
+    """``--html`` is ``args.html`` in ``check``, ``ab``, ``explain`` and ``report`` alike: the flag's
+    name without its dashes, ``-`` as ``_`` (except the few of :data:`ATTRIBUTES`)."""
+    dests: dict[str, dict[str, list[str]]] = {}
+    for path, action in _actions():
+        for flag in action.option_strings:
+            dests.setdefault(flag, {}).setdefault(action.dest, []).append(path)
+    several = {flag: found for flag, found in dests.items() if len(found) > 1}
+    assert several == {}
+    named = {flag: next(iter(found)) for flag, found in dests.items() if flag.startswith("--")}
+    expected = {flag: ATTRIBUTES.get(flag, flag[2:].replace("-", "_")) for flag in named}
+    assert named == expected
 
 
 def test_the_meanings_that_used_to_differ_now_have_names_of_their_own():

@@ -400,7 +400,7 @@ def test_time_is_not_in_the_exposition():
 
 
 def test_a_missing_extra_is_one_line_exit_2():
-    from perfgate.cli._export import require_extra
+    from perfgate.app.export import require_extra
     from perfgate.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"pip install 'perfgate\[export\]'"):

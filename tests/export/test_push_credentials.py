@@ -11,8 +11,8 @@ from urllib.parse import quote
 
 import pytest
 
+from perfgate.app.export import push_runs
 from perfgate.cli import main
-from perfgate.cli._export import push_runs
 from perfgate.core.codec import run_from_dict
 from perfgate.core.policy import Policy
 from tests.conftest import SEED_CURRENT

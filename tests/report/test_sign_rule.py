@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-import perfgate.cli._common as cli_common
+import perfgate.cli._output as cli_common
 from perfgate.core.compare import CheckResult, Comparison, Verdict, compare_runs
 from perfgate.core.distributions import norm_ppf
 from perfgate.core.metrics import Direction, MetricInfo

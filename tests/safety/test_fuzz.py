@@ -219,7 +219,7 @@ def test_fuzz_bench_push_metrics_urls(seed):
     """``bench --push-metrics`` pushes its fresh runs through :func:`push_runs`."""
     import json
 
-    from perfgate.cli._export import push_runs
+    from perfgate.app.export import push_runs
     from perfgate.core.codec import run_from_dict
     from perfgate.core.policy import Policy
 

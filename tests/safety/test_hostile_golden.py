@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.cli._common import print_verdict
+from perfgate.cli._output import print_verdict
 from perfgate.export.latest import RunState
 from perfgate.export.prometheus import PerfgateCollector, exposition, make_registry
 from perfgate.report.html import render_check_html

@@ -9,7 +9,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfgate.cli._summary import DEFAULT_MARKER, Section, compose
+from perfgate.app.summary import DEFAULT_MARKER, Section, compose
 from perfgate.report.escape import md_code, md_link_url, md_prose, md_text
 from perfgate.report.markdown import render_markdown
 from perfgate.safe.text import plain

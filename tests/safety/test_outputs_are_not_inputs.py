@@ -297,7 +297,7 @@ def test_an_output_over_the_stages_module_is_refused(how, tmp_path, monkeypatch,
 def test_the_stages_module_is_found_without_running_it(tmp_path, monkeypatch):
     """The module's file is found as its import would find it, from the working directory, and
     neither the module nor its package runs."""
-    from perfgate.cli._files import module_files
+    from perfgate.app.files import module_files
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "quietpkg").mkdir()
