@@ -44,12 +44,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfgate.ab.revisions import Revision, checkout, revision_env
-from perfgate.ab.workers import last_line as _last_line
 from perfgate.core.codec import run_from_dict
 from perfgate.core.metrics import MetricInfo, default_suite
 from perfgate.core.noise import combine_repetitions
 from perfgate.core.schema import Run, normalize_model
 from perfgate.errors import InputError, PerfgateError
+from perfgate.workers.protocol import last_line as _last_line
 
 __all__ = [
     "DEFAULT_PAIRS",

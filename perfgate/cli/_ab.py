@@ -185,14 +185,14 @@ def _starting(args: argparse.Namespace) -> tuple[int, Path, str, Callable[[str],
 
 def _counts(args: argparse.Namespace, policy: Policy) -> int:
     """``ab --measure counts``: pairs of counted processes, one per revision, checked as two runs of counts."""
-    import uuid
     from datetime import UTC, datetime
 
     from perfgate.ab import checkout, sides
+    from perfgate.ab.counts import count_revisions
+    from perfgate.bench.callgrind import find_valgrind
     from perfgate.bench.machine import collect_machine, collect_software
     from perfgate.cli._check import with_calibration
     from perfgate.core.codec import format_timestamp
-    from perfgate.orchestrate.counts import CountSide, counts_job, find_valgrind, measure_counts_paired
 
     if (args.device or "cpu") != "cpu":
         raise InputError(
@@ -211,54 +211,36 @@ def _counts(args: argparse.Namespace, policy: Policy) -> int:
         )
     find_valgrind()
     seed, repo, current_ref, progress = _starting(args)
-    job = counts_job(
-        suite=args.suite,
-        stages_modules=args.stages_modules,
-        data=args.data,
-        seed=0,  # the data's and the weights' random seed: the same on both sides
-        params={"quick": True} if args.quick else {},
-        warmup=None,
-        calls=args.repeat if args.repeat is not None else 5,
-        count_all=args.count_all_stages,
-    )
-    model = normalize_model(args.model)
     with checkout(repo, args.baseline_ref, current_ref) as (base_rev, cur_rev):
-        a, b = sides(base_rev, cur_rev)
-        info: dict[str, object] = {
-            "paired": True,
-            "measure": "counts",
-            "engine": "counted processes",
-            "seed": seed,
-            "pairs": args.pairs,
-            "baseline_ref": base_rev.ref,
-            "baseline_commit": base_rev.commit,
-            "current_ref": cur_rev.ref,
-            "current_commit": cur_rev.commit,
-            "current_dirty": cur_rev.dirty,
-        }
-        baseline, current = measure_counts_paired(
-            job,
-            model,
-            (CountSide(label=a.label, cwd=a.path, env=a.env), CountSide(label=b.label, cwd=b.path, env=b.env)),
+        counted = count_revisions(
+            base_rev,
+            cur_rev,
+            model=normalize_model(args.model),
+            suite=args.suite,
+            stages_modules=tuple(args.stages_modules),
+            data=args.data,
+            quick=args.quick,
+            calls=args.repeat if args.repeat is not None else 5,
+            count_all=args.count_all_stages,
             pairs=args.pairs,
             seed=seed,
-            run_ids=(uuid.uuid4().hex, uuid.uuid4().hex),
             created_at=format_timestamp(datetime.now(UTC)),
-            gits=(a.git, b.git),
             machine=collect_machine(),
             software=collect_software(),
-            config={"ab": info},
             progress=progress,
         )
-        source = (
-            f"{a.label}, counted in this job: {args.pairs} pairs of processes under callgrind, one per revision, "
-            "each with its own memory layout"
-        )
+        info = counted.info
         # each count metric's residue between processes, learned from this counts machine's stored runs
-        policy = with_calibration(None, policy, current)
-        result = compare_runs(baseline, current, policy, baseline_source=source)
+        policy = with_calibration(None, policy, counted.current)
+        result = compare_runs(counted.baseline, counted.current, policy, baseline_source=counted.source)
         result = _explained(
-            args, result, (a, b), _resident_options(args, policy, seed), instruments_for("counts"), info, progress
+            args,
+            result,
+            sides(base_rev, cur_rev),
+            _resident_options(args, policy, seed),
+            instruments_for("counts"),
+            info,
+            progress,
         )
     if args.quick:
         result = dataclasses.replace(
