@@ -157,8 +157,8 @@ PUBLIC_MODULES = {
     # load, what they measure and how their results become runs (docs/design.md §2)
     "perfgate.workers.counts", "perfgate.workers.layout", "perfgate.workers.measure", "perfgate.workers.protocol",
     "perfgate.workers.repeat", "perfgate.workers.spawn", "perfgate.workers.stages",
-    # the use cases of bench and of counting, and where a run comes from (perfgate/app)
-    "perfgate.app.bench", "perfgate.app.count", "perfgate.app.provenance",
+    # the use cases of bench, of counting and of ab, and where a run comes from (perfgate/app)
+    "perfgate.app.ab", "perfgate.app.bench", "perfgate.app.count", "perfgate.app.provenance",
     # the reports, the outlets and the stores by format or backend
     "perfgate.report.comment", "perfgate.report.html", "perfgate.report.json",
     "perfgate.export.grafana", "perfgate.export.prometheus",

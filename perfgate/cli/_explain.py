@@ -16,7 +16,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfgate.cli._ab import add_explain_arguments, explained_with, instruments_for, shared_data
+from perfgate.app.ab import explained_with, instruments_for, shared_data
+from perfgate.cli._ab import add_explain_arguments
 from perfgate.cli._common import add_flag, checked_number, stderr_console
 from perfgate.core.metrics import default_suite
 from perfgate.core.schema import normalize_model

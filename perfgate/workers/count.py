@@ -11,7 +11,8 @@ read callgrind's dumps. It records nothing and pushes nothing.
 A stage that raises ends the process with exit 2 and, as the last line on standard error,
 ``stage NAME: ExceptionType: message``; the progress file says which step it was in.
 
-Internal: shared with ``ab``; not part of the Python API (README, "Python API").
+Internal: started by name (``python -m``), in each revision's tree by ``perfgate ab --measure counts``;
+not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ JSON on standard input (:class:`BenchJob`), never a copy of the parent's command
 whose stages module defines ``save_checkpoint`` (the reference pipeline does) also gets the
 trained model next to the run file (``run.json`` -> ``run.model.pt``).
 
-Internal: shared with ``app``, ``cli``; not part of the Python API (README, "Python API").
+Internal: shared with ``ab``, ``app``, ``cli``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ empty when no stage prepares, in which case the counted processes get no folder.
 A stage that raises ends the process with exit 2 and, as the last line on standard error,
 ``ExceptionType: message``; the progress file says which stage's set-up it was in.
 
-Internal: shared with ``ab``; not part of the Python API (README, "Python API").
+Internal: started by name (``python -m``), in each revision's tree by ``perfgate ab --measure counts``;
+not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations

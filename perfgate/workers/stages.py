@@ -1,9 +1,11 @@
 """Loading a suite's stages: the stages modules the user names, then the named suite's own.
 
-Every process that measures (``perfgate bench`` itself, and each worker it or ``perfgate ab``
-starts) registers the stages it runs this one way, :func:`load_stages`.
+Every worker (the bench, counted, preparing and resident ones) registers the stages it runs this
+one way, :func:`load_stages`. ``perfgate bench`` itself imports the stages modules the same way
+(:func:`import_stage_modules`), and the suite's own stages once it knows the model is one of the
+suite's.
 
-Internal: shared with ``app``, ``cli``; not part of the Python API (README, "Python API").
+Internal: shared with ``app``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations
