@@ -58,7 +58,7 @@ from perfgate.errors import InputError, PerfgateError
 from perfgate.workers.measure import BenchJob, MeasureOptions
 from perfgate.workers.protocol import last_line as _last_line
 from perfgate.workers.repeat import WORKER_MODULE as BENCH_WORKER
-from perfgate.workers.spawn import has_module
+from perfgate.workers.spawn import Workers, has_module
 
 __all__ = [
     "DEFAULT_PAIRS",
@@ -222,23 +222,15 @@ class RevisionBench:
         """
         if self.worker is not None:
             argv = [self.options.python, "-m", self.worker]
-            stdin = json.dumps(self.job(output).to_json(), sort_keys=True)
+            stdin = json.dumps(self.job(output).to_json(), sort_keys=True)  # perfgate.workers.protocol
         else:
             config = output.parent / "perfgate-ab.toml"
             if not config.exists():
                 config.write_text("# perfgate ab: the measuring processes use no store\n", encoding="utf-8")
-            argv, stdin = self.argv(output, config), None
+            argv, stdin = self.argv(output, config), ""
         try:
-            proc = subprocess.run(
-                argv,
-                input=stdin,
-                cwd=self.rev.path,
-                env=revision_env(self.rev),
-                capture_output=True,
-                text=True,
-                check=False,
-                timeout=timeout,
-            )
+            with Workers() as owner:  # ended with the check, however it is left
+                proc = owner.run(argv, input=stdin, cwd=self.rev.path, env=revision_env(self.rev), timeout=timeout)
         except subprocess.TimeoutExpired as exc:
             told = exc.stderr.decode("utf-8", "replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
             raise PerfgateError(

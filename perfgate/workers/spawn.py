@@ -317,11 +317,11 @@ class Workers:
         _wait_gone([ch.pid for ch in channels] + [proc.pid for proc in runs])
 
     def run(
-        self, argv: Sequence[str], *, input: str, cwd: Path | None, env: Mapping[str, str], timeout: float
+        self, argv: Sequence[str], *, input: str, cwd: Path | None, env: Mapping[str, str], timeout: float | None
     ) -> subprocess.CompletedProcess[str]:
         """Run one process to its end, ``input`` on its stdin and its output captured, from any thread.
 
-        Past ``timeout`` seconds it is killed and :class:`subprocess.TimeoutExpired` raised with
+        Past ``timeout`` seconds (None: no limit) it is killed and :class:`subprocess.TimeoutExpired` raised with
         what it wrote; :meth:`end` (or leaving the owner) kills it sooner, and it then returns
         with the kill's exit status. After :meth:`end` nothing starts: :class:`WorkerFailed`.
         """
@@ -344,7 +344,7 @@ class Workers:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 out, err = proc.communicate()
-                raise subprocess.TimeoutExpired(proc.args, timeout, output=out, stderr=err) from None
+                raise subprocess.TimeoutExpired(proc.args, timeout or 0.0, output=out, stderr=err) from None
             except BaseException:
                 proc.kill()
                 raise

@@ -362,5 +362,5 @@ def test_a_fallback_measurement_is_a_bench_worker_or_an_older_trees_perfgate_ben
     if older:
         assert {"--processes", "--stages-module", "--config", "--quick"} <= bench.flags
     run = bench.measure(tmp_path / "run.json")
-    assert run.model == "dqn" and run.suite == "abtest" and "work_time_ms" in run.metrics
-    assert len(run.metrics["work_time_ms"].samples) == 2 * 3  # --rounds 2, --repeat 3, on both ways
+    assert run.model == "dqn" and run.suite == "abtest" and run.metrics["work_time_ms"].samples
+    assert run.config["quick"] is True
