@@ -29,7 +29,7 @@ ALLOWED = {
     "notify": {"notify", "core", "errors", "report"},
     "importers": {"importers", "core", "errors", "inputs", "runfile"},
     # the A/B engine of `perfgate ab`: both revisions' worker processes, the fallback, the paired decision
-    "ab": {"ab", "bench", "core", "errors", "usercode", "profile", "workers"},
+    "ab": {"ab", "bench", "core", "errors", "workers"},
     # the profilers (pyinstrument, torch.profiler, bytecodes, callgrind's functions) filling core's Profile
     "profile": {"profile", "core", "errors"},
     # perfgate's own worker processes (bench workers, counted processes, the resident A/B worker): what runs
