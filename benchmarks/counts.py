@@ -61,8 +61,8 @@ from _proportions import wilson  # noqa: E402
 
 from perfgate.core.compare import compare_runs  # noqa: E402
 from perfgate.core.policy import Policy  # noqa: E402
-from perfgate.orchestrate.counts import count_stem  # noqa: E402
 from perfgate.runfile import load_run  # noqa: E402
+from perfgate.workers.counts import count_stem  # noqa: E402
 
 ROOT = HERE.parent
 STAGES = """\

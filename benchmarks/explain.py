@@ -167,7 +167,7 @@ def overhead(repo: Path) -> list[tuple[str, str, float]]:
     code = textwrap.dedent(
         """\
         import json, sys, time
-        from perfgate.ab.worker import Worker
+        from perfgate.workers.resident import Worker
         from perfgate.profile import profile_stage
         out = []
         for suite, mods, stage, instruments in (

@@ -18,20 +18,17 @@ The counterpart of the original specification's ``PerformanceTracker``::
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from functools import wraps
 from pathlib import Path
 from typing import Any, ParamSpec, Protocol, TypeVar
 
-from perfgate.core.codec import format_timestamp
 from perfgate.core.compare import CheckResult, compare_runs
 from perfgate.core.metrics import Direction, default_suite, known_metrics, metric_info
 from perfgate.core.policy import Policy
-from perfgate.core.schema import Machine, Metric, Run, normalize_model
+from perfgate.core.schema import Metric, Run, normalize_model
 from perfgate.core.units import TIME_UNITS
 from perfgate.errors import InputError
 from perfgate.runfile import load_run, save_run
@@ -117,21 +114,19 @@ class PerformanceTracker:
             info = metric_info(name)
             unit, direction = self.units.get(name) or (info.unit, info.direction)  # type: ignore[union-attr]
             metrics[name] = Metric(name=name, unit=unit, direction=direction, samples=tuple(samples))
-        from perfgate.bench.gitinfo import collect_git
-        from perfgate.bench.machine import collect_machine, collect_software
+        from perfgate.app.provenance import collect
 
-        machine = collect_machine()
-        fingerprint = machine.pop("fingerprint")
+        made = collect(self.git_commit)
         return Run(
             model=self.model,
             suite=self.suite,
             metrics=metrics,
-            run_id=uuid.uuid4().hex,
-            created_at=format_timestamp(datetime.now(UTC)),
-            git=collect_git(self.git_commit),
-            machine=Machine(fingerprint=fingerprint, details=machine),
+            run_id=made.run_id,
+            created_at=made.created_at,
+            git=made.git,
+            machine=made.machine_record(),
             config=dict(config or {}),
-            software=collect_software(),
+            software=dict(made.software),
         )
 
     @property
@@ -186,26 +181,17 @@ def count_stages(
         InputError: valgrind is not installed (the message names the package).
         PerfgateError: a stage failed under valgrind (the message names it).
     """
-    from perfgate.bench.gitinfo import collect_git
-    from perfgate.bench.machine import collect_machine, collect_software
-    from perfgate.orchestrate.counts import counts_job, measure_counts
+    from perfgate.app.count import CountRequest, count
+    from perfgate.app.provenance import collect
 
-    job = counts_job(
+    request = CountRequest(
+        model=normalize_model(model),
         suite=suite or default_suite(),
-        stages_modules=stages_module,
-        data=data,
+        stages_modules=tuple(stages_module),
+        data=Path(data) if data is not None else None,
         seed=seed,
-        params={},
         warmup=warmup,
         calls=calls,
-    )
-    return measure_counts(
-        job,
-        normalize_model(model),
         processes=processes,
-        run_id=uuid.uuid4().hex,
-        created_at=format_timestamp(datetime.now(UTC)),
-        git=collect_git(None),
-        machine=collect_machine(),
-        software=collect_software(),
     )
+    return count(request, collect())

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.ab.workers import Workers
+from perfgate.bench import callgrind
 from perfgate.cli import main
 from perfgate.errors import PerfgateError
-from perfgate.orchestrate import counts
-from perfgate.orchestrate.counts import counts_machine
+from perfgate.workers import counts, spawn
+from perfgate.workers.counts import counts_machine
+from perfgate.workers.spawn import Workers
 from tests.conftest import validate_run_file
 
 STAGES = """\
@@ -288,7 +289,7 @@ def test_the_products_are_read_only_checked_and_removed(tmp_path, monkeypatch):
         suite="prepared", stages_modules=["tinystages"], data=None, seed=0, params={}, warmup=None, calls=1
     )
     side = counts.CountSide(label="current `HEAD` (abc1234)", cwd=tmp_path)
-    with Workers() as owner, counts._prepared(job, "x", [side], True, None, owner) as (products,):
+    with Workers() as owner, counts.prepared(job, "x", [side], True, None, owner) as (products,):
         assert products.stages == ["table"] and products.folder is not None
         assert products.folder.name.startswith("current-HEAD-abc1234-")
         product = products.folder / "table"
@@ -296,13 +297,13 @@ def test_the_products_are_read_only_checked_and_removed(tmp_path, monkeypatch):
         assert products.job(job)["prepared"] == str(products.folder)
     assert not products.folder.exists()
     with pytest.raises(PerfgateError, match="changed while the counted processes"):
-        with Workers() as owner, counts._prepared(job, "x", [side], True, None, owner) as (products,):
+        with Workers() as owner, counts.prepared(job, "x", [side], True, None, owner) as (products,):
             assert products.folder is not None
             product = products.folder / "table"
             product.chmod(0o644)
             product.write_bytes(b"changed")
     assert not products.folder.exists()
-    with Workers() as owner, counts._prepared({**job, "suite": "tiny"}, "x", [side], True, None, owner) as (products,):
+    with Workers() as owner, counts.prepared({**job, "suite": "tiny"}, "x", [side], True, None, owner) as (products,):
         assert products.stages == [] and products.folder is None  # no stage prepares: nothing set up
         assert products.job(job) == job
 
@@ -375,7 +376,7 @@ def test_numba_kernels_compiled_natively_are_loaded_under_valgrind_and_count_the
         "valgrind hits=1 misses=0",
     ]
     doc = validate_run_file(native / "run.json")
-    target = counts.valgrind_jit_target(shutil.which("valgrind") or "valgrind", {**os.environ})
+    target = callgrind.valgrind_jit_target(shutil.which("valgrind") or "valgrind", {**os.environ})
     assert target is not None and list((tmp_path / "cache").glob("valgrind-numba-cpu-*.json"))
     assert doc["config"]["counts"]["compiled_natively"]["numba_cpu"] == target["NUMBA_CPU_NAME"]
     assert doc["config"]["counts"]["compiled_natively"]["stages_called"] == ["jit"]
@@ -406,14 +407,15 @@ def test_valgrind_cpu_is_used_only_when_the_host_runs_its_code(tmp_path, monkeyp
         probes.append(1)
         return {"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": presented}
 
-    monkeypatch.setattr(counts, "valgrind_version", lambda valgrind: "3.19.0")
-    monkeypatch.setattr(counts, "_probe_jit_target", probe)
+    monkeypatch.setattr(callgrind, "valgrind_version", lambda valgrind: "3.19.0")
+    monkeypatch.setattr(callgrind, "_probe_jit_target", probe)
     presented = ",".join(f for f in host.split(",") if f.startswith("-") or f == "+sse2")
     env = {"PERFGATE_CACHE_DIR": str(tmp_path / "a")}
-    assert counts.valgrind_jit_target("valgrind", env) == {"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": presented}
-    assert counts.valgrind_jit_target("valgrind", env) is not None and len(probes) == 1  # kept
+    target = {"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": presented}
+    assert callgrind.valgrind_jit_target("valgrind", env) == target
+    assert callgrind.valgrind_jit_target("valgrind", env) is not None and len(probes) == 1  # kept
     presented = presented + ",+no-such-feature"
-    assert counts.valgrind_jit_target("valgrind", {"PERFGATE_CACHE_DIR": str(tmp_path / "b")}) is None
+    assert callgrind.valgrind_jit_target("valgrind", {"PERFGATE_CACHE_DIR": str(tmp_path / "b")}) is None
 
 
 def _residue(name: str) -> float:
@@ -565,7 +567,7 @@ def test_two_hosts_that_present_one_instruction_set_share_a_counts_fingerprint()
 @needs_valgrind
 def test_a_hung_stage_ends_at_the_process_deadline_naming_itself(counted, monkeypatch, capsys):
     # long enough for valgrind to start and set the suite up on a busy 2-core runner first
-    monkeypatch.setattr(counts, "PROCESS_DEADLINE", 40.0)
+    monkeypatch.setattr(spawn, "PROCESS_DEADLINE", 40.0)
     monkeypatch.chdir(counted)
     out = counted / "hung.json"
     argv = ["bench", "--suite", "hanging", "--stages-module", "tinystages", "--model", "x", "--measure", "counts"]

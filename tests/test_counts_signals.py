@@ -5,7 +5,7 @@ A terminal's Ctrl-C reaches the whole process group, valgrind's processes too; a
 counts mode ignoring that: `bench --measure counts` waited for its counted processes after
 SIGINT (up to their 1,800 s deadline) and, killed by SIGTERM, left both valgrind processes
 running and their folders behind; `ab --measure counts` sat 20 s and more with its worktrees
-and workers alive. The timed `ab` ends its workers at once (:class:`perfgate.ab.workers.Workers`);
+and workers alive. The timed `ab` ends its workers at once (:class:`perfgate.workers.spawn.Workers`);
 counts mode starts its processes through the same owner.
 
 Each test runs perfgate in a folder of its own as TMPDIR, so its valgrind processes are the

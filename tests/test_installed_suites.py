@@ -259,7 +259,7 @@ IN_WORKERS_ONLY = """\
 import sys
 from perfgate.bench import stage
 
-if sys.argv[0].endswith("worker.py"):  # python -m perfgate.cli.worker, prepareworker, countworker
+if sys.argv[0].endswith(("workers/bench.py", "workers/count.py", "workers/prepare.py")):  # the workers
 {body}
 @stage("split", metric="split_time_ms", unit="ms", suite="mine", models=["m"])
 def split(ctx):
@@ -278,7 +278,7 @@ def test_a_worker_process_whose_stages_module_misbehaves_makes_bench_exit_2_nami
     assert not (tmp_path / "run.json").exists()
 
 
-@pytest.mark.parametrize("worker", ["perfgate.cli.prepareworker", "perfgate.cli.countworker"])
+@pytest.mark.parametrize("worker", ["perfgate.workers.prepare", "perfgate.workers.count"])
 @pytest.mark.parametrize("key", ["sys-exit-0", "value-error", "keyboard-interrupt"])
 def test_a_counted_worker_whose_stages_module_misbehaves_exits_2_naming_it(worker, key, tmp_path):
     """The processes of ``--measure counts`` read their job and import its modules before anything else."""

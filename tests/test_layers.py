@@ -41,15 +41,14 @@ ALLOWED = {
     "export": {"export", "core", "errors", "store", "report"},
     "notify": {"notify", "core", "errors", "report"},
     "importers": {"importers", "core", "errors", "inputs", "runfile"},
-    # the A/B engine of `perfgate ab`: both revisions' worker processes, the fallback, the paired decision;
-    # the resident worker profiles a stage on request (its "profile" op)
-    "ab": {"ab", "bench", "core", "errors", "usercode", "profile"},
+    # the A/B engine of `perfgate ab`: both revisions' worker processes, the fallback, the paired decision
+    "ab": {"ab", "bench", "core", "errors", "workers"},
     # the profilers (pyinstrument, torch.profiler, bytecodes, callgrind's functions) filling core's Profile
     "profile": {"profile", "core", "errors"},
-    # starts perfgate's own processes (bench workers, counted processes): above the measurement layer;
-    # counted processes get their memory layouts from the randomiser the A/B engine uses, and are
-    # started and ended (an interrupt kills them all at once) by the owner of its workers
-    "orchestrate": {"orchestrate", "bench", "core", "errors", "runfile", "store", "report", "ab.layout", "ab.workers"},
+    # perfgate's own worker processes (bench workers, counted processes, the resident A/B worker): what runs
+    # in them (the stages loaded, a model measured, a stage profiled on request), how they are started, laid
+    # out in memory and ended, and how their results are read; above the measurement layer
+    "workers": {"workers", "bench", "core", "errors", "output", "profile", "runfile", "suites", "usercode"},
     # the top-level modules: shared leaves (errors, inputs, output), the run file, the
     # configuration, the calibration and the Python API
     "errors": set(),
@@ -78,7 +77,6 @@ ALLOWED = {
         "importers",
         "inputs",
         "notify",
-        "orchestrate",
         "output",
         "profile",
         "report",
@@ -88,7 +86,7 @@ ALLOWED = {
         "usercode",
         "workers",
     },
-    "api": {"api", "app", "bench", "core", "errors", "runfile", "orchestrate"},  # count_stages starts valgrind workers
+    "api": {"api", "app", "core", "errors", "runfile"},  # count_stages is the counted-run use case
     # the root re-exports the public names (README, "Python API"), imported on first use only
     "__init__": {"api", "bench", "core", "errors", "report", "runfile", "store", "suites"},
     "__main__": {"cli"},
@@ -173,7 +171,7 @@ def test_import_perfgate_does_not_import_torch():
 
 
 def test_the_measurement_layer_starts_no_perfgate_command():
-    """Code that runs ``python -m perfgate <command>`` knows the command line: it lives in orchestrate."""
+    """Code that runs ``python -m perfgate <command>`` knows the command line: it lives above (``ab``'s fallback)."""
     offenders = [
         str(path.relative_to(PACKAGE))
         for path in (PACKAGE / "bench").rglob("*.py")
@@ -209,15 +207,24 @@ def test_no_other_package_imports_a_private_module_of_the_ab_package():
 
 
 # modules that perfgate starts as processes (``python -m …``), named in a string by the code that starts
-# them: a process boundary, not an import into the starting process (the worker of ``bench --processes``
-# and the counted worker and native pass of ``--measure counts``, whose names one revision of perfgate
-# ab uses in another's tree)
+# them: a process boundary, not an import into the starting process, but a dependency all the same (the
+# package cycle test counts them): the bench worker of ``bench --processes``, the counted worker and native
+# pass of ``--measure counts`` and the resident worker of ``perfgate ab``
 STARTED_AS_PROCESSES = {
-    "perfgate.cli.worker",
+    "perfgate.workers.bench",
+    "perfgate.workers.count",
+    "perfgate.workers.prepare",
+    "perfgate.workers.resident",
+}
+# the names those workers have in the tree of an older revision of perfgate, which ``perfgate ab`` starts
+# there: modules of that tree, not of this one
+IN_OLDER_TREES = {
     "perfgate.cli.countworker",
     "perfgate.cli.prepareworker",
     "perfgate.cli._countworker",  # the two names in a tree from before they were public
     "perfgate.cli._prepareworker",
+    "perfgate.ab.worker",
+    "perfgate.bench.resident",
 }
 _MODULE_NAME = re.compile(r"perfgate(_pipeline)?(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
@@ -233,9 +240,10 @@ def _exists(module: str) -> bool:
     return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
 
 
-def _all_imports(path: Path) -> set[str]:
+def _all_imports(path: Path, *, processes: bool = False) -> set[str]:
     """Every perfgate module ``path`` reaches: its imports, at any depth of the code, and the module
-    names its strings spell (``import_module("…")``, ``python -m …``, entry points)."""
+    names its strings spell (``import_module("…")``, entry points); with ``processes`` the modules it
+    starts as processes too (:data:`STARTED_AS_PROCESSES`)."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -244,8 +252,9 @@ def _all_imports(path: Path) -> set[str]:
             names.add(node.module)
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_NAME.fullmatch(node.value):
-            if node.value not in STARTED_AS_PROCESSES:
-                names.add(node.value)
+            if node.value in IN_OLDER_TREES or (node.value in STARTED_AS_PROCESSES and not processes):
+                continue
+            names.add(node.value)
     found = set()
     for name in names:
         while name and not _exists(name):  # `from pkg import name`: the module is pkg
@@ -291,26 +300,23 @@ def test_no_module_imports_a_private_module_of_another_package():
 
 
 def test_no_import_cycle_between_packages():
-    """Strings and imports inside functions count: a loop hidden in a function is still a loop."""
+    """Strings and imports inside functions count: a loop hidden in a function is still a loop; and a
+    module started as a process by name is a dependency of the package that starts it."""
     graph: dict[str, set[str]] = {}
     for path in _sources():
         me = _package(_module_of(path))
-        graph.setdefault(me, set()).update(p for p in map(_package, _all_imports(path)) if p != me)
+        graph.setdefault(me, set()).update(p for p in map(_package, _all_imports(path, processes=True)) if p != me)
     assert find_cycle(graph) == []
 
 
-def test_no_import_cycle_between_modules_of_core():
-    """Inside the core too, module by module: imports under ``if TYPE_CHECKING:`` and inside functions count,
-    and so does a package's ``__init__``, which importing any module of the package runs first."""
-    graph: dict[str, set[str]] = {}
-    for path in (PACKAGE / "core").rglob("*.py"):
-        me = _module_of(path)
-        ancestors = {me.rsplit(".", i)[0] for i in range(me.count("."))}
-        targets: set[str] = set()
-        for name in _all_imports(path):
-            if name.startswith("perfgate.core."):
-                parts = name.split(".")
-                targets.update(".".join(parts[:i]) for i in range(3, len(parts) + 1))
-        graph[me] = {t for t in targets if _exists(t) and t != me and t not in ancestors}
-    assert find_cycle(graph) == []
-    assert "perfgate.core.decision" in graph["perfgate.core.compare"]  # the check sees a package's imports
+def test_the_workers_started_by_name_are_modules_of_this_tree():
+    """A worker's module named in a string is this tree's (or listed as one of an older tree's)."""
+    assert all(_exists(module) for module in STARTED_AS_PROCESSES)
+    assert not any(_exists(module) for module in IN_OLDER_TREES)
+    spelt = {
+        node.value
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in STARTED_AS_PROCESSES
+    }
+    assert spelt == STARTED_AS_PROCESSES

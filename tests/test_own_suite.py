@@ -163,7 +163,7 @@ def test_readme_own_suite_example_runs_as_written(tmp_path):
 
 def test_an_ab_worker_without_stages_names_the_modules_it_imported():
     """The same hint from ``perfgate ab``'s resident worker, which imports each revision's modules."""
-    from perfgate.ab.worker import Worker
+    from perfgate.workers.resident import Worker
 
     reply = Worker().setup({"suite": "nothing-here", "model": "x", "stages_modules": ["json"]})
     assert reply["ok"] is False

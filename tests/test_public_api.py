@@ -151,10 +151,16 @@ PUBLIC_MODULES = {
     "perfgate.bench.gpu", "perfgate.bench.machine", "perfgate.bench.reference", "perfgate.bench.runner",
     # entry points that one revision of perfgate ab starts in another revision's tree: their names
     # are a protocol between versions
-    "perfgate.ab.worker", "perfgate.cli.worker",
-    # the A/B engine's parts that the command line and the counted processes use (docs/design.md §2)
-    "perfgate.ab.check", "perfgate.ab.fallback", "perfgate.ab.jitcache", "perfgate.ab.layout",
-    "perfgate.ab.resident", "perfgate.ab.revisions", "perfgate.ab.workers",
+    "perfgate.workers.resident", "perfgate.workers.bench",
+    # the A/B engine's parts that the command line uses (docs/design.md §2)
+    "perfgate.ab.check", "perfgate.ab.counts", "perfgate.ab.fallback", "perfgate.ab.jitcache",
+    "perfgate.ab.resident", "perfgate.ab.revisions",
+    # perfgate's worker processes: their protocol, their start and end, their layouts, the stages they
+    # load, what they measure and how their results become runs (docs/design.md §2)
+    "perfgate.workers.counts", "perfgate.workers.layout", "perfgate.workers.measure", "perfgate.workers.protocol",
+    "perfgate.workers.repeat", "perfgate.workers.spawn", "perfgate.workers.stages",
+    # the use cases of bench, of counting and of ab, and where a run comes from (perfgate/app)
+    "perfgate.app.ab", "perfgate.app.bench", "perfgate.app.count", "perfgate.app.provenance",
     # the reports, the outlets and the stores by format or backend
     "perfgate.report.comment", "perfgate.report.html", "perfgate.report.json",
     "perfgate.export.grafana", "perfgate.export.prometheus",
@@ -169,11 +175,10 @@ PUBLIC_MODULES = {
     "perfgate.bench.callgrind", "perfgate.bench.counting", "perfgate.bench.disturbance", "perfgate.bench.gitinfo",
     "perfgate.core.advice", "perfgate.core.distributions", "perfgate.safe.urls",
     "perfgate.safe.redact", "perfgate.safe.text", "perfgate.export.history", "perfgate.export.latest",
-    "perfgate.export.outlets", "perfgate.notify.settings", "perfgate.orchestrate.counts",
-    "perfgate.orchestrate.workers", "perfgate.report.environment", "perfgate.report.escape",
+    "perfgate.export.outlets", "perfgate.notify.settings", "perfgate.report.environment", "perfgate.report.escape",
     "perfgate.report.formatting", "perfgate.report.plots", "perfgate.report.shift", "perfgate.report.terms",
     # processes that perfgate ab --measure counts starts by name in each revision's tree
-    "perfgate.cli.countworker", "perfgate.cli.prepareworker",
+    "perfgate.workers.count", "perfgate.workers.prepare",
     # importing and running the user's code, shared with suites, bench, ab and cli: an exit or error is exit 2
     "perfgate.usercode",
     # where a stage's change went (docs/design.md §13): the difference, the pass, the profilers by

@@ -212,8 +212,8 @@ def test_a_worker_whose_stage_hangs_is_killed_at_its_deadline_naming_the_stage(t
     mark = tmp_path / "mark"
     code = (
         "import sys\n"
-        "import perfgate.orchestrate.workers as workers\n"
-        "workers.PROCESS_DEADLINE = 15.0\n"
+        "import perfgate.workers.spawn as spawn\n"
+        "spawn.PROCESS_DEADLINE = 15.0\n"
         "from perfgate.cli import main\n"
         f"sys.exit(main({[*BENCH, *QUICK, '--processes', '2']!r}))\n"
     )
@@ -232,7 +232,7 @@ def test_a_worker_whose_stage_hangs_is_killed_at_its_deadline_naming_the_stage(t
 
 
 def test_a_stage_that_exits_in_the_native_pass_of_counts_is_exit_2_naming_it(tmp_path):
-    """``--measure counts`` sets stages up natively first (``perfgate.cli.prepareworker``): the same guard."""
+    """``--measure counts`` sets stages up natively first (``perfgate.workers.prepare``): the same guard."""
     stages(tmp_path, setup="sys-exit-0")
     text = (tmp_path / "probe_stages.py").read_text().replace("repeat=2)", "repeat=2, prepares=True)")
     (tmp_path / "probe_stages.py").write_text(text)
@@ -251,7 +251,7 @@ def test_a_stage_that_exits_in_the_native_pass_of_counts_is_exit_2_naming_it(tmp
     }
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(
-        [sys.executable, "-m", "perfgate.cli.prepareworker"],
+        [sys.executable, "-m", "perfgate.workers.prepare"],
         input=json.dumps(job),
         cwd=tmp_path,
         env=env,

@@ -12,20 +12,20 @@ What is where:
   the looks), :mod:`perfgate.ab._schedule` (pair after pair: the workers' start, the blocks,
   the deadlines, the stopping rule) and :mod:`perfgate.ab._collect` (pairs to samples, runs and
   the paired decision of :mod:`perfgate.core.paired`);
-* :mod:`perfgate.ab.worker` — the worker process and its protocol, started as ``python -m
-  perfgate.ab.worker`` in each revision's own tree (a revision from before this package keeps
-  its worker elsewhere: :func:`perfgate.ab.workers.worker_module`);
-* :mod:`perfgate.ab.workers` — the coordinator's side of the workers: start, talk with
-  deadlines, pin to a CPU, end;
-* :mod:`perfgate.ab.layout` — how the two workers of a pair start: alike but for the code, each
-  with a memory layout drawn at random (also used by the counted processes of
-  :mod:`perfgate.orchestrate.counts`);
+* :mod:`perfgate.ab.counts` — ``--measure counts``: both revisions counted under callgrind, pair by
+  pair (:func:`~perfgate.ab.counts.count_revisions`);
+* the workers themselves are :mod:`perfgate.workers`'s: the resident worker and its protocol
+  (:mod:`perfgate.workers.resident`, started as ``python -m perfgate.workers.resident`` in each
+  revision's own tree; an older revision keeps it under an older name:
+  :func:`perfgate.workers.spawn.worker_module`), their start, deadlines, pinning and end
+  (:mod:`perfgate.workers.spawn`), and the memory layout each is started with
+  (:mod:`perfgate.workers.layout`);
 * :mod:`perfgate.ab.fallback` — the process-level engine: whole ``perfgate bench`` processes,
   alternating A B B A (:func:`measure_interleaved`);
 * :mod:`perfgate.ab.jitcache` — numba's compiled code kept between checks, one folder per tree.
 
-The names below are loaded from their modules on first use, so that a worker process, which
-imports this package first, starts without them.
+The names below are loaded from their modules on first use, so that ``import perfgate.ab``
+stays light.
 """
 
 from __future__ import annotations

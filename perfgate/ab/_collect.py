@@ -129,7 +129,7 @@ class ResidentOutcome:
     orders: tuple[tuple[str, ...], ...]  # per pair, the side that went first in each block, in order
     log_ratios: Mapping[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)  # per pair
     derived: Mapping[str, str] = field(default_factory=dict)  # derived metric -> the metric it comes from
-    # per worker, in start order: pair, side, whether it started first, its layout draw (perfgate.ab.layout)
+    # per worker, in start order: pair, side, whether it started first, its layout draw (perfgate.workers.layout)
     layouts: tuple[dict[str, Any], ...] = ()
     time_budget: float = 0.0  # the check's --time-budget, s
     grace: float = 0.0  # the check ends within time_budget + grace (perfgate.ab.resident, "Deadlines")

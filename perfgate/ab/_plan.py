@@ -86,7 +86,7 @@ class ResidentOptions:
             grace (:mod:`perfgate.ab.resident`, "Deadlines").
         deadline_scale: how many times slower than native this way of measuring runs the
             stages (1 here; about 20 for a mode that runs them under valgrind); it scales the floors.
-        randomise_layout: give every worker a memory layout drawn at random (:mod:`perfgate.ab.layout`);
+        randomise_layout: give every worker a memory layout drawn at random (:mod:`perfgate.workers.layout`);
             off, every worker starts with hash seed 0 and no padding, and a layout-only change can
             read as a change of speed.
     """

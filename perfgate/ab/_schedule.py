@@ -1,6 +1,6 @@
 """The schedule of a resident A/B check: pair after pair, start the workers, alternate blocks, stop.
 
-Each pair's two workers start in the order :func:`~perfgate.ab.layout.start_order` draws, each
+Each pair's two workers start in the order :func:`~perfgate.workers.layout.start_order` draws, each
 with its own layout, and are sent their set-up; while a pair measures, the next one sets up on
 another CPU (with two CPUs or more). A pair's workers are pinned to one CPU and alternate
 blocks of every stage in rounds, the side that goes first drawn per block (:func:`block_orders`).
@@ -38,11 +38,11 @@ from perfgate.ab._plan import (
     plan_check,
     setup_request,
 )
-from perfgate.ab.layout import Layout, draw, start_order, worker_args
-from perfgate.ab.workers import Channel, WorkerHung, Workers, allow, module_missing, pin, worker_module
 from perfgate.core.paired import MIN_PAIRS
 from perfgate.core.policy import Policy
 from perfgate.errors import PerfgateError
+from perfgate.workers.layout import Layout, draw, start_order, worker_args
+from perfgate.workers.spawn import Channel, WorkerHung, Workers, allow, module_missing, pin, worker_module
 
 __all__ = ["ProtocolMissing", "block_orders", "block_seconds", "grace_seconds", "schedule"]
 
@@ -127,7 +127,7 @@ def _greet(ch: Channel, side: Side, module: str, clock: _Clock, deadline: float,
 
     ``cut``: a missed deadline raises :class:`_Cut` (the pair is dropped) instead of an error.
     """
-    from perfgate.ab.worker import PROTOCOL, PROTOCOL_VERSION
+    from perfgate.workers.resident import PROTOCOL, PROTOCOL_VERSION
 
     try:
         hello = ch.receive(clock.left(deadline))

@@ -1,6 +1,6 @@
 """Where a stage's change went: both revisions profiled on the same work, after the decision.
 
-Fresh resident workers of both revisions (:mod:`perfgate.ab.worker`), :attr:`ExplainOptions.repeats`
+Fresh resident workers of both revisions (:mod:`perfgate.workers.resident`), :attr:`ExplainOptions.repeats`
 a side, each with its own drawn memory layout as the measured pairs have, set the stages up as
 the check did and answer ``profile`` requests: a stage's calls under a profiler
 (:mod:`perfgate.profile`). All of them live at once, and each stage is profiled in short
@@ -39,11 +39,11 @@ import numpy as np
 
 from perfgate.ab._plan import ResidentOptions, Side, setup_request
 from perfgate.ab._schedule import _Clock, _finish_setup, _greet
-from perfgate.ab.layout import draw, start_order, worker_args
-from perfgate.ab.workers import Channel, WorkerFailed, Workers, worker_module
 from perfgate.bench.callgrind import THREADS_ENV, valgrind_argv
 from perfgate.core.profiles import Profile, StageExplanation, explain, pooled, profile_from_record, unavailable
 from perfgate.errors import PerfgateError
+from perfgate.workers.layout import draw, start_order, worker_args
+from perfgate.workers.spawn import Channel, WorkerFailed, Workers, worker_module
 
 __all__ = ["DEFAULT_EXPLAIN_BUDGET", "ExplainOptions", "explain_metrics"]
 

@@ -1,7 +1,11 @@
-"""The fallback engine of ``perfgate ab``: whole ``perfgate bench`` processes, alternating A B B A.
+"""The fallback engine of ``perfgate ab``: one whole measuring process per measurement, alternating A B B A.
 
 A revision whose perfgate predates the resident worker (:mod:`perfgate.ab.resident`) is
-measured this older way, far less sensitive: one fresh process per measurement.
+measured this older way, far less sensitive: one fresh process per measurement. In a tree
+that has the bench worker (:mod:`perfgate.workers.bench`), or one without perfgate of its own
+(its processes import the installed perfgate), that process is a bench worker, its job on
+standard input (:mod:`perfgate.workers.protocol`); in an older perfgate's tree it is that
+perfgate's own ``python -m perfgate bench``, with the flags it knows.
 
 A stored baseline was measured in another process, at another time, often on another
 runner; on a shared machine that alone moves timings by up to 2× (``docs/noise.md``).
@@ -12,11 +16,12 @@ The contract:
 
 * each revision is checked out into its own temporary git worktree
   (:func:`perfgate.ab.revisions.checkout`);
-* every measurement is a fresh ``python -m perfgate bench --processes 1`` process with its
-  working directory and ``PYTHONPATH`` set to that revision's tree (and nothing else), so
-  each side runs its own code — its own perfgate when the repository is perfgate, its own
-  stage modules (``--stages-module``); flags that revision's perfgate does not know yet
-  (``--processes``, ``--config``) are left out, ones that were asked for are an error;
+* every measurement is a fresh process (a bench worker, or an older tree's ``python -m perfgate
+  bench --processes 1``) with its working directory and ``PYTHONPATH`` set to that revision's
+  tree (and nothing else), so each side runs its own code — its own perfgate when the repository
+  is perfgate, its own stage modules (``--stages-module``); flags that an older revision's
+  perfgate does not know yet (``--processes``, ``--config``) are left out, ones that were asked
+  for are an error;
 * the processes run in ABBA order (``A B B A A B B A …``, :func:`abba_order`): pair i is
   measurement ``2i`` and ``2i + 1``, and the alternation cancels a linear drift within
   every two pairs as well;
@@ -24,8 +29,9 @@ The contract:
   in pair order, so group i of both sides is pair i, which is what
   ``compare_runs(..., paired=True)`` tests on.
 
-The measuring processes get an empty configuration file and no ``PERFGATE_STORE``: A/B runs
-are never recorded in a store (they would pollute the baselines' history).
+A bench worker records nothing; an older tree's ``perfgate bench`` gets an empty configuration
+file and no ``PERFGATE_STORE``: A/B runs are never recorded in a store (they would pollute the
+baselines' history).
 
 Measured against a stored baseline in ``benchmarks/ab.py``.
 """
@@ -44,12 +50,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfgate.ab.revisions import Revision, checkout, revision_env
-from perfgate.ab.workers import last_line as _last_line
 from perfgate.core.codec import run_from_dict
 from perfgate.core.metrics import MetricInfo, default_suite
 from perfgate.core.noise import combine_repetitions
 from perfgate.core.schema import Run, normalize_model
 from perfgate.errors import InputError, PerfgateError
+from perfgate.workers.measure import BenchJob, MeasureOptions
+from perfgate.workers.protocol import last_line as _last_line
+from perfgate.workers.repeat import WORKER_MODULE as BENCH_WORKER
+from perfgate.workers.spawn import Workers, has_module
 
 __all__ = [
     "DEFAULT_PAIRS",
@@ -59,6 +68,7 @@ __all__ = [
     "AbRuns",
     "RevisionBench",
     "abba_order",
+    "bench_worker",
     "measure_interleaved",
     "revision_bench",
     "run_ab",
@@ -96,7 +106,9 @@ class AbOptions:
         pairs: pairs of measurements, at least :data:`MIN_PAIRS`.
         stages_modules: modules each side imports to register its stages (``--stages-module``).
         quick: pass ``--quick`` (a smoke run; not for decisions).
-        bench_args: further ``perfgate bench`` flags, passed to both sides unchanged.
+        rounds, repeat, device: ``perfgate bench``'s ``--rounds``, ``--repeat`` and ``--device``
+            (None: its own), the same on both sides.
+        data: the data file both sides read (``--data``, an absolute path; None: their own).
         python: the interpreter that runs the measuring processes.
         metric_info: metric definitions from the configuration, for decoding the run files.
         time_budget: seconds the check may take (``--time-budget``); with it, each measuring
@@ -109,7 +121,10 @@ class AbOptions:
     pairs: int = DEFAULT_PAIRS
     stages_modules: tuple[str, ...] = ()
     quick: bool = False
-    bench_args: tuple[str, ...] = ()
+    rounds: int | None = None
+    repeat: int | None = None
+    device: str | None = None
+    data: Path | None = None
     python: str = field(default_factory=lambda: sys.executable)
     metric_info: Mapping[str, MetricInfo] = field(default_factory=dict)
     time_budget: float | None = None
@@ -156,17 +171,21 @@ class AbRuns:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RevisionBench:
-    """``perfgate bench`` of one revision, run in its own tree; made by :func:`revision_bench`.
+    """One measurement of one revision, run in its own tree; made by :func:`revision_bench`.
 
-    ``flags`` are the optional flags that revision's perfgate knows (older ones lack some).
+    ``worker``: the bench worker's module when the tree has it (or has no perfgate of its own),
+    else None: that older perfgate's ``perfgate bench``, of which ``flags`` are the optional flags
+    it knows (older ones lack some).
     """
 
     rev: Revision
     options: AbOptions
     label: str
     flags: frozenset[str]
+    worker: str | None = None
 
     def argv(self, output: Path, config: Path) -> list[str]:
+        """The command line of an older tree's ``perfgate bench``."""
         o = self.options
         argv = [o.python, "-m", "perfgate", "bench", "--model", o.model, "--suite", o.suite, "--output", str(output)]
         if "--processes" in self.flags:
@@ -177,28 +196,41 @@ class RevisionBench:
             argv += ["--stages-module", module]
         if o.quick:
             argv.append("--quick")
-        return [*argv, *o.bench_args]
+        return [*argv, *_bench_flags(o)]
+
+    def job(self, output: Path) -> BenchJob:
+        """The bench worker's job: the same options as :meth:`argv` gives ``perfgate bench``."""
+        o = self.options
+        options = MeasureOptions(
+            suite=o.suite,
+            data=o.data,
+            rounds=o.rounds,
+            repeat=o.repeat,
+            device=o.device if o.device is not None else "cpu",
+            quick=o.quick,
+            stages_modules=o.stages_modules,
+        )
+        progress = output.with_name(f"{output.stem}.progress")
+        return BenchJob(options=options, model=normalize_model(o.model), output=output, progress=progress)
 
     def measure(self, output: Path, *, what: str = "a measurement", timeout: float | None = None) -> Run:
         """One fresh measuring process; its run file goes to ``output``.
 
-        The process gets an empty configuration file beside ``output``, so it records
-        nothing in a configured store. ``timeout``: seconds it may run before it is killed as
-        hung (None: no limit).
+        An older tree's ``perfgate bench`` gets an empty configuration file beside ``output``, so
+        it records nothing in a configured store. ``timeout``: seconds it may run before it is
+        killed as hung (None: no limit).
         """
-        config = output.parent / "perfgate-ab.toml"
-        if not config.exists():
-            config.write_text("# perfgate ab: the measuring processes use no store\n", encoding="utf-8")
+        if self.worker is not None:
+            argv = [self.options.python, "-m", self.worker]
+            stdin = json.dumps(self.job(output).to_json(), sort_keys=True)  # perfgate.workers.protocol
+        else:
+            config = output.parent / "perfgate-ab.toml"
+            if not config.exists():
+                config.write_text("# perfgate ab: the measuring processes use no store\n", encoding="utf-8")
+            argv, stdin = self.argv(output, config), ""
         try:
-            proc = subprocess.run(
-                self.argv(output, config),
-                cwd=self.rev.path,
-                env=revision_env(self.rev),
-                capture_output=True,
-                text=True,
-                check=False,
-                timeout=timeout,
-            )
+            with Workers() as owner:  # ended with the check, however it is left
+                proc = owner.run(argv, input=stdin, cwd=self.rev.path, env=revision_env(self.rev), timeout=timeout)
         except subprocess.TimeoutExpired as exc:
             told = exc.stderr.decode("utf-8", "replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
             raise PerfgateError(
@@ -215,13 +247,38 @@ class RevisionBench:
         return run_from_dict(doc, source=str(output), metric_info=self.options.metric_info)
 
 
+def _bench_flags(options: AbOptions) -> list[str]:
+    out: list[str] = []
+    if options.rounds is not None:
+        out += ["--rounds", str(options.rounds)]
+    if options.repeat is not None:
+        out += ["--repeat", str(options.repeat)]
+    if options.device is not None:
+        out += ["--device", options.device]
+    if options.data is not None:
+        out += ["--data", str(options.data)]
+    return out
+
+
+def bench_worker(tree: Path) -> str | None:
+    """The bench worker's module in ``tree``: the tree's own, or the installed perfgate's when the tree
+    has no perfgate; None in an older perfgate's tree, which has only ``perfgate bench``."""
+    if has_module(tree, BENCH_WORKER) or not (tree / "perfgate").is_dir():
+        return BENCH_WORKER
+    return None
+
+
 def revision_bench(rev: Revision, options: AbOptions, label: str) -> RevisionBench:
-    """Check that ``perfgate bench`` starts in ``rev``'s tree and learn which flags it knows.
+    """How ``rev`` is measured: a bench worker where the tree has one; else check that ``perfgate
+    bench`` starts in ``rev``'s tree and learn which flags it knows.
 
     Raises:
         InputError: that perfgate lacks ``--stages-module`` or ``--quick`` and they were asked for.
         PerfgateError: it does not start at all.
     """
+    worker = bench_worker(rev.path)
+    if worker is not None:
+        return RevisionBench(rev=rev, options=options, label=label, flags=frozenset(), worker=worker)
     proc = subprocess.run(
         [options.python, "-m", "perfgate", "bench", "--help"],
         cwd=rev.path,

@@ -2,13 +2,13 @@
 
 Pair after pair, until every gated metric is decided or the time budget is spent:
 
-1. a fresh worker process is started for each revision (``python -m perfgate.ab.worker``
+1. a fresh worker process is started for each revision (``python -m perfgate.workers.resident``
    in that revision's own tree, so it imports that revision's code) and runs every stage's
    set-up, with the same seed on both sides; while one pair measures, the next one starts
    and sets up on another CPU, and on every CPU once the measuring pair has ended (a set-up
    never shares a CPU with blocks); which side starts first is drawn per pair, and every
    worker gets a memory layout drawn at random before anything is imported
-   (:mod:`perfgate.ab.layout`: a fresh interpreter's layout is otherwise fixed by the
+   (:mod:`perfgate.workers.layout`: a fresh interpreter's layout is otherwise fixed by the
    source text, and a comment can move a stage's speed by 8 %);
 2. both workers are pinned to one CPU (``os.sched_setaffinity``; the CPU changes from pair to
    pair) and alternate **blocks**: ``k`` timed calls of one stage, about

@@ -26,9 +26,9 @@ from pathlib import Path
 
 from perfgate.ab import jitcache
 from perfgate.ab.resident import Side
-from perfgate.ab.workers import last_line as _last_line
 from perfgate.core.schema import GitInfo
 from perfgate.errors import InputError, PerfgateError
+from perfgate.workers.protocol import last_line as _last_line
 
 __all__ = [
     "WORKTREE",
@@ -178,7 +178,7 @@ def revision_env(rev: Revision) -> dict[str, str]:
 def sides(baseline: Revision, current: Revision) -> tuple[Side, Side]:
     """Both revisions as the resident engine sees them: environments alike but for the tree's path.
 
-    The engine sets the hash seed (one per pair, :mod:`perfgate.ab.layout`).
+    The engine sets the hash seed (one per pair, :mod:`perfgate.workers.layout`).
     ``PYTHONSAFEPATH`` keeps the working folder off ``sys.path``: the tree is imported
     through ``PYTHONPATH``, a path of the same length on both sides, and not through the
     resolved folder, whose length differs when the current side is the working tree.

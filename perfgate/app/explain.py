@@ -24,13 +24,12 @@ from perfgate.output import check_distinct
 if TYPE_CHECKING:
     from perfgate.core.profiles import StageExplanation
 
-__all__ = ["INSTRUMENTS", "ExplainRequest", "Explained", "ProfilingPass", "explain", "prepared"]
+__all__ = ["INSTRUMENTS", "ExplainRequest", "Explained", "explain", "prepared"]
 
 INSTRUMENTS = ("auto", "sampling", "torch", "bytecodes", "callgrind")
 
 # the profiling pass of ``perfgate ab``: both sides' stages profiled with each instrument in turn,
 # within a budget of seconds; called as (sides, resident, stages, instruments, budget, progress, **how)
-ProfilingPass = Callable[..., "tuple[StageExplanation, ...]"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,14 +87,13 @@ def prepared(request: ExplainRequest) -> ExplainRequest:
     return dataclasses.replace(request, suite=request.suite or default_suite())
 
 
-def explain(
-    request: ExplainRequest, data: Path | None, profile: ProfilingPass, progress: Callable[[str], None]
-) -> Explained:
-    """Profile the stages of ``request`` in both revisions with ``profile``, on ``data`` (None: each
-    side's own), telling ``progress`` what is being done."""
+def explain(request: ExplainRequest, data: Path | None, progress: Callable[[str], None]) -> Explained:
+    """Profile the stages of ``request`` in both revisions (the profiling pass ``perfgate ab`` attaches
+    to a regressed stage), on ``data`` (None: each side's own), telling ``progress`` what is being done."""
     import secrets
 
     from perfgate.ab import WORKTREE, ResidentOptions, checkout, git_toplevel, is_dirty, sides
+    from perfgate.app.ab import explained_with
 
     repo = git_toplevel(request.repo if request.repo is not None else Path.cwd())
     current_ref = request.current_ref or (WORKTREE if is_dirty(repo) else "HEAD")
@@ -110,7 +108,7 @@ def explain(
         time_budget=request.explain_budget,
     )
     with checkout(repo, request.baseline_ref, current_ref) as (base_rev, cur_rev):
-        explanations = profile(
+        explanations = explained_with(
             sides(base_rev, cur_rev),
             resident,
             list(request.stages) or ["*"],

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
-from typing import TypeVar
+import operator
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from perfgate.errors import InputError
 
@@ -33,11 +35,11 @@ def checked_number(
     """
     if value is None:
         return None
-    bounds = [
-        (above, ">", lambda v, b: v > b),
-        (at_least, ">=", lambda v, b: v >= b),
-        (at_most, "<=", lambda v, b: v <= b),
-        (below, "<", lambda v, b: v < b),
+    bounds: list[tuple[float | None, str, Callable[[Any, Any], bool]]] = [
+        (above, ">", operator.gt),
+        (at_least, ">=", operator.ge),
+        (at_most, "<=", operator.le),
+        (below, "<", operator.lt),
     ]
     wanted = " and ".join(
         f"{sign} {bound:,}" if isinstance(bound, int) else f"{sign} {bound:,g}"

@@ -4,7 +4,7 @@ and the names in the configuration that the check cannot use."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol
+from typing import Any, Protocol
 
 from perfgate.app.numbers import checked_number
 from perfgate.config import Config
@@ -65,7 +65,7 @@ def policy_from(config: Config, given: Thresholds) -> Policy:
     """The configured policy with ``--threshold`` and ``--alpha`` from the command line applied."""
     checked_number(given.threshold, "--threshold", at_least=0, what="percent")
     checked_number(given.alpha, "--alpha", above=0, below=1)
-    overrides = {}
+    overrides: dict[str, Any] = {}
     if given.threshold is not None:
         overrides["threshold_pct"] = given.threshold
     if given.alpha is not None:

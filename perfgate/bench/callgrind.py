@@ -23,18 +23,42 @@ header names the trigger (``desc: Trigger: Client Request: LABEL``) and the tota
 weights of iai-callgrind (now gungraun) and CodSpeed, from Itamar Turner-Trauring's
 "Cachegrind for benchmarking" (pythonspeed.com). A model of a CPU, not a CPU.
 
-Internal: shared with ``cli``, ``orchestrate``; not part of the Python API (README, "Python API").
+**valgrind itself**: where it is (:func:`find_valgrind`), its version (:func:`valgrind_version`,
+recorded per run) and the CPU it presents to numba (:func:`valgrind_jit_target`).
+
+**numba compiled natively.** numba keys its cache on disk by the CPU it compiles for, and
+valgrind presents another CPU than the host's (here ``haswell`` with AVX2 for a ``znver5``
+with AVX-512): a counted process found nothing it could load and compiled every kernel under
+valgrind, about 33 s of each Mamba-2 process. :func:`valgrind_jit_target` asks valgrind once
+which CPU numba sees there (kept in perfgate's cache folder); the native pass of
+:mod:`perfgate.workers.counts` then runs with ``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES`` set
+to it and calls each counted stage once, so numba compiles the same code for the same target,
+natively, into the cache the counted processes read. A kernel whose key does not match is
+compiled where it always was.
+
+Internal: shared with ``ab``, ``app``, ``workers``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import hashlib
+import json
 import mmap
+import os
 import platform
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from perfgate.errors import InputError, PerfgateError
 
 __all__ = [
     "CACHE",
@@ -43,10 +67,13 @@ __all__ = [
     "Callgrind",
     "Dump",
     "est_cycles",
+    "find_valgrind",
     "presented_isa",
     "read_dump",
     "running_on_valgrind",
     "valgrind_argv",
+    "valgrind_jit_target",
+    "valgrind_version",
 ]
 
 # The simulated caches, given explicitly: unset, valgrind sizes them from the host (a 110 MB
@@ -214,3 +241,125 @@ def presented_isa() -> list[str]:
         if isinstance(features, dict):
             return sorted(str(name) for name, on in features.items() if on)
     return []
+
+
+def find_valgrind() -> str:
+    """The valgrind executable on PATH, or an error that says what to install."""
+    found = shutil.which("valgrind")
+    if found is None:
+        raise InputError(
+            "valgrind was not found on PATH, and --measure counts runs every process under valgrind's callgrind; "
+            "install the Debian/Ubuntu package `valgrind` (apt-get install valgrind), or measure times "
+            "(--measure times)",
+            field="--measure",
+        )
+    return found
+
+
+def valgrind_version(valgrind: str) -> str:
+    done = subprocess.run([valgrind, "--version"], capture_output=True, text=True, check=False)
+    version = done.stdout.strip()
+    if done.returncode != 0 or not version:
+        raise PerfgateError(f"{valgrind} --version failed (exit {done.returncode}): {done.stderr.strip()[-200:]}")
+    return version.removeprefix("valgrind-")
+
+
+# run under valgrind: the CPU numba compiles for there, as numba itself works it out
+_JIT_PROBE = """\
+import json
+try:
+    import llvmlite.binding as ll
+    from numba.core import config
+    from numba.core.codegen import get_host_cpu_features
+except Exception:
+    print("{}")
+else:
+    name = config.CPU_NAME or ll.get_host_cpu_name()
+    features = config.CPU_FEATURES if config.CPU_FEATURES is not None else get_host_cpu_features()
+    print(json.dumps({"NUMBA_CPU_NAME": name, "NUMBA_CPU_FEATURES": features}))
+"""
+_JIT_PROBE_SECONDS = 300.0
+
+
+def _host_jit_key(env: Mapping[str, str]) -> tuple[str, set[str]] | None:
+    """What the valgrind probe's answer depends on besides valgrind (numba's and llvmlite's
+    versions, the host CPU as LLVM sees it, numba's settings), and the host's CPU features;
+    None without numba."""
+    import importlib
+    import importlib.metadata
+    import importlib.util
+
+    if importlib.util.find_spec("numba") is None or importlib.util.find_spec("llvmlite") is None:
+        return None
+    try:
+        ll: Any = importlib.import_module("llvmlite.binding")  # untyped; loaded only here
+        name, host = str(ll.get_host_cpu_name()), str(ll.get_host_cpu_features().flatten())
+        versions = [importlib.metadata.version(package) for package in ("numba", "llvmlite")]
+    except Exception:  # no LLVM here: numba compiles where it always did
+        return None
+    settings = sorted((k, v) for k, v in env.items() if k.startswith("NUMBA_"))
+    key = json.dumps([sys.executable, versions, name, host, settings])
+    return key, {f[1:] for f in host.split(",") if f.startswith("+")}
+
+
+def _cache_folder(env: Mapping[str, str]) -> Path:
+    """perfgate's cache folder: ``$PERFGATE_CACHE_DIR``, else ``perfgate`` in the XDG cache (as
+    ``perfgate.ab.jitcache`` keeps numba's code there)."""
+    if env.get("PERFGATE_CACHE_DIR"):
+        return Path(env["PERFGATE_CACHE_DIR"])
+    return (Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache") / "perfgate"
+
+
+def _jit_env(value: object) -> dict[str, str] | None:
+    names = ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")
+    if isinstance(value, dict) and set(value) == set(names) and all(isinstance(value[k], str) for k in names):
+        return {k: value[k] for k in names}
+    return None
+
+
+def _probe_jit_target(valgrind: str, env: Mapping[str, str]) -> dict[str, str] | None:
+    with tempfile.TemporaryDirectory(prefix="perfgate-jit-probe-") as tmp:
+        argv = [*valgrind_argv(valgrind, Path(tmp) / "callgrind.out", Path(tmp) / "valgrind.log")]
+        argv += [sys.executable, "-c", _JIT_PROBE]
+        try:
+            done = subprocess.run(
+                argv, env={**env, **THREADS_ENV}, capture_output=True, text=True, timeout=_JIT_PROBE_SECONDS
+            )
+            lines = done.stdout.strip().splitlines()
+            return _jit_env(json.loads(lines[-1])) if done.returncode == 0 and lines else None
+        except (OSError, subprocess.SubprocessError, ValueError):
+            return None
+
+
+def valgrind_jit_target(valgrind: str, env: Mapping[str, str]) -> dict[str, str] | None:
+    """``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES`` of the CPU valgrind presents: with them a
+    native process compiles numba kernels to what a counted process would compile, under the
+    key that process looks up in numba's cache.
+
+    Asked once of a process under valgrind (about 3 s) and kept in perfgate's cache folder,
+    keyed by valgrind's version, the interpreter, numba's and llvmlite's versions, the host CPU
+    and numba's settings. None without numba, when the probe fails, or when valgrind presents a
+    feature the host lacks (code compiled for it could not run natively); a counted process then
+    compiles its kernels itself, as before. Never affects a count: a kernel compiled for another
+    key is not loaded.
+    """
+    host = _host_jit_key(env)
+    if host is None:
+        return None
+    key, host_features = host
+    digest = hashlib.sha256(json.dumps([valgrind_version(valgrind), key]).encode()).hexdigest()[:16]
+    kept = _cache_folder(env) / f"valgrind-numba-cpu-{digest}.json"
+    target = None
+    with contextlib.suppress(OSError, ValueError):
+        target = _jit_env(json.loads(kept.read_text()))
+    if target is None:
+        target = _probe_jit_target(valgrind, env)
+        if target is None:
+            return None
+        with contextlib.suppress(OSError):  # written whole or not at all
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            staged = kept.with_name(f".{kept.name}.{os.getpid()}")
+            staged.write_text(json.dumps(target, sort_keys=True))
+            staged.replace(kept)
+    presented = {f[1:] for f in target["NUMBA_CPU_FEATURES"].split(",") if f.startswith("+")}
+    return target if presented <= host_features else None

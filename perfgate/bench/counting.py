@@ -24,10 +24,10 @@ stage that prepares, each product saved in a folder that the counted processes a
 (``CountOptions.prepared``) and load from, read-only. With ``compile_calls`` the same native
 pass sets every stage up and calls each counted stage once, after every set-up: numba kernels
 cached on disk (``cache=True``) are compiled there for the CPU its environment names (the one
-valgrind presents, :func:`perfgate.orchestrate.counts.valgrind_jit_target`) and loaded by the
+valgrind presents, :func:`perfgate.bench.callgrind.valgrind_jit_target`) and loaded by the
 counted processes instead of compiled under valgrind.
 
-Internal: shared with ``cli``, ``orchestrate``; not part of the Python API (README, "Python API").
+Internal: shared with ``workers``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """``perfgate ab``: two revisions measured interleaved in one job, then checked paired.
 
-Both refs are checked out into temporary git worktrees. Each revision gets resident worker
-processes that import its own tree; fresh pairs of them alternate short blocks of every
-stage on one CPU until every gated metric is decided or ``--time-budget`` is spent
-(:mod:`perfgate.ab.resident`, decided by :mod:`perfgate.core.paired`). A revision whose
-perfgate predates the resident worker is measured the older way, one fresh ``perfgate
-bench`` process per measurement, alternating A B B A (:mod:`perfgate.ab.fallback`), and the report
-says so. The engine and its choice are :mod:`perfgate.ab`'s; this module reads the flags, builds
-the options and writes the reports. The reports and exit codes are ``perfgate check``'s (0 pass,
-1 regression or broken budget, 2 could not decide).
+This module reads the flags, builds the request of :mod:`perfgate.app.ab` (the use case, which
+says how each revision is measured) and writes the reports. The reports and exit codes are
+``perfgate check``'s (0 pass, 1 regression or broken budget, 2 could not decide).
 
 ``--current-ref`` defaults to ``HEAD`` when the working tree is clean and to ``WORKTREE``
 (the working tree as it is, measured in place) when tracked files have uncommitted
@@ -18,30 +12,17 @@ changes: what a developer who runs ``perfgate ab --baseline-ref main`` means to 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import dataclasses
 import json
-import tempfile
-from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from perfgate.app.numbers import checked_number
 from perfgate.app.policy import policy_from
 from perfgate.cli._flags import add_config_argument, add_flag, add_removed_spelling, config_from
 from perfgate.cli._output import exit_code_of, stderr_console, write_reports
-from perfgate.core.compare import CheckResult, compare_runs
+from perfgate.core.compare import CheckResult
 from perfgate.core.metrics import default_suite
-from perfgate.core.policy import Policy
-from perfgate.core.schema import normalize_model
-from perfgate.errors import InputError
 from perfgate.output import check_distinct, output_file
 from perfgate.report.json import render_json
-from perfgate.suites import find, hook
-
-if TYPE_CHECKING:
-    from perfgate.ab import AbOptions, ResidentOptions, Side
-    from perfgate.core.profiles import StageExplanation
 
 __all__ = ["add_arguments", "run"]
 
@@ -142,153 +123,6 @@ def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--explain-budget", type=float, default=DEFAULT_EXPLAIN_BUDGET)
 
 
-def _bench_args(args: argparse.Namespace) -> tuple[str, ...]:
-    out: list[str] = []
-    if args.rounds is not None:
-        out += ["--rounds", str(args.rounds)]
-    if args.repeat is not None:
-        out += ["--repeat", str(args.repeat)]
-    if args.device is not None:
-        out += ["--device", args.device]
-    if args.data is not None:
-        if not args.data.exists():
-            raise InputError("data file not found", source=str(args.data), field="--data")
-        out += ["--data", str(args.data.resolve())]  # the measuring processes run in other folders
-    return tuple(out)
-
-
-def _starting(args: argparse.Namespace) -> tuple[int, Path, str, Callable[[str], None]]:
-    """What every way of measuring starts from: the order's random seed, the repository, the
-    current ref (the working tree when it has changes and none was given) and the progress line."""
-    import secrets
-
-    from perfgate.ab import WORKTREE, git_toplevel, is_dirty
-
-    seed = args.order_seed if args.order_seed is not None else secrets.randbelow(2**31)
-    repo = git_toplevel(args.repo if args.repo is not None else Path.cwd())
-    current_ref = args.current_ref or (WORKTREE if is_dirty(repo) else "HEAD")
-    console = stderr_console()
-
-    def progress(what: str) -> None:
-        if not args.quiet:
-            console.print(f"perfgate ab: {what}", markup=False)
-
-    return seed, repo, current_ref, progress
-
-
-def _counts(args: argparse.Namespace, policy: Policy) -> int:
-    """``ab --measure counts``: pairs of counted processes, one per revision, checked as two runs of counts."""
-    import uuid
-    from datetime import UTC, datetime
-
-    from perfgate.ab import checkout, sides
-    from perfgate.app.check import with_calibration
-    from perfgate.bench.machine import collect_machine, collect_software
-    from perfgate.core.codec import format_timestamp
-    from perfgate.orchestrate.counts import CountSide, counts_job, find_valgrind, measure_counts_paired
-
-    if (args.device or "cpu") != "cpu":
-        raise InputError(
-            f"--measure counts runs on the CPU only (got --device {args.device}): callgrind simulates the CPU and "
-            "cannot see GPU kernels; measure a GPU with --measure times",
-            field="--device",
-        )
-    if args.rounds is not None:
-        raise InputError(
-            "--rounds does not apply to --measure counts (use --repeat for counted calls)", field="--rounds"
-        )
-    if not args.randomise_layout:
-        raise InputError(
-            "--measure counts always draws each process's layout: leave out --no-randomise-layout",
-            field="--no-randomise-layout",
-        )
-    find_valgrind()
-    seed, repo, current_ref, progress = _starting(args)
-    job = counts_job(
-        suite=args.suite,
-        stages_modules=args.stages_modules,
-        data=args.data,
-        seed=0,  # the data's and the weights' random seed: the same on both sides
-        params={"quick": True} if args.quick else {},
-        warmup=None,
-        calls=args.repeat if args.repeat is not None else 5,
-        count_all=args.count_all_stages,
-    )
-    model = normalize_model(args.model)
-    with checkout(repo, args.baseline_ref, current_ref) as (base_rev, cur_rev):
-        a, b = sides(base_rev, cur_rev)
-        info: dict[str, object] = {
-            "paired": True,
-            "measure": "counts",
-            "engine": "counted processes",
-            "seed": seed,
-            "pairs": args.pairs,
-            "baseline_ref": base_rev.ref,
-            "baseline_commit": base_rev.commit,
-            "current_ref": cur_rev.ref,
-            "current_commit": cur_rev.commit,
-            "current_dirty": cur_rev.dirty,
-        }
-        baseline, current = measure_counts_paired(
-            job,
-            model,
-            (CountSide(label=a.label, cwd=a.path, env=a.env), CountSide(label=b.label, cwd=b.path, env=b.env)),
-            pairs=args.pairs,
-            seed=seed,
-            run_ids=(uuid.uuid4().hex, uuid.uuid4().hex),
-            created_at=format_timestamp(datetime.now(UTC)),
-            gits=(a.git, b.git),
-            machine=collect_machine(),
-            software=collect_software(),
-            config={"ab": info},
-            progress=progress,
-        )
-        source = (
-            f"{a.label}, counted in this job: {args.pairs} pairs of processes under callgrind, one per revision, "
-            "each with its own memory layout"
-        )
-        # each count metric's residue between processes, learned from this counts machine's stored runs
-        policy = with_calibration(None, policy, current)
-        result = compare_runs(baseline, current, policy, baseline_source=source)
-        result = _explained(
-            args, result, (a, b), _resident_options(args, policy, seed), instruments_for("counts"), info, progress
-        )
-    if args.quick:
-        result = dataclasses.replace(
-            result, baseline_source=result.baseline_source + ". A smoke run (--quick): not for decisions"
-        )
-    write_reports(args, result, _json(result, info) if args.json is not None else None)
-    return exit_code_of(result, args, "ab")
-
-
-def _json(result: CheckResult, ab: dict[str, object]) -> str:
-    data = json.loads(render_json(result))
-    data["ab"] = ab
-    return json.dumps(data, sort_keys=True, indent=2, allow_nan=False) + "\n"
-
-
-def _resident_options(args: argparse.Namespace, policy: Policy, seed: int) -> ResidentOptions:
-    from perfgate.ab import ResidentOptions
-
-    smoke: dict[str, object] = {"max_pairs": max(args.pairs, 3)}
-    if args.quick:  # a smoke run: every stage runs on both sides, nothing is decided from it
-        # (it replaces --pairs: regression for `ab --quick` passing max_pairs twice, a TypeError)
-        smoke = {"max_pairs": 3, "looks": 1, "stage_time": 0.1, "min_blocks": 3, "block_time": 0.005}
-    return ResidentOptions(
-        model=normalize_model(args.model),
-        suite=args.suite,
-        stages_modules=tuple(args.stages_modules),
-        seed=seed,
-        device=args.device or "cpu",
-        params={"quick": True} if args.quick else {},
-        data=args.data.resolve() if args.data is not None else None,
-        time_budget=args.time_budget,
-        randomise_layout=args.randomise_layout,
-        metric_info=policy.metric_info,
-        **smoke,  # type: ignore[arg-type]
-    )
-
-
 def _check_numbers(args: argparse.Namespace) -> None:
     """Every numeric flag finite and in range (``--threshold`` and ``--alpha``: :func:`policy_from`)."""
     from perfgate.ab import MAX_TIME_BUDGET, MIN_PAIRS
@@ -303,106 +137,14 @@ def _check_numbers(args: argparse.Namespace) -> None:
     checked_number(args.explain_budget, "--explain-budget", above=0, at_most=MAX_TIME_BUDGET, what="seconds")
 
 
-@contextlib.contextmanager
-def shared_data(suite: str, seed: int = 0) -> Iterator[Path | None]:
-    """The suite's default data, written once for the whole check by its ``write_shared_data``
-    hook (:mod:`perfgate.suites`) and made read-only; ``None`` for a suite without the hook.
-
-    Without it each side's workers would make their own copy in their own tree: the same bytes
-    in two files, which load at different speeds (two copies of one file differed by 28 % in one
-    process, and an A/A check read the difference as a −10.7 % change of DBN load). Both sides
-    read this one file; it is removed when the check ends.
-    """
-    write = hook(find(suite), "write_shared_data")
-    if write is None:
-        yield None
-        return
-    with tempfile.TemporaryDirectory(prefix="perfgate-ab-data-") as folder:
-        path = Path(write(Path(folder), seed))
-        path.chmod(0o444)
-        yield path
+def _json(result: CheckResult, ab: dict[str, object]) -> str:
+    data = json.loads(render_json(result))
+    data["ab"] = ab
+    return json.dumps(data, sort_keys=True, indent=2, allow_nan=False) + "\n"
 
 
 def run(args: argparse.Namespace) -> int:
-    _check_numbers(args)
-    args.suite = args.suite or default_suite()
-    if args.data is not None:
-        return _run(args)
-    with shared_data(args.suite) as data:
-        args.data = data
-        return _run(args)
-
-
-def _fallback_options(args: argparse.Namespace, policy: Policy) -> AbOptions:
-    """The process-level engine's options, for a revision whose perfgate predates the resident worker."""
-    from perfgate.ab import DEFAULT_PAIRS, AbOptions
-
-    return AbOptions(
-        model=args.model,
-        suite=args.suite,
-        pairs=min(args.pairs, DEFAULT_PAIRS) if args.pairs >= 3 else args.pairs,
-        stages_modules=tuple(args.stages_modules),
-        quick=args.quick,
-        bench_args=_bench_args(args),
-        metric_info=policy.metric_info,
-        time_budget=args.time_budget,
-    )
-
-
-def _explained(
-    args: argparse.Namespace,
-    result: CheckResult,
-    pair: tuple[Side, Side],
-    resident: ResidentOptions,
-    instruments: Sequence[str],
-    info: dict[str, object],
-    progress: Callable[[str], None],
-) -> CheckResult:
-    """The result with where each regressed stage's change went: both revisions profiled on it after the
-    decision, within ``--explain-budget`` (``perfgate.ab.explain``); the verdict is not touched."""
-    import time
-
-    metrics = result.to_explain()
-    if not args.explain or args.quick or not metrics:
-        return result
-    started = time.monotonic()
-    explanations = explained_with(pair, resident, metrics, instruments, args.explain_budget, progress)
-    info["explain_seconds"] = round(time.monotonic() - started, 1)
-    return dataclasses.replace(result, explanations=explanations)
-
-
-def instruments_for(measure: str, instrument: str | None = None) -> tuple[str, ...]:
-    """The profilers of a profiling pass: the one asked for; else, for counts, each Python function's
-    bytecodes and then each C function's instructions under callgrind; for times, ``auto``."""
-    if instrument is not None:
-        return (instrument,)
-    return ("bytecodes", "callgrind") if measure == "counts" else ("auto",)
-
-
-def explained_with(
-    pair: tuple[Side, Side],
-    resident: ResidentOptions,
-    metrics: Sequence[str],
-    instruments: Sequence[str],
-    budget: float,
-    progress: Callable[[str], None],
-    **how: Any,
-) -> tuple[StageExplanation, ...]:
-    """Each instrument's pass in turn, within ``budget`` seconds together (a pass gets what is left)."""
-    import time
-
-    from perfgate.ab.explain import ExplainOptions, explain_metrics
-
-    started, out = time.monotonic(), []
-    for instrument in instruments:
-        left = max(budget - (time.monotonic() - started), 1.0)
-        options = ExplainOptions(instrument=instrument, budget=left, **how)
-        out += explain_metrics(pair, resident, metrics, options, progress=progress)
-    return tuple(out)
-
-
-def _run(args: argparse.Namespace) -> int:
-    from perfgate.ab import check_revisions, checkout, sides
+    from perfgate.app.ab import AbRequest, check_ab
 
     _check_numbers(args)
     config = config_from(args)
@@ -411,30 +153,34 @@ def _run(args: argparse.Namespace) -> int:
         {"--output": args.output, "--json": args.json, "--html": args.html, "--comment": args.comment},
         {"--data": args.data, "--config": config.source},
     )
-    if args.measure == "counts":
-        return _counts(args, policy)
-    if args.count_all_stages:
-        raise InputError("--count-all-stages goes with --measure counts", field="--count-all-stages")
-    fallback = _fallback_options(args, policy)
-    seed, repo, current_ref, progress = _starting(args)
-    resident = _resident_options(args, policy, seed)
-    info: dict[str, object] = {"paired": True, "interleaved": True, "seed": seed}
-    with checkout(repo, args.baseline_ref, current_ref) as (base_rev, cur_rev):
-        info.update(
-            baseline_ref=base_rev.ref,
-            baseline_commit=base_rev.commit,
-            current_ref=cur_rev.ref,
-            current_commit=cur_rev.commit,
-            current_dirty=cur_rev.dirty,
-        )
-        checked = check_revisions(base_rev, cur_rev, resident, fallback, policy, progress=progress)
-        info.update(checked.details)
-        result = _explained(
-            args, checked.result, sides(base_rev, cur_rev), resident, instruments_for("times"), info, progress
-        )
-    if args.quick:
-        result = dataclasses.replace(
-            result, baseline_source=result.baseline_source + ". A smoke run (--quick): not for decisions"
-        )
-    write_reports(args, result, _json(result, info) if args.json is not None else None)
+    request = AbRequest(
+        baseline_ref=args.baseline_ref,
+        current_ref=args.current_ref,
+        model=args.model,
+        suite=args.suite or default_suite(),
+        time_budget=args.time_budget,
+        pairs=args.pairs,
+        order_seed=args.order_seed,
+        randomise_layout=args.randomise_layout,
+        stages_modules=tuple(args.stages_modules),
+        quick=args.quick,
+        rounds=args.rounds,
+        repeat=args.repeat,
+        device=args.device,
+        data=args.data,
+        repo=args.repo,
+        measure=args.measure,
+        count_all_stages=args.count_all_stages,
+        explain=args.explain,
+        explain_budget=args.explain_budget,
+    )
+    console = stderr_console()
+
+    def progress(what: str) -> None:
+        if not args.quiet:
+            console.print(f"perfgate ab: {what}", markup=False)
+
+    checked = check_ab(request, policy, progress)
+    result = checked.result
+    write_reports(args, result, _json(result, checked.info) if args.json is not None else None)
     return exit_code_of(result, args, "ab")

@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from perfgate.app.ab import instruments_for, shared_data
 from perfgate.app.explain import INSTRUMENTS, Explained, ExplainRequest, explain, prepared
-from perfgate.cli._ab import add_explain_arguments, explained_with, instruments_for, shared_data
+from perfgate.cli._ab import add_explain_arguments
 from perfgate.cli._flags import add_flag
 from perfgate.cli._output import stderr_console
 from perfgate.errors import EXIT_ERROR, EXIT_OK
@@ -103,9 +104,9 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"perfgate explain: {what}", markup=False)
 
     if request.data is not None:
-        return _report(args, explain(request, request.data.resolve(), explained_with, progress))
+        return _report(args, explain(request, request.data.resolve(), progress))
     with shared_data(request.suite or "") as data:
-        return _report(args, explain(request, data, explained_with, progress))
+        return _report(args, explain(request, data, progress))
 
 
 def _report(args: argparse.Namespace, explained: Explained) -> int:

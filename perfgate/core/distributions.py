@@ -19,7 +19,7 @@ a second on a loaded 2-core runner), so both are left out of the check path:
 ``tests/core/test_distributions.py`` checks every function against ``scipy.stats`` over the
 ranges a check uses (the binomial ranks exactly, for every sample count up to 400).
 
-Internal: shared with ``orchestrate``; not part of the Python API (README, "Python API").
+Internal: shared with ``workers``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations

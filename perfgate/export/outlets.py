@@ -8,6 +8,7 @@ Internal: shared with ``cli``; not part of the Python API (README, "Python API")
 
 from __future__ import annotations
 
+import functools
 import http.client
 import urllib.error
 from collections.abc import Callable, Mapping, Sequence
@@ -113,7 +114,7 @@ def push_states(
     for state in states:
         groups.setdefault(state_key(state), []).append(state)
     for key, members in sorted(groups.items()):
-        registry = make_registry(PerfgateCollector(lambda m=members: m, metric_info))
+        registry = make_registry(PerfgateCollector(functools.partial(list, members), metric_info))
         grouping = dict(zip(GROUPING_LABELS, key, strict=True))
         try:
             push_to_gateway(base, job=job, registry=registry, grouping_key=grouping, timeout=timeout, handler=handler)

@@ -10,7 +10,7 @@ cost and belongs to the callee, which the file counts in its own lines too. Stac
 (``_PyEval_EvalFrameDefault'2``) are that one function.
 
 Why read the file: ``--measure counts`` already runs every counted call under callgrind
-(:mod:`perfgate.orchestrate.counts`), so where its instructions went is in the dump it wrote,
+(:mod:`perfgate.workers.counts`), so where its instructions went is in the dump it wrote,
 at no further cost. The format is callgrind's (https://valgrind.org/docs/manual/cl-format.html):
 ``fl=``/``fi=``/``fe=`` name the file, ``fn=`` the function of the cost lines that follow
 (``fi``/``fe`` an inlined file, the function unchanged), ``cfl=``/``cfi=``, ``cob=`` and

@@ -22,10 +22,10 @@ import perfgate.ab._schedule as schedule_module
 from perfgate.ab._plan import ResidentOptions, Side, looks, pair_fits
 from perfgate.ab.check import _resident_details
 from perfgate.ab.resident import ResidentOutcome, grace_seconds, measure_resident
-from perfgate.ab.worker import PROTOCOL, PROTOCOL_VERSION
-from perfgate.ab.workers import WorkerHung
 from perfgate.core.policy import Policy
 from perfgate.errors import PerfgateError
+from perfgate.workers.resident import PROTOCOL, PROTOCOL_VERSION
+from perfgate.workers.spawn import WorkerHung
 
 BLOCKS = 4  # blocks per pair and side: 8 exchanges a pair
 

@@ -321,3 +321,46 @@ def test_the_pipeline_data_is_one_read_only_file_for_both_sides(repo, tmp_path, 
     assert seen["request"]["data"] == str(seen["path"])
     assert seen["head"][:3] == b"DBN" and seen["size"] > 0
     assert not seen["path"].exists()  # removed with the check
+
+
+def _older_perfgate(tree: Path) -> None:
+    """A copy of this perfgate in ``tree`` without the bench worker: a revision from before it."""
+    import shutil
+
+    import perfgate
+
+    shutil.copytree(Path(perfgate.__file__).parent, tree / "perfgate", ignore=shutil.ignore_patterns("__pycache__"))
+    (tree / "perfgate" / "workers" / "bench.py").unlink()
+
+
+def test_the_fallback_starts_the_bench_worker_unless_the_tree_is_an_older_perfgate(tmp_path):
+    from perfgate.ab.fallback import bench_worker
+    from perfgate.workers.repeat import WORKER_MODULE
+
+    new, older, other = tmp_path / "new", tmp_path / "older", tmp_path / "other"
+    (new / "perfgate" / "workers").mkdir(parents=True)
+    (new / "perfgate" / "workers" / "bench.py").write_text("")
+    (older / "perfgate" / "cli").mkdir(parents=True)  # a perfgate with only `perfgate bench`
+    other.mkdir()  # not perfgate: its processes import the installed perfgate
+    assert WORKER_MODULE == "perfgate.workers.bench"
+    assert (bench_worker(new), bench_worker(older), bench_worker(other)) == (WORKER_MODULE, None, WORKER_MODULE)
+
+
+@pytest.mark.parametrize("older", [False, True])
+def test_a_fallback_measurement_is_a_bench_worker_or_an_older_trees_perfgate_bench(tmp_path, older):
+    from perfgate.ab.fallback import AbOptions, revision_bench
+    from perfgate.ab.revisions import Revision
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "mystages.py").write_text(STAGES.format(work=1))
+    if older:
+        _older_perfgate(tree)
+    options = AbOptions(model="dqn", suite="abtest", stages_modules=("mystages",), quick=True, rounds=2, repeat=3)
+    bench = revision_bench(Revision(ref="HEAD", commit="0" * 40, path=tree), options, "baseline")
+    assert (bench.worker is None) is older
+    if older:
+        assert {"--processes", "--stages-module", "--config", "--quick"} <= bench.flags
+    run = bench.measure(tmp_path / "run.json")
+    assert run.model == "dqn" and run.suite == "abtest" and run.metrics["work_time_ms"].samples
+    assert run.config["quick"] is True

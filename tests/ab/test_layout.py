@@ -1,4 +1,6 @@
-"""Both sides of ``perfgate ab`` start alike, each worker with a memory layout drawn at random (perfgate.ab.layout).
+"""Both sides of ``perfgate ab`` start alike, each worker with a memory layout drawn at random.
+
+The randomiser is perfgate.workers.layout.
 
 Regression for false alarms on identical code: a comment moved a numpy matrix's address mod
 4096 the same way in every fresh process, and the paths, the start order and the layout
@@ -16,10 +18,10 @@ from pathlib import Path
 import pytest
 from scipy import stats as sps
 
-from perfgate.ab.layout import BOOTSTRAP, HEAP_BASE, Layout, draw, start_order, worker_args
 from perfgate.ab.resident import Side, measure_resident
 from perfgate.core.compare import Verdict
 from perfgate.core.policy import Policy
+from perfgate.workers.layout import BOOTSTRAP, HEAP_BASE, Layout, draw, start_order, worker_args
 from tests.ab.test_resident import options, resident_processes
 
 # a 96x96 matrix made at import, its address mod 4096 logged with the worker's tree and its layout draw
@@ -103,7 +105,7 @@ def test_start_order_is_drawn_per_pair_and_balanced():
 
 
 def test_no_randomisation_is_the_plain_module_and_hash_seed_zero():
-    assert worker_args("perfgate.ab.worker", randomise=False) == ["-m", "perfgate.ab.worker"]
+    assert worker_args("perfgate.workers.resident", randomise=False) == ["-m", "perfgate.workers.resident"]
     assert worker_args("m", randomise=True) == ["-c", BOOTSTRAP, "m"]
     env = Layout().env({"X": "1"})
     assert env["PYTHONHASHSEED"] == "0" and env["PERFGATE_LAYOUT_PAD"] == "" and env["X"] == "1"

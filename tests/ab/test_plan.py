@@ -62,7 +62,7 @@ def test_a_workers_set_up_spends_no_call_on_a_repeat_count(tmp_path: Path):
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     request = {"op": "setup", "suite": "plantest", "model": "any", "stages_modules": ["countstages"]}
     proc = subprocess.run(
-        [sys.executable, "-m", "perfgate.ab.worker"],
+        [sys.executable, "-m", "perfgate.workers.resident"],
         input=json.dumps(request) + "\n" + json.dumps({"op": "exit"}) + "\n",
         capture_output=True,
         text=True,

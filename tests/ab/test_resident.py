@@ -27,10 +27,10 @@ from perfgate.ab.resident import (
     block_seconds,
     measure_resident,
 )
-from perfgate.ab.worker import PROTOCOL_VERSION
-from perfgate.ab.workers import OLD_WORKER_MODULE, WORKER_MODULE, module_missing, worker_module
 from perfgate.core.policy import Policy
 from perfgate.errors import PerfgateError
+from perfgate.workers.resident import PROTOCOL_VERSION
+from perfgate.workers.spawn import OLD_WORKER_MODULES, WORKER_MODULE, module_missing, worker_module
 
 STAGES = """\
 import json, os, sys, time
@@ -105,7 +105,7 @@ def resident_processes(under: Path) -> list[int]:
             cwd = (entry / "cwd").readlink()
         except OSError:
             continue
-        named = any(module.encode() in cmd for module in (WORKER_MODULE, OLD_WORKER_MODULE))
+        named = any(module.encode() in cmd for module in (WORKER_MODULE, *OLD_WORKER_MODULES))
         if named and (cwd == under or under in cwd.parents):
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
             if state != "Z":
@@ -250,16 +250,20 @@ def _file(path: Path, text: str = "") -> None:
 
 
 def test_the_worker_module_is_the_one_the_revisions_tree_has(tmp_path):
-    new, old, both, older, other = (tmp_path / name for name in ("new", "old", "both", "older", "other"))
-    _file(new / "perfgate" / "ab" / "worker.py")
+    new, ab, old, both, older, other = (tmp_path / name for name in ("new", "ab", "old", "both", "older", "other"))
+    _file(new / "perfgate" / "workers" / "resident.py")
+    _file(ab / "perfgate" / "ab" / "worker.py")  # perfgate from before the perfgate.workers package
     _file(old / "perfgate" / "bench" / "resident.py")  # perfgate from before the perfgate.ab package
+    _file(both / "perfgate" / "workers" / "resident.py")
     _file(both / "perfgate" / "ab" / "worker.py")
     _file(both / "perfgate" / "bench" / "resident.py")
     _file(older / "perfgate" / "bench" / "__init__.py")  # a perfgate older than the resident worker
     _file(other / "mystages.py")  # not perfgate: its workers import the installed perfgate
-    assert (WORKER_MODULE, OLD_WORKER_MODULE) == ("perfgate.ab.worker", "perfgate.bench.resident")
+    assert WORKER_MODULE == "perfgate.workers.resident"
+    assert OLD_WORKER_MODULES == ("perfgate.ab.worker", "perfgate.bench.resident")
     assert worker_module(new) == WORKER_MODULE
-    assert worker_module(old) == OLD_WORKER_MODULE
+    assert worker_module(ab) == "perfgate.ab.worker"
+    assert worker_module(old) == "perfgate.bench.resident"
     assert worker_module(both) == WORKER_MODULE
     assert worker_module(older) is None  # a perfgate older than the resident worker: the fallback
     assert worker_module(other) == WORKER_MODULE
@@ -268,17 +272,17 @@ def test_the_worker_module_is_the_one_the_revisions_tree_has(tmp_path):
 @pytest.mark.parametrize(
     ("error", "module", "missing"),
     [
-        ("/usr/bin/python: No module named perfgate.ab.worker", WORKER_MODULE, True),
+        ("/usr/bin/python: No module named perfgate.workers.resident", WORKER_MODULE, True),
         (
-            "ImportError: Error while finding module specification for 'perfgate.ab.worker' "
-            "(ModuleNotFoundError: No module named 'perfgate.ab')",
+            "ImportError: Error while finding module specification for 'perfgate.workers.resident' "
+            "(ModuleNotFoundError: No module named 'perfgate.workers')",
             WORKER_MODULE,
             True,
         ),
-        ("ImportError: No module named perfgate.bench.resident", OLD_WORKER_MODULE, True),
-        ("ModuleNotFoundError: No module named 'perfgate.bench'", OLD_WORKER_MODULE, True),
+        ("ImportError: No module named perfgate.bench.resident", "perfgate.bench.resident", True),
+        ("ModuleNotFoundError: No module named 'perfgate.bench'", "perfgate.bench.resident", True),
         ("ModuleNotFoundError: No module named 'mystages'", WORKER_MODULE, False),
-        ("ModuleNotFoundError: No module named 'perfgate.abc'", WORKER_MODULE, False),
+        ("ModuleNotFoundError: No module named 'perfgate.workersx'", WORKER_MODULE, False),
     ],
 )
 def test_a_missing_worker_module_is_told_from_other_import_errors(error, module, missing):
@@ -309,7 +313,7 @@ def test_a_revision_from_before_the_ab_package_is_measured_with_its_own_worker(t
     base = tree(tmp_path, "base", text=OLD_TREE_STAGES)
     old = tree(tmp_path, "old", text=OLD_TREE_STAGES)
     shutil.copytree(Path(perfgate.__file__).parent, old / "perfgate", ignore=shutil.ignore_patterns("__pycache__"))
-    (old / "perfgate" / "ab" / "worker.py").rename(old / "perfgate" / "bench" / "resident.py")
+    (old / "perfgate" / "workers" / "resident.py").rename(old / "perfgate" / "bench" / "resident.py")
     log = tmp_path / "workers.log"
     outcome = measure_resident(sides(base, old, log), options(), Policy(threshold_pct=50))
     assert outcome.pairs == 3
@@ -317,7 +321,7 @@ def test_a_revision_from_before_the_ab_package_is_measured_with_its_own_worker(t
     seen = {(Path(e["worker"]).relative_to(Path(e["perfgate"]).parent.parent).as_posix(), e["perfgate"])
             for e in map(json.loads, log.read_text().splitlines())}  # fmt: skip
     assert seen == {
-        ("perfgate/ab/worker.py", perfgate.__file__),  # the baseline: a plain tree, the installed perfgate
+        ("perfgate/workers/resident.py", perfgate.__file__),  # the baseline: a plain tree, the installed perfgate
         ("perfgate/bench/resident.py", str(old / "perfgate" / "__init__.py")),  # the old tree's own
     }
     assert resident_processes(tmp_path) == []
@@ -347,7 +351,7 @@ def test_protocol_serves_requests_and_reports_errors_in_one_line(tmp_path):
         {"op": "exit"},
     ]
     out = subprocess.run(
-        [sys.executable, "-m", "perfgate.ab.worker"],
+        [sys.executable, "-m", "perfgate.workers.resident"],
         input="".join(json.dumps(r) + "\n" for r in requests),
         capture_output=True,
         text=True,

@@ -291,24 +291,25 @@ def test_workers_record_nothing_with_the_store_from_the_environment(tmp_path, mo
     assert _runs_in(env_db) == 1
 
 
-def test_worker_options_are_parsed_fields_not_the_command_line():
-    from perfgate.cli._bench import WORKER_FIELDS, worker_options
+def test_worker_options_are_parsed_fields_not_the_command_line(tmp_path):
+    from perfgate.cli._bench import measure_options
+    from perfgate.workers.measure import BenchJob
 
     parser, _ = _command_parser("bench")
     args = parser.parse_args(
         ["--model", "dqn", "--output", "x.json", "--store", "sqlite:///s.db", "--push-metrics", "http://h:9091"]
     )
-    options = worker_options(args)
-    assert set(options) == set(WORKER_FIELDS)
+    job = BenchJob(options=measure_options(args), model="dqn", output=tmp_path / "w.json", progress=tmp_path / "p")
+    options = job.to_json()
     assert "store" not in options and "push_metrics" not in options and "processes" not in options
-    json.dumps(options)  # JSON values only
+    assert BenchJob.from_json(json.loads(json.dumps(options))) == job  # JSON values only, read back whole
 
 
 def test_a_worker_refuses_options_it_does_not_know(tmp_path):
     import subprocess
     import sys
 
-    from perfgate.orchestrate.workers import WORKER_MODULE
+    from perfgate.workers.repeat import WORKER_MODULE
 
     job = {"model": "m", "output": str(tmp_path / "w.json"), "store": "sqlite:///x.db"}
     proc = subprocess.run(

@@ -3,7 +3,7 @@
 Each worker's layout puts a stage in one of two states: as fast as it can be, or slower by
 8-13 % (about one worker in three), plus a heavy-tailed process offset (Student t, 3 degrees
 of freedom, SD 1 %) and a little block noise. With the layout drawn per worker from one
-distribution for both sides (perfgate.ab.layout) the pair's layout term has mean zero,
+distribution for both sides (perfgate.workers.layout) the pair's layout term has mean zero,
 and an A/A check alarms at most at α; with the slow state landing on the current side only,
 as the fixed layout of a comment-only change did, it alarms in most checks.
 """

@@ -12,23 +12,27 @@ mean of log group medians), the budget is spent, or the maximum is reached — q
 cost little and noisy ones get the repetitions they need.
 
 A worker that hangs (a stage's set-up that never returns) is killed at
-:data:`~perfgate.orchestrate.counts.PROCESS_DEADLINE`, the deadline of every process perfgate
+:data:`~perfgate.workers.spawn.PROCESS_DEADLINE`, the deadline of every process perfgate
 starts to measure (``docs/limits.md``), and the command exits 2 naming the worker and the last
 step it began (the import of the stages modules, a stage's set-up and warm-up, a round), which
 the worker writes to a progress file as it goes.
 
-Internal: shared with ``cli``; not part of the Python API (README, "Python API").
+Every worker is started by one owner (:class:`~perfgate.workers.spawn.Workers`): however the command
+is left, at an error, Ctrl-C or SIGTERM, the worker that runs is killed.
+
+Internal: shared with ``app``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 from perfgate.core.codec import run_from_dict
@@ -37,12 +41,14 @@ from perfgate.core.metrics import Direction
 from perfgate.core.noise import combine_repetitions, group_locations
 from perfgate.core.schema import Run
 from perfgate.errors import PerfgateError
-from perfgate.orchestrate.counts import PROCESS_DEADLINE
+from perfgate.workers import spawn
+from perfgate.workers.measure import BenchJob, MeasureOptions
+from perfgate.workers.spawn import Workers, run_job
 
 __all__ = ["WORKER_MODULE", "location_precision", "measure_in_processes"]
 
-# the module a worker process runs; it reads its options as JSON on stdin
-WORKER_MODULE = "perfgate.cli.worker"
+# the module a bench worker runs; it reads its job as JSON on stdin (perfgate.workers.protocol)
+WORKER_MODULE = "perfgate.workers.bench"
 
 
 def location_precision(run: Run) -> float:
@@ -61,7 +67,7 @@ def location_precision(run: Run) -> float:
 
 
 def measure_in_processes(
-    options: Mapping[str, object],
+    options: MeasureOptions,
     model: str,
     *,
     processes: int,
@@ -72,32 +78,26 @@ def measure_in_processes(
 ) -> Run:
     """Measure ``model`` in worker processes, one after another, and combine their runs.
 
-    Each worker gets ``options`` (JSON values: what ``perfgate bench`` parsed and a worker
-    needs, see :func:`perfgate.cli._bench.worker_options`) with its model and its own run
-    file, as one JSON object on its standard input, never the parent's command line: so a
-    worker never records in a store or pushes metrics, however the parent's flags were spelt.
+    Each worker gets ``options`` (what ``perfgate bench`` parsed and a worker needs) with its
+    model and its own run file (a :class:`~perfgate.workers.measure.BenchJob`), as one JSON object
+    on its standard input, never the parent's command line: so a worker never records in a store
+    or pushes metrics, however the parent's flags were spelt.
     """
     runs: list[Run] = []
     started = time.perf_counter()
     minimum = 2 if time_budget is not None else processes
-    with tempfile.TemporaryDirectory(prefix="perfgate-workers-") as tmp:
+    with Workers() as owner, tempfile.TemporaryDirectory(prefix="perfgate-workers-") as tmp:
         for i in range(processes):
             out, steps = Path(tmp) / f"worker{i}.json", Path(tmp) / f"worker{i}.progress"
             t0 = time.perf_counter()
-            job = {**options, "model": model, "output": str(out), "progress": str(steps)}
+            job = BenchJob(options=options, model=model, output=out, progress=steps)
             try:
-                proc = subprocess.run(
-                    [sys.executable, "-m", WORKER_MODULE],
-                    input=json.dumps(job, sort_keys=True),
-                    capture_output=True,
-                    text=True,
-                    timeout=PROCESS_DEADLINE,
-                    check=False,
-                )
+                proc = run_job(owner, [sys.executable, "-m", WORKER_MODULE], job.to_json(), os.environ, None)
             except subprocess.TimeoutExpired:
                 began = steps.read_text(encoding="utf-8", errors="replace").splitlines() if steps.exists() else []
                 raise PerfgateError(
-                    f"worker process {i + 1} of {model} did not finish within {PROCESS_DEADLINE:g} s and was killed; "
+                    f"worker process {i + 1} of {model} did not finish within {spawn.PROCESS_DEADLINE:g} s and was "
+                    "killed; "
                     f"its last step: {began[-1] if began else 'its start'} (docs/limits.md): a stage hangs, or, if it "
                     "is only slow, measure fewer --rounds or --repeat in each of more --processes"
                 ) from None

@@ -1,18 +1,24 @@
-"""The coordinator's side of a resident worker: start it, talk to it with deadlines, end it.
+"""Starting perfgate's own worker processes and owning them: one way to start them, one owner to end them.
 
-Each worker is a fresh interpreter (``python -m perfgate.ab.worker``) started in its
-revision's own tree, so it imports that revision's code, with its own memory layout and so
-its own per-process offset, independent of every other worker's. A revision of perfgate from
-before the :mod:`perfgate.ab` package has its worker under an older module name, speaking the
-same protocol: :func:`worker_module` names the one the tree has.
+A worker is a fresh interpreter that runs a module of perfgate by name (``python -m MODULE``, or
+through the layout's bootstrap: :func:`perfgate.workers.layout.worker_args`), in the tree of the
+revision it measures, so that it imports that revision's code. Two kinds are started here: a
+process that runs once to its end, its job on standard input (:meth:`Workers.run`, :func:`run_job`:
+the bench workers, the counted processes and the native pass; :mod:`perfgate.workers.protocol`),
+ended at :data:`PROCESS_DEADLINE`; and a resident worker that answers requests for as long as it
+lives, JSON lines both ways (:meth:`Workers.spawn`, :class:`Channel`;
+:mod:`perfgate.workers.resident`), each exchange with its own deadline.
 
-Every exchange has a deadline. A worker that ends early, answers nonsense or misses its
-deadline raises :class:`WorkerFailed` with the last line of its stderr, and every worker
-is killed however the coordinator leaves (error, Ctrl-C, SIGTERM, time-out): :class:`Workers` is a
-context manager that owns them all. It owns the processes that run once to their end too
-(:meth:`Workers.run`: the counted and preparing processes of ``--measure counts``), which
-threads start side by side: :meth:`Workers.end` kills them all at once, so that an interrupt
+An older revision of perfgate has its workers under older module names, speaking the same
+protocols: :func:`worker_module` and :func:`module_in` name the one a tree has.
+
+A worker that ends early, answers nonsense or misses its deadline raises :class:`WorkerFailed`
+with the last line of its stderr, and every process is killed however the command leaves
+(error, Ctrl-C, SIGTERM, time-out): :class:`Workers` is a context manager that owns them all,
+whichever threads started them: :meth:`Workers.end` kills them all at once, so that an interrupt
 never waits for a thread whose process runs on.
+
+Internal: shared with ``ab``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations
@@ -32,24 +38,34 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import PerfgateError
+from perfgate.workers.protocol import last_line
 
 __all__ = [
-    "OLD_WORKER_MODULE",
+    "OLD_WORKER_MODULES",
+    "PROCESS_DEADLINE",
     "WORKER_MODULE",
     "Channel",
     "WorkerFailed",
     "WorkerHung",
     "Workers",
     "allow",
-    "last_line",
+    "has_module",
+    "module_in",
     "module_missing",
     "pin",
+    "run_job",
     "worker_module",
 ]
 
-WORKER_MODULE = "perfgate.ab.worker"
-# where a revision of perfgate from before the perfgate.ab package has its resident worker
-OLD_WORKER_MODULE = "perfgate.bench.resident"
+# seconds one measuring process may take, set-up included (a bench worker, a counted process under
+# callgrind: a DQN one takes 70-95 s here, Mamba-2's a few minutes); a stage that hangs ends the
+# run at this deadline (docs/limits.md)
+PROCESS_DEADLINE = 1_800.0
+
+WORKER_MODULE = "perfgate.workers.resident"
+# where older revisions of perfgate have their resident worker, newest first: a protocol between
+# versions, not an import
+OLD_WORKER_MODULES = ("perfgate.ab.worker", "perfgate.bench.resident")
 
 
 class WorkerFailed(PerfgateError):
@@ -60,30 +76,38 @@ class WorkerHung(WorkerFailed):
     """A resident worker missed its deadline (and has been killed); the caller says what it was doing."""
 
 
+def has_module(tree: Path, module: str) -> bool:
+    """Whether ``tree`` has the file of ``module`` (a plain module, not a package)."""
+    return tree.joinpath(*module.split(".")).with_suffix(".py").is_file()
+
+
 def worker_module(tree: Path) -> str | None:
     """The module that runs a resident worker in ``tree``, the revision's own tree.
 
-    :data:`WORKER_MODULE` when the tree has it; :data:`OLD_WORKER_MODULE` when the tree is a
-    perfgate from before the move and has that file instead; ``None`` when the tree is a perfgate
-    older than both (it has no resident worker: the caller falls back); else (a tree that is not
+    :data:`WORKER_MODULE` when the tree has it; one of :data:`OLD_WORKER_MODULES` when the tree
+    is an older perfgate that has that file instead; ``None`` when the tree is a perfgate older
+    than all of them (it has no resident worker: the caller falls back); else (a tree that is not
     perfgate, whose workers import the installed perfgate) :data:`WORKER_MODULE`. The older
     perfgate is told by its files, not by starting a worker: an editable install of a newer
-    perfgate would otherwise lend that worker its own ``perfgate.ab``. When one side has the
-    older name, the two sides' command lines differ in length by five characters, which moves
-    that side's initial stack by as many bytes on top of the padding each worker's layout draws
-    at random (up to a page).
+    perfgate would otherwise lend that worker its own module. When one side has an older name,
+    the two sides' command lines differ in length by a few characters, which moves that side's
+    initial stack by as many bytes on top of the padding each worker's layout draws at random
+    (up to a page).
     """
-    if _module_file(tree, WORKER_MODULE).is_file():
-        return WORKER_MODULE
-    if _module_file(tree, OLD_WORKER_MODULE).is_file():
-        return OLD_WORKER_MODULE
+    for module in (WORKER_MODULE, *OLD_WORKER_MODULES):
+        if has_module(tree, module):
+            return module
     if (tree / "perfgate").is_dir():
         return None
     return WORKER_MODULE
 
 
-def _module_file(tree: Path, module: str) -> Path:
-    return tree.joinpath(*module.split(".")).with_suffix(".py")
+def module_in(tree: Path | None, module: str, older: Sequence[str] = ()) -> str:
+    """``module`` (a worker's), or the first of its ``older`` names when ``tree`` is a perfgate
+    that has only that one; ``module`` when ``tree`` has none of them (or is None: this process's)."""
+    if tree is None or has_module(tree, module):
+        return module
+    return next((old for old in older if has_module(tree, old)), module)
 
 
 def module_missing(error: str, module: str) -> bool:
@@ -96,17 +120,13 @@ def module_missing(error: str, module: str) -> bool:
     )
 
 
-def last_line(text: str) -> str:
-    """The line of a process's stderr that says what went wrong: a traceback's exception, else the last."""
-    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
-    if not lines:
-        return "no output"
-    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
-    if starts:  # the exception line is the first unindented line after the last "Traceback"
-        raised = [line for line in lines[starts[-1] + 1 :] if not line[0].isspace()]
-        if raised:
-            return raised[0].strip()
-    return lines[-1].strip()
+def run_job(
+    owner: Workers, argv: list[str], job: Mapping[str, Any], env: Mapping[str, str], cwd: Path | None
+) -> subprocess.CompletedProcess[str]:
+    """One worker process that runs once, started by ``owner``, which kills it when the command is
+    left (an error, Ctrl-C, SIGTERM): the job as JSON on its stdin, its output captured, ended at
+    :data:`PROCESS_DEADLINE` (``subprocess.TimeoutExpired``)."""
+    return owner.run(argv, input=json.dumps(job, sort_keys=True), cwd=cwd, env=env, timeout=PROCESS_DEADLINE)
 
 
 def pin(pid: int, cpu: int) -> bool:
@@ -258,7 +278,7 @@ def _wait_gone(pids: list[int], timeout: float = 5.0) -> None:
 
 
 class Workers:
-    """All resident workers of one check; every one is killed on exit, however it is left."""
+    """The owner of every worker process of one command; every one is killed on exit, however it is left."""
 
     def __init__(self, python: str = sys.executable) -> None:
         self.python = python
@@ -297,11 +317,11 @@ class Workers:
         _wait_gone([ch.pid for ch in channels] + [proc.pid for proc in runs])
 
     def run(
-        self, argv: Sequence[str], *, input: str, cwd: Path | None, env: Mapping[str, str], timeout: float
+        self, argv: Sequence[str], *, input: str, cwd: Path | None, env: Mapping[str, str], timeout: float | None
     ) -> subprocess.CompletedProcess[str]:
         """Run one process to its end, ``input`` on its stdin and its output captured, from any thread.
 
-        Past ``timeout`` seconds it is killed and :class:`subprocess.TimeoutExpired` raised with
+        Past ``timeout`` seconds (None: no limit) it is killed and :class:`subprocess.TimeoutExpired` raised with
         what it wrote; :meth:`end` (or leaving the owner) kills it sooner, and it then returns
         with the kill's exit status. After :meth:`end` nothing starts: :class:`WorkerFailed`.
         """
@@ -324,7 +344,7 @@ class Workers:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 out, err = proc.communicate()
-                raise subprocess.TimeoutExpired(proc.args, timeout, output=out, stderr=err) from None
+                raise subprocess.TimeoutExpired(proc.args, timeout or 0.0, output=out, stderr=err) from None
             except BaseException:
                 proc.kill()
                 raise

@@ -1,18 +1,19 @@
 """Counted worker processes under callgrind, their dumps turned into runs (``bench`` and ``ab --measure counts``).
 
-Each process (at least two per run) runs :mod:`perfgate.cli.countworker` under
+Each process (at least two per run) runs :mod:`perfgate.workers.count` under
 ``valgrind --tool=callgrind`` with nothing instrumented until its stages are set up and
 warmed up (:mod:`perfgate.bench.counting`), the simulated caches' geometry given explicitly
 (:data:`perfgate.bench.callgrind.CACHE`), and its own draw of what must not make a
 systematic difference between revisions: the hash seed, the heap offset and the stack
-padding (:func:`perfgate.ab.layout.draw`, the randomiser ``perfgate ab`` uses). Thread
+padding (:func:`perfgate.workers.layout.draw`, the randomiser ``perfgate ab`` uses). Thread
 counts are pinned to one (BLAS, OpenMP, numba, torch), and recorded. The processes run side
 by side, one per CPU: a count is what one process executed on its simulated CPU, and other
 processes on the machine do not change it (measured: ``docs/design.md`` §12).
 
 In ``ab``, pair ``i`` is one process of each revision, started in the order
-:func:`perfgate.ab.layout.start_order` draws, with the layouts the timed paired gate gives
-its workers; each revision's processes become one run, checked like two stored runs of counts.
+:func:`perfgate.workers.layout.start_order` draws, with the layouts the timed paired gate gives
+its workers (:mod:`perfgate.ab.counts`); each revision's processes become one run, checked like
+two stored runs of counts.
 
 Per stage and counted call the run keeps ``<stem>_instructions`` (Ir) and
 ``<stem>_est_cycles`` (:func:`perfgate.bench.callgrind.est_cycles`), each with the switch's
@@ -26,13 +27,13 @@ training step, bound by memory bandwidth) is left out unless asked, and the run 
 Nothing is written unless every process finished: a process that fails raises
 :class:`~perfgate.errors.PerfgateError` naming the stage and step it died in and the last
 line valgrind wrote. Every process, counted or preparing, is started through one owner
-(:class:`perfgate.ab.workers.Workers`, the timed ``ab``'s): however the command is left, at
+(:class:`perfgate.workers.spawn.Workers`, the timed ``ab``'s too): however the command is left, at
 an error, Ctrl-C or SIGTERM to perfgate's process alone, it kills them all at once, and
 their folders are removed (``docs/limits.md``).
 
 **Set-up products made natively.** When a stage keeps an expensive set-up product
 (``Stage.prepares``: PPO's first rollout), one native process per revision
-(:mod:`perfgate.cli.prepareworker`, no valgrind, the same job and thread pins) runs the
+(:mod:`perfgate.workers.prepare`, no valgrind, the same job and thread pins) runs the
 set-ups first and saves the products in a folder of its own, named by the revision and a
 hash of the job. That revision's counted processes load them from it; the folder is made
 read-only, its digest is checked after the counted processes and it is removed with the run.
@@ -41,16 +42,11 @@ Products are never shared between revisions: each side of ``ab`` prepares with i
 uses numba; ``ab`` asks each revision, whose native process ends at once, having set nothing
 up, when there is nothing to do.
 
-**numba compiled natively.** numba keys its cache on disk by the CPU it compiles for, and
-valgrind presents another CPU than the host's (here ``haswell`` with AVX2 for a ``znver5``
-with AVX-512): a counted process found nothing it could load and compiled every kernel under
-valgrind, about 33 s of each Mamba-2 process. :func:`valgrind_jit_target` asks valgrind once
-which CPU numba sees there (kept in perfgate's cache folder); the native pass then runs with
-``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES`` set to it and calls each counted stage once, so
-numba compiles the same code for the same target, natively, into the cache the counted
-processes read. A kernel whose key does not match is compiled where it always was.
+**numba compiled natively**: the native pass also calls each counted stage once with numba
+set to compile for the CPU valgrind presents (:func:`perfgate.bench.callgrind.valgrind_jit_target`),
+into the cache the counted processes read.
 
-Internal: shared with ``api``, ``cli``; not part of the Python API (README, "Python API").
+Internal: shared with ``ab``, ``app``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations
@@ -77,54 +73,57 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from perfgate.ab.layout import Layout, draw, start_order, worker_args
-from perfgate.ab.workers import Workers
-from perfgate.bench.callgrind import CACHE, EVENTS, THREADS_ENV, est_cycles, read_dump, valgrind_argv
+from perfgate.bench.callgrind import (
+    CACHE,
+    EVENTS,
+    THREADS_ENV,
+    est_cycles,
+    find_valgrind,
+    read_dump,
+    valgrind_argv,
+    valgrind_jit_target,
+    valgrind_version,
+)
 from perfgate.bench.counting import NULL_LABEL
 from perfgate.core.metrics import Direction
 from perfgate.core.schema import GitInfo, Machine, Metric, Run
 from perfgate.errors import InputError, PerfgateError
+from perfgate.workers import spawn
+from perfgate.workers.layout import Layout, draw, worker_args
+from perfgate.workers.spawn import Workers, module_in, module_missing, run_job
 
 __all__ = [
     "COUNTS_DEFINITION",
     "CYCLES_DEFINITION",
+    "HERE",
     "MIN_PROCESSES",
     "OLD_MODULES",
     "PREPARE_MODULE",
-    "PROCESS_DEADLINE",
     "WORKER_MODULE",
     "CountSide",
+    "Counted",
+    "Products",
+    "count_process",
     "count_stem",
     "counts_job",
     "counts_machine",
     "counts_run",
     "default_jobs",
-    "find_valgrind",
+    "in_parallel",
     "measure_counts",
-    "measure_counts_paired",
-    "module_in",
-    "valgrind_jit_target",
+    "prepared",
 ]
 
-WORKER_MODULE = "perfgate.cli.countworker"
-PREPARE_MODULE = "perfgate.cli.prepareworker"  # the native pass (set-up products), no valgrind
-# their names in a revision of perfgate from before they were public (``ab --measure counts`` of an
-# older commit starts the worker its own tree has): a protocol between versions, not an import
-OLD_MODULES = {WORKER_MODULE: "perfgate.cli._countworker", PREPARE_MODULE: "perfgate.cli._prepareworker"}
-
-
-def module_in(tree: Path | None, module: str) -> str:
-    """``module`` (a worker's), or its older name when ``tree`` is a perfgate that has only that one."""
-    if tree is None or tree.joinpath(*module.split(".")).with_suffix(".py").is_file():
-        return module
-    old = OLD_MODULES[module]
-    return old if tree.joinpath(*old.split(".")).with_suffix(".py").is_file() else module
-
+WORKER_MODULE = "perfgate.workers.count"
+PREPARE_MODULE = "perfgate.workers.prepare"  # the native pass (set-up products), no valgrind
+# their names in older revisions of perfgate, newest first (``ab --measure counts`` of an older
+# commit starts the worker its own tree has): a protocol between versions, not an import
+OLD_MODULES: Mapping[str, tuple[str, ...]] = {
+    WORKER_MODULE: ("perfgate.cli.countworker", "perfgate.cli._countworker"),
+    PREPARE_MODULE: ("perfgate.cli.prepareworker", "perfgate.cli._prepareworker"),
+}
 
 MIN_PROCESSES = 2
-# seconds one counted process may take, set-up included: a DQN process takes 70-95 s under
-# callgrind here, Mamba-2's a few minutes; a stage that hangs ends the run at this deadline
-PROCESS_DEADLINE = 1_800.0
 CYCLES_DEFINITION = (
     "L1 hits + 5 × LL hits + 35 × RAM accesses, from callgrind's simulated caches "
     "(the weights of iai-callgrind/gungraun and CodSpeed)"
@@ -135,15 +134,6 @@ COUNTS_DEFINITION = (
 )
 _SUFFIXES = ("_ms", "_us", "_ns", "_s")
 _T = TypeVar("_T")
-
-
-def _run_worker(
-    owner: Workers, argv: list[str], payload: Mapping[str, Any], env: Mapping[str, str], cwd: Path | None
-) -> subprocess.CompletedProcess[str]:
-    """One worker process (preparing or counted), started by ``owner``, which kills it when the
-    command is left (an error, Ctrl-C, SIGTERM): the job as JSON on its stdin, its output
-    captured, ended at :data:`PROCESS_DEADLINE` (``subprocess.TimeoutExpired``)."""
-    return owner.run(argv, input=json.dumps(payload, sort_keys=True), cwd=cwd, env=env, timeout=PROCESS_DEADLINE)
 
 
 def count_stem(metric: str) -> str:
@@ -157,128 +147,6 @@ def count_stem(metric: str) -> str:
     if stem.endswith("_time") and len(stem) > len("_time"):
         stem = stem[: -len("_time")]
     return stem
-
-
-def find_valgrind() -> str:
-    """The valgrind executable on PATH, or an error that says what to install."""
-    found = shutil.which("valgrind")
-    if found is None:
-        raise InputError(
-            "valgrind was not found on PATH, and --measure counts runs every process under valgrind's callgrind; "
-            "install the Debian/Ubuntu package `valgrind` (apt-get install valgrind), or measure times "
-            "(--measure times)",
-            field="--measure",
-        )
-    return found
-
-
-def valgrind_version(valgrind: str) -> str:
-    done = subprocess.run([valgrind, "--version"], capture_output=True, text=True, check=False)
-    version = done.stdout.strip()
-    if done.returncode != 0 or not version:
-        raise PerfgateError(f"{valgrind} --version failed (exit {done.returncode}): {done.stderr.strip()[-200:]}")
-    return version.removeprefix("valgrind-")
-
-
-# run under valgrind: the CPU numba compiles for there, as numba itself works it out
-_JIT_PROBE = """\
-import json
-try:
-    import llvmlite.binding as ll
-    from numba.core import config
-    from numba.core.codegen import get_host_cpu_features
-except Exception:
-    print("{}")
-else:
-    name = config.CPU_NAME or ll.get_host_cpu_name()
-    features = config.CPU_FEATURES if config.CPU_FEATURES is not None else get_host_cpu_features()
-    print(json.dumps({"NUMBA_CPU_NAME": name, "NUMBA_CPU_FEATURES": features}))
-"""
-_JIT_PROBE_SECONDS = 300.0
-
-
-def _host_jit_key(env: Mapping[str, str]) -> tuple[str, set[str]] | None:
-    """What the valgrind probe's answer depends on besides valgrind (numba's and llvmlite's
-    versions, the host CPU as LLVM sees it, numba's settings), and the host's CPU features;
-    None without numba."""
-    import importlib
-    import importlib.metadata
-    import importlib.util
-
-    if importlib.util.find_spec("numba") is None or importlib.util.find_spec("llvmlite") is None:
-        return None
-    try:
-        ll: Any = importlib.import_module("llvmlite.binding")  # untyped; loaded only here
-        name, host = str(ll.get_host_cpu_name()), str(ll.get_host_cpu_features().flatten())
-        versions = [importlib.metadata.version(package) for package in ("numba", "llvmlite")]
-    except Exception:  # no LLVM here: numba compiles where it always did
-        return None
-    settings = sorted((k, v) for k, v in env.items() if k.startswith("NUMBA_"))
-    key = json.dumps([sys.executable, versions, name, host, settings])
-    return key, {f[1:] for f in host.split(",") if f.startswith("+")}
-
-
-def _cache_folder(env: Mapping[str, str]) -> Path:
-    """perfgate's cache folder: ``$PERFGATE_CACHE_DIR``, else ``perfgate`` in the XDG cache (as
-    ``perfgate.ab.jitcache`` keeps numba's code there)."""
-    if env.get("PERFGATE_CACHE_DIR"):
-        return Path(env["PERFGATE_CACHE_DIR"])
-    return (Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache") / "perfgate"
-
-
-def _jit_env(value: object) -> dict[str, str] | None:
-    names = ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES")
-    if isinstance(value, dict) and set(value) == set(names) and all(isinstance(value[k], str) for k in names):
-        return {k: value[k] for k in names}
-    return None
-
-
-def _probe_jit_target(valgrind: str, env: Mapping[str, str]) -> dict[str, str] | None:
-    with tempfile.TemporaryDirectory(prefix="perfgate-jit-probe-") as tmp:
-        argv = [*valgrind_argv(valgrind, Path(tmp) / "callgrind.out", Path(tmp) / "valgrind.log")]
-        argv += [sys.executable, "-c", _JIT_PROBE]
-        try:
-            done = subprocess.run(
-                argv, env={**env, **THREADS_ENV}, capture_output=True, text=True, timeout=_JIT_PROBE_SECONDS
-            )
-            lines = done.stdout.strip().splitlines()
-            return _jit_env(json.loads(lines[-1])) if done.returncode == 0 and lines else None
-        except (OSError, subprocess.SubprocessError, ValueError):
-            return None
-
-
-def valgrind_jit_target(valgrind: str, env: Mapping[str, str]) -> dict[str, str] | None:
-    """``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES`` of the CPU valgrind presents: with them a
-    native process compiles numba kernels to what a counted process would compile, under the
-    key that process looks up in numba's cache.
-
-    Asked once of a process under valgrind (about 3 s) and kept in perfgate's cache folder,
-    keyed by valgrind's version, the interpreter, numba's and llvmlite's versions, the host CPU
-    and numba's settings. None without numba, when the probe fails, or when valgrind presents a
-    feature the host lacks (code compiled for it could not run natively); a counted process then
-    compiles its kernels itself, as before. Never affects a count: a kernel compiled for another
-    key is not loaded.
-    """
-    host = _host_jit_key(env)
-    if host is None:
-        return None
-    key, host_features = host
-    digest = hashlib.sha256(json.dumps([valgrind_version(valgrind), key]).encode()).hexdigest()[:16]
-    kept = _cache_folder(env) / f"valgrind-numba-cpu-{digest}.json"
-    target = None
-    with contextlib.suppress(OSError, ValueError):
-        target = _jit_env(json.loads(kept.read_text()))
-    if target is None:
-        target = _probe_jit_target(valgrind, env)
-        if target is None:
-            return None
-        with contextlib.suppress(OSError):  # written whole or not at all
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            staged = kept.with_name(f".{kept.name}.{os.getpid()}")
-            staged.write_text(json.dumps(target, sort_keys=True))
-            staged.replace(kept)
-    presented = {f[1:] for f in target["NUMBA_CPU_FEATURES"].split(",") if f.startswith("+")}
-    return target if presented <= host_features else None
 
 
 def _last_line(text: str) -> str:
@@ -352,7 +220,7 @@ def _read_process(folder: Path, result: Mapping[str, Any]) -> dict[str, list[dic
 
 
 @dataclass(frozen=True, slots=True)
-class _Counted:
+class Counted:
     """What one counted process gave: its layout, its stages, and every counted call's events."""
 
     layout: Layout
@@ -372,11 +240,11 @@ class CountSide:
     env: Mapping[str, str] | None = None
 
 
-_HERE = CountSide(label="")
+HERE = CountSide(label="")
 
 
 @dataclass(slots=True, kw_only=True)
-class _Products:
+class Products:
     """What one revision's native pass made: the folder its counted processes read, if any."""
 
     side: CountSide
@@ -434,7 +302,7 @@ def _prepare(
     root: Path,
     owner: Workers,
     jit: Mapping[str, str] | None = None,
-) -> _Products:
+) -> Products:
     """Run one revision's native pass into a new folder under ``root``; no folder when no stage prepares.
 
     ``jit``: the numba environment of valgrind's CPU (:func:`valgrind_jit_target`); the pass then
@@ -442,7 +310,7 @@ def _prepare(
     t0 = time.perf_counter()
     folder = root / _product_key(job, model, side)
     folder.mkdir()
-    products = _Products(side=side)
+    products = Products(side=side)
     with tempfile.TemporaryDirectory(prefix="perfgate-prepare-") as tmp:
         out, progress = Path(tmp) / "result.json", Path(tmp) / "progress.txt"
         env = {**(side.env if side.env is not None else os.environ), **THREADS_ENV, **(jit or {})}
@@ -454,15 +322,15 @@ def _prepare(
             "output": str(out),
             "progress": str(progress),
         }
-        module = module_in(side.cwd, PREPARE_MODULE)
+        module = module_in(side.cwd, PREPARE_MODULE, OLD_MODULES[PREPARE_MODULE])
         argv = [sys.executable, "-m", module]
         try:
-            done = _run_worker(owner, argv, payload, env, side.cwd)
+            done = run_job(owner, argv, payload, env, side.cwd)
         except subprocess.TimeoutExpired as exc:
-            said = f"hung for {PROCESS_DEADLINE:g} s (docs/limits.md)"
+            said = f"hung for {spawn.PROCESS_DEADLINE:g} s (docs/limits.md)"
             done = subprocess.CompletedProcess(argv, -9, _text(exc.stdout), f"{_text(exc.stderr)}\n{said}")
         if done.returncode != 0 or not out.exists():
-            if f"No module named {module}" in done.stderr:
+            if module_missing(done.stderr, module):
                 # a revision that predates set-up products: nothing to prepare, its counted
                 # processes set everything up themselves
                 shutil.rmtree(folder)
@@ -497,7 +365,7 @@ def _prepare(
 
 
 @contextlib.contextmanager
-def _prepared(
+def prepared(
     job: Mapping[str, Any],
     model: str,
     sides: Sequence[CountSide],
@@ -505,7 +373,7 @@ def _prepared(
     progress: Callable[[str], None] | None,
     owner: Workers,
     valgrind: str | None = None,
-) -> Iterator[list[_Products]]:
+) -> Iterator[list[Products]]:
     """Each side's native pass (side by side), its products kept while the counted processes run.
 
     On leaving, every folder's digest is checked (a counted process must not have changed
@@ -513,12 +381,12 @@ def _prepared(
     ``valgrind``: the pass also compiles numba's cached kernels for the CPU it presents.
     """
     if not wanted:
-        yield [_Products(side=side) for side in sides]
+        yield [Products(side=side) for side in sides]
         return
     jit = valgrind_jit_target(valgrind, os.environ) if valgrind else None
     root = Path(tempfile.mkdtemp(prefix="perfgate-prepared-"))
     try:
-        made = _in_parallel([functools.partial(_prepare, job, model, side, root, owner, jit) for side in sides], owner)
+        made = in_parallel([functools.partial(_prepare, job, model, side, root, owner, jit) for side in sides], owner)
         for p in made:
             where = f" for the {p.side.label}" if p.side.label else ""
             if p.stages and progress:
@@ -541,15 +409,15 @@ def _prepared(
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _one_process(
+def count_process(
     i: int,
     job: Mapping[str, Any],
     valgrind: str,
     model: str,
     layout: Layout,
     owner: Workers,
-    side: CountSide = _HERE,
-) -> _Counted:
+    side: CountSide = HERE,
+) -> Counted:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="perfgate-counts-") as tmp:
         folder = Path(tmp)
@@ -558,16 +426,16 @@ def _one_process(
         argv = [
             *valgrind_argv(valgrind, folder / "callgrind.out", log),
             sys.executable,
-            *worker_args(module := module_in(side.cwd, WORKER_MODULE), randomise=True),
+            *worker_args(module := module_in(side.cwd, WORKER_MODULE, OLD_MODULES[WORKER_MODULE]), randomise=True),
         ]
         payload = {**job, "model": model, "output": str(out), "progress": str(progress)}
         try:
-            done = _run_worker(owner, argv, payload, env, side.cwd)
+            done = run_job(owner, argv, payload, env, side.cwd)
         except subprocess.TimeoutExpired as exc:
             hung = subprocess.CompletedProcess(argv, -9, _text(exc.stdout), _text(exc.stderr))
-            raise _failure(i, model, hung, progress, log, side.label, hung_after=PROCESS_DEADLINE) from None
+            raise _failure(i, model, hung, progress, log, side.label, hung_after=spawn.PROCESS_DEADLINE) from None
         if done.returncode != 0 or not out.exists():
-            if f"No module named {module}" in done.stderr or "No module named 'perfgate.cli" in done.stderr:
+            if module_missing(done.stderr, module) or "No module named 'perfgate.cli" in done.stderr:
                 raise InputError(
                     f"the {side.label or 'measured'} revision's perfgate has no counted worker (it predates "
                     "--measure counts): count each revision with `perfgate bench --measure counts` and check the "
@@ -576,7 +444,7 @@ def _one_process(
                 )
             raise _failure(i, model, done, progress, log, side.label)
         result = json.loads(out.read_text())
-        return _Counted(
+        return Counted(
             layout=layout,
             stages=list(result["stages"]),
             left_out=list(result.get("left_out", [])),
@@ -586,13 +454,13 @@ def _one_process(
         )
 
 
-def _in_parallel(tasks: Sequence[Callable[[], _T]], owner: Workers, jobs: int | None = None) -> list[_T]:
+def in_parallel(tasks: Sequence[Callable[[], _T]], owner: Workers, jobs: int | None = None) -> list[_T]:
     """Run ``tasks`` (each starts its processes through ``owner``) ``jobs`` at a time (default:
     all at once), in order; the first failure is raised once every started process has ended,
     and no task starts after it.
 
-    An interrupt of this thread (Ctrl-C, or SIGTERM, which :func:`perfgate.cli.guarded` turns
-    into one) ends every process at once (:meth:`~perfgate.ab.workers.Workers.end`) before
+    An interrupt of this thread (Ctrl-C, or SIGTERM, which perfgate's commands turn into one)
+    ends every process at once (:meth:`~perfgate.workers.spawn.Workers.end`) before
     it waits for the threads: they return as soon as their processes are gone, and what they
     made is removed. Otherwise it would wait for processes that may run to their deadline.
 
@@ -699,13 +567,13 @@ def measure_counts(
     done = [0]
     lock = threading.Lock()
     # the owner of every process: leaving it, however, kills what still runs
-    with Workers() as owner, _prepared(job, model, [_HERE], prepare, progress, owner, valgrind) as (products,):
+    with Workers() as owner, prepared(job, model, [HERE], prepare, progress, owner, valgrind) as (products,):
         counted_job = products.job(job)
 
-        def one(i: int) -> Callable[[], _Counted]:
-            def task() -> _Counted:
-                # each process its own draw of heap offset, stack padding and hash seed (perfgate.ab.layout)
-                counted = _one_process(i, counted_job, valgrind, model, draw(layout_seed, i, "A"), owner)
+        def one(i: int) -> Callable[[], Counted]:
+            def task() -> Counted:
+                # each process its own draw of heap offset, stack padding and hash seed (perfgate.workers.layout)
+                counted = count_process(i, counted_job, valgrind, model, draw(layout_seed, i, "A"), owner)
                 with lock:
                     done[0] += 1
                     if progress:
@@ -714,7 +582,7 @@ def measure_counts(
 
             return task
 
-        counted = _in_parallel(
+        counted = in_parallel(
             [one(i) for i in range(processes)], owner, jobs if jobs is not None else default_jobs(processes)
         )
     return counts_run(
@@ -729,83 +597,6 @@ def measure_counts(
         config=config,
         prepared=products,
     )
-
-
-def measure_counts_paired(
-    job: Mapping[str, Any],
-    model: str,
-    sides: tuple[CountSide, CountSide],
-    *,
-    pairs: int,
-    seed: int,
-    run_ids: tuple[str, str],
-    created_at: str,
-    gits: tuple[GitInfo, GitInfo],
-    machine: Mapping[str, Any],
-    software: Mapping[str, str],
-    config: Mapping[str, Any] | None = None,
-    progress: Callable[[str], None] | None = None,
-    jobs: int | None = None,
-) -> tuple[Run, Run]:
-    """``perfgate ab --measure counts``: ``pairs`` pairs of counted processes, one per side, into two runs.
-
-    The two processes of a pair start together (in the order :func:`~perfgate.ab.layout.start_order`
-    draws), each with its own layout from :func:`~perfgate.ab.layout.draw` (the hash seed is the
-    pair's), exactly as the paired gate's timed workers start; ``sides`` give each revision's folder
-    and environment. Process ``i`` of each run is pair ``i``.
-    """
-    valgrind = find_valgrind()
-    version = valgrind_version(valgrind)
-    pairs = max(pairs, MIN_PROCESSES)
-    tasks: list[Callable[[], _Counted]] = []
-    roles: list[int] = []
-    lock = threading.Lock()
-    done = [0]
-    with Workers() as owner, _prepared(job, model, sides, True, progress, owner, valgrind) as products:
-        # each revision's counted processes read its own products, never the other's
-        side_jobs = [p.job(job) for p in products]
-
-        def one(pair: int, which: int) -> Callable[[], _Counted]:
-            side = sides[which]
-
-            def task() -> _Counted:
-                layout = draw(seed, pair, "AB"[which])
-                counted = _one_process(pair, side_jobs[which], valgrind, model, layout, owner, side)
-                with lock:
-                    done[0] += 1
-                    if progress:
-                        progress(
-                            f"{model}: counted the {side.label} in pair {pair + 1} of {pairs} "
-                            f"in {counted.seconds:.1f} s"
-                        )
-                return counted
-
-            return task
-
-        for pair in range(pairs):
-            for name in start_order(seed, pair):
-                which = 0 if name == "A" else 1
-                tasks.append(one(pair, which))
-                roles.append(which)
-        counted = _in_parallel(tasks, owner, jobs if jobs is not None else default_jobs(2 * pairs))
-    runs = []
-    for which in (0, 1):
-        mine = [c for c, r in zip(counted, roles, strict=True) if r == which]
-        runs.append(
-            counts_run(
-                mine,
-                job,
-                model,
-                run_id=run_ids[which],
-                created_at=created_at,
-                git=gits[which],
-                machine=machine,
-                software={**software, "valgrind": version},
-                config={**(config or {}), "pair_seed": seed},
-                prepared=products[which],
-            )
-        )
-    return runs[0], runs[1]
 
 
 def counts_machine(machine: Mapping[str, Any], isa: Sequence[str]) -> Machine:
@@ -825,7 +616,7 @@ def counts_machine(machine: Mapping[str, Any], isa: Sequence[str]) -> Machine:
 
 
 def counts_run(
-    counted: Sequence[_Counted],
+    counted: Sequence[Counted],
     job: Mapping[str, Any],
     model: str,
     *,
@@ -835,7 +626,7 @@ def counts_run(
     machine: Mapping[str, Any],
     software: Mapping[str, str],
     config: Mapping[str, Any] | None = None,
-    prepared: _Products | None = None,
+    prepared: Products | None = None,
 ) -> Run:
     """One run of counts from its processes (each process's calls one group of every metric)."""
     processes = len(counted)

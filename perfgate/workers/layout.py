@@ -32,7 +32,10 @@ test across pairs sees it as noise, and a comment-only change has it anyway.
 
 :func:`start_order` draws which side's worker starts first, per pair; nothing else about the
 start differs between the sides (equal-length worktree paths: :mod:`perfgate.ab.revisions`).
-A later way of measuring (counts instead of times) reuses :func:`draw` and :data:`BOOTSTRAP`.
+The counted processes of ``--measure counts`` (:mod:`perfgate.workers.counts`) reuse :func:`draw`
+and :data:`BOOTSTRAP`.
+
+Internal: shared with ``ab``; not part of the Python API (README, "Python API").
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """A resident benchmark worker: set the stages up once, then serve timed calls over a pipe.
 
 ``perfgate ab`` starts one such worker per revision and pair (``python -m
-perfgate.ab.worker`` in that revision's tree, so it imports that revision's code) and
+perfgate.workers.resident`` in that revision's tree, so it imports that revision's code;
+:mod:`perfgate.workers.spawn`) and
 asks both workers of a pair, alternately, for short blocks of timed calls
 (:mod:`perfgate.ab.resident`). The worker does nothing on its own.
 
@@ -47,7 +48,6 @@ import contextlib
 import dataclasses
 import functools
 import gc
-import importlib
 import json
 import os
 import sys
@@ -55,9 +55,8 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from perfgate.core.metrics import declared_suite
 from perfgate.errors import PerfgateError
-from perfgate.usercode import loading
+from perfgate.workers.stages import load_stages
 
 __all__ = ["PROTOCOL", "PROTOCOL_VERSION", "Worker", "main"]
 
@@ -79,25 +78,23 @@ class Worker:
         self.notify = notify  # sends a progress line to the coordinator
 
     def load(self, req: dict[str, Any]) -> dict[str, Any]:
-        """Import the suite's stage modules; one that raises, exits or interrupts itself on import is
-        an error answer naming it (:mod:`perfgate.usercode`), never the worker's end."""
+        """Import the suite's stage modules (:func:`perfgate.workers.stages.load_stages`); one that
+        raises, exits or interrupts itself on import is an error answer naming it
+        (:mod:`perfgate.usercode`), never the worker's end."""
         notify = self.notify if req.get("progress") is True else None
+
+        def importing(module: str) -> None:
+            if notify is not None:
+                notify({"progress": "import", "module": module})
+
         try:
-            for name in req.get("stages_modules", []):
-                if notify is not None:
-                    notify({"progress": "import", "module": name})
-                with loading(f"stages module {name!r}", field="--stages-module"):
-                    try:
-                        importlib.import_module(name)
-                    except ImportError as exc:
-                        return _error(f"cannot import {name!r}: {exc}; is it in this revision's tree?")
-            suite = declared_suite(str(req.get("suite")))
-            if suite is not None:  # a declared suite (perfgate.suites) registers its stages on import
-                what = f"the stages module {suite.stages_module!r} of suite {suite.name!r}"
-                if notify is not None:
-                    notify({"progress": "import", "module": suite.stages_module})
-                with loading(what, field="stages_module", advice="install what it imports, or fix the module"):
-                    importlib.import_module(suite.stages_module)
+            load_stages(
+                list(req.get("stages_modules", [])),
+                str(req.get("suite")),
+                hint="is it in this revision's tree?",
+                field=None,
+                on_import=importing,
+            )
         except PerfgateError as exc:
             return _error(str(exc))
         return {"ok": True}
