@@ -114,7 +114,7 @@ class PerformanceTracker:
             info = metric_info(name)
             unit, direction = self.units.get(name) or (info.unit, info.direction)  # type: ignore[union-attr]
             metrics[name] = Metric(name=name, unit=unit, direction=direction, samples=tuple(samples))
-        from perfgate.app.provenance import collect
+        from perfgate.bench.provenance import collect
 
         made = collect(self.git_commit)
         return Run(
@@ -182,7 +182,7 @@ def count_stages(
         PerfgateError: a stage failed under valgrind (the message names it).
     """
     from perfgate.app.count import CountRequest, count
-    from perfgate.app.provenance import collect
+    from perfgate.bench.provenance import collect
 
     request = CountRequest(
         model=normalize_model(model),

@@ -86,7 +86,8 @@ ALLOWED = {
         "usercode",
         "workers",
     },
-    "api": {"api", "app", "core", "errors", "runfile"},  # count_stages is the counted-run use case
+    # a tracked run's provenance (bench); count_stages is the counted-run use case (app)
+    "api": {"api", "app", "bench", "core", "errors", "runfile"},
     # the root re-exports the public names (README, "Python API"), imported on first use only
     "__init__": {"api", "bench", "core", "errors", "report", "runfile", "store", "suites"},
     "__main__": {"cli"},

@@ -160,7 +160,7 @@ PUBLIC_MODULES = {
     "perfgate.workers.counts", "perfgate.workers.layout", "perfgate.workers.measure", "perfgate.workers.protocol",
     "perfgate.workers.repeat", "perfgate.workers.spawn", "perfgate.workers.stages",
     # the use cases of bench, of counting and of ab, and where a run comes from (perfgate/app)
-    "perfgate.app.ab", "perfgate.app.bench", "perfgate.app.count", "perfgate.app.provenance",
+    "perfgate.app.ab", "perfgate.app.bench", "perfgate.app.count", "perfgate.bench.provenance",
     # the reports, the outlets and the stores by format or backend
     "perfgate.report.comment", "perfgate.report.html", "perfgate.report.json",
     "perfgate.export.grafana", "perfgate.export.prometheus",

@@ -139,8 +139,8 @@ def _counts(request: AbRequest, policy: Policy, progress: ProgressFn) -> AbResul
     """``ab --measure counts``: pairs of counted processes, one per revision, checked as two runs of counts."""
     from perfgate.ab import checkout, sides
     from perfgate.ab.counts import count_revisions
-    from perfgate.app.provenance import collect
     from perfgate.bench.callgrind import find_valgrind
+    from perfgate.bench.provenance import collect
 
     if (request.device or "cpu") != "cpu":
         raise InputError(

@@ -27,7 +27,7 @@ from perfgate.workers.stages import import_stage_modules
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
-    from perfgate.app.provenance import Provenance
+    from perfgate.bench.provenance import Provenance
     from perfgate.bench.runner import ProgressFn
     from perfgate.core.schema import Run
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from perfgate.errors import InputError
 
 if TYPE_CHECKING:
-    from perfgate.app.provenance import Provenance
+    from perfgate.bench.provenance import Provenance
     from perfgate.core.schema import Run
 
 __all__ = ["CountRequest", "check_countable", "count"]

@@ -19,7 +19,7 @@ from perfgate.app.runs import content_run_id
 from perfgate.app.stores import chosen_store, store_file
 from perfgate.config import load_config
 from perfgate.core.codec import format_timestamp
-from perfgate.core.schema import GitInfo, Machine, Run
+from perfgate.core.schema import GitInfo, Run
 from perfgate.importers import ImportOptions, import_file
 from perfgate.output import check_distinct
 from perfgate.runfile import save_run
@@ -65,22 +65,24 @@ class Recorded:
 
 
 def _provenance(run: Run, request: ImportRequest) -> Run:
+    """What the imported run lacks of where it comes from, taken from here
+    (:func:`perfgate.bench.provenance.collect`)."""
     changes: dict[str, Any] = {}
     git = run.git
-    if git.commit is None or git.branch is None or request.git_commit or request.branch:
-        from perfgate.bench.gitinfo import collect_git
+    wants_git = git.commit is None or git.branch is None or bool(request.git_commit or request.branch)
+    wants_machine = request.machine_from == "here" or run.machine.fingerprint is None
+    if wants_git or wants_machine:
+        from perfgate.bench.provenance import collect
 
-        found = collect_git(request.git_commit or git.commit, request.branch or git.branch)
-        # the working tree's state says something only about a commit taken from it
-        from_tree = request.git_commit is None and git.commit is None
-        changes["git"] = GitInfo(
-            commit=found.commit, branch=found.branch, dirty=found.dirty if from_tree else git.dirty
-        )
-    if request.machine_from == "here" or run.machine.fingerprint is None:
-        from perfgate.bench.machine import collect_machine
-
-        details = collect_machine()
-        changes["machine"] = Machine(fingerprint=details.pop("fingerprint"), details=details)
+        here = collect(request.git_commit or git.commit, request.branch or git.branch)
+        if wants_git:
+            # the working tree's state says something only about a commit taken from it
+            from_tree = request.git_commit is None and git.commit is None
+            changes["git"] = GitInfo(
+                commit=here.git.commit, branch=here.git.branch, dirty=here.git.dirty if from_tree else git.dirty
+            )
+        if wants_machine:
+            changes["machine"] = here.machine_record()
     if run.created_at is None:
         changes["created_at"] = format_timestamp(datetime.now(UTC))
     run = dataclasses.replace(run, **changes)

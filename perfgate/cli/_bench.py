@@ -119,7 +119,7 @@ def _bar(model: str) -> Iterator[ProgressFn | None]:
 
 def run(args: argparse.Namespace) -> int:
     from perfgate.app.bench import BenchRequest, bench
-    from perfgate.app.provenance import collect
+    from perfgate.bench.provenance import collect
 
     config = config_from(args)
     checked_number(args.processes, "--processes", at_least=1, at_most=10_000)

@@ -9,8 +9,6 @@ once into the run file it is given. It records nothing in a store and pushes not
 from __future__ import annotations
 
 import sys
-import uuid
-from datetime import UTC, datetime
 
 from perfgate.workers.protocol import progress_log, read_job, run_worker
 
@@ -20,9 +18,7 @@ __all__ = ["main", "measure_job"]
 def measure_job(job: object) -> int:
     """Measure one model once as the JSON ``job`` asks (:meth:`BenchJob.to_json
     <perfgate.workers.measure.BenchJob.to_json>`), each step written to its progress file as it begins."""
-    from perfgate.bench.gitinfo import collect_git
-    from perfgate.bench.machine import collect_machine
-    from perfgate.core.codec import format_timestamp
+    from perfgate.bench.provenance import collect
     from perfgate.runfile import save_run
     from perfgate.workers.measure import BenchJob, measure_model, resolved_device
     from perfgate.workers.stages import load_stages
@@ -37,13 +33,14 @@ def measure_job(job: object) -> int:
         began("import of the stages modules and set-up of the suite")
         load_stages(options.stages_modules, options.suite)
         options = resolved_device(options)
+        made = collect(options.git_commit, options.branch)
         result = measure_model(
             options,
             bench.model,
-            machine=collect_machine(),
-            git=collect_git(options.git_commit, options.branch),
-            run_id=uuid.uuid4().hex,
-            created_at=format_timestamp(datetime.now(UTC)),
+            machine=dict(made.machine),
+            git=made.git,
+            run_id=made.run_id,
+            created_at=made.created_at,
             out=bench.output,
             progress=began,
         )

@@ -1,8 +1,9 @@
 """Where a run comes from: its commit, the machine it was measured on, its id and when it was made.
 
-Every use case that makes a run (``perfgate bench``, its counted form, ``perfgate ab --measure
-counts``, the Python API) takes these from :func:`collect`, once per command, and
-:meth:`Provenance.renewed` for each further run the command makes.
+Everything that makes a run (``perfgate bench``, its counted form and its worker processes,
+``perfgate ab --measure counts``, ``perfgate import`` for what a file lacks, the Python API) takes
+these from :func:`collect`, once per command or process, and :meth:`Provenance.renewed` for each
+further run the command makes.
 """
 
 from __future__ import annotations
