@@ -48,7 +48,7 @@ ALLOWED = {
     # perfgate's own worker processes (bench workers, counted processes, the resident A/B worker): what runs
     # in them (the stages loaded, a model measured, a stage profiled on request), how they are started, laid
     # out in memory and ended, and how their results are read; above the measurement layer
-    "workers": {"workers", "bench", "core", "errors", "output", "profile", "runfile", "suites", "usercode"},
+    "workers": {"workers", "bench", "core", "errors", "guard", "output", "profile", "runfile", "suites", "usercode"},
     # the top-level modules: shared leaves (errors, inputs, output), the run file, the
     # configuration, the calibration and the Python API
     "errors": set(),
@@ -64,6 +64,9 @@ ALLOWED = {
     # importing and running the user's code (declarations, stages modules, stages, hooks): what it raises or
     # exits with is an error, exit 2
     "usercode": {"errors"},
+    # how a perfgate process ends (an error one line and exit 2, an interrupt 130 or 143): every command's
+    # and every worker process's
+    "guard": {"errors", "safe"},
     # the use cases of the commands: between the interface and every layer below it
     "app": {
         "app",

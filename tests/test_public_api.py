@@ -173,6 +173,7 @@ PUBLIC_MODULES = {
     # internal modules that several packages share (each docstring says "Internal: shared with …"): public
     # names so that "_" keeps meaning "private to its package", not part of the Python API
     "perfgate.bench.callgrind", "perfgate.bench.counting", "perfgate.bench.disturbance", "perfgate.bench.gitinfo",
+    "perfgate.guard",
     "perfgate.core.advice", "perfgate.core.distributions", "perfgate.safe.urls",
     "perfgate.safe.redact", "perfgate.safe.text", "perfgate.export.history", "perfgate.export.latest",
     "perfgate.export.outlets", "perfgate.notify.settings", "perfgate.report.environment", "perfgate.report.escape",

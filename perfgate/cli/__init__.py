@@ -19,22 +19,17 @@ as unusable, and only running it exits 2 with the reason, naming the entry point
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import importlib
-import os
-import signal
 import sys
-import threading
-import traceback
-from collections.abc import Callable, Iterator, Sequence
-from types import FrameType, ModuleType
+from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from perfgate import __version__
 from perfgate.app.secrets import forget, scrub
-from perfgate.errors import EXIT_ERROR, ConfigError, PerfgateError, os_error_text
-from perfgate.safe.text import one_line
+from perfgate.errors import EXIT_ERROR, ConfigError, PerfgateError
+from perfgate.guard import run_guarded
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -141,22 +136,6 @@ def _command_parser(name: str) -> tuple[argparse.ArgumentParser, object]:
     return parser, module
 
 
-def _stream_failed(name: str, exc: OSError) -> int:
-    """An OSError that reached here: writing the standard streams failed (the files perfgate
-    writes raise :class:`~perfgate.errors.OutputError` themselves)."""
-    if sys.stdout is sys.__stdout__ and sys.stdout is not None:
-        # what is left in the buffer cannot be written either; point fd 1 at /dev/null so
-        # that the interpreter's own flush at exit does not print a second error
-        with contextlib.suppress(OSError, ValueError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-    with contextlib.suppress(OSError, ValueError):
-        where = f" ({exc.filename})" if exc.filename else " (standard output)"
-        print(f"perfgate {name}: error: cannot write{where}: {os_error_text(exc)}", file=sys.stderr)
-    return EXIT_ERROR
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run perfgate with ``argv`` (default: ``sys.argv[1:]``) and return the exit code.
 
@@ -195,26 +174,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     return guarded(name, command)
 
 
-@contextlib.contextmanager
-def _cancellation_as_interrupt() -> Iterator[list[int]]:
-    """Let SIGTERM (a CI job's cancellation) unwind like Ctrl-C, so that what the command made is
-    removed and its worker processes ended; yields the signal that came (SIGINT unless noted)."""
-    came = [signal.SIGINT]
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
-        yield came  # only the main thread handles signals; an ignored SIGTERM, or a caller's handler, stays
-        return
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        came[0] = signal.SIGTERM
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield came
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def guarded(name: str, command: Callable[[], int]) -> int:
     """Run ``command`` with perfgate's error handling: every error a one-line message and exit 2.
 
@@ -222,21 +181,4 @@ def guarded(name: str, command: Callable[[], int]) -> int:
     128 + the signal's number, after the command's clean-up ran (docs/design.md §4).
     """
     forget()  # the secrets of this command's store URLs, none yet
-    with _cancellation_as_interrupt() as came:
-        try:
-            code = command()
-            sys.stdout.flush()  # a full disk or a closed pipe on stdout is an error of this command, not of exit
-            return code
-        except PerfgateError as exc:
-            print(f"perfgate {name}: error: {scrub(one_line(scrub(str(exc))))}", file=sys.stderr)
-            return EXIT_ERROR
-        except OSError as exc:  # stdout or stderr on a full disk, a closed pipe; never a traceback
-            return _stream_failed(name, exc)
-        except KeyboardInterrupt:
-            with contextlib.suppress(OSError, ValueError):
-                print(f"perfgate {name}: interrupted ({signal.Signals(came[0]).name})", file=sys.stderr)
-            return 128 + came[0]
-        except Exception:  # a crash is never 0 (pass) and never 1 (regression)
-            print(scrub(traceback.format_exc()), end="", file=sys.stderr)  # a URL in it keeps its password hidden
-            print(f"perfgate {name}: internal error (a bug in perfgate); exit code 2", file=sys.stderr)
-            return EXIT_ERROR
+    return run_guarded(name, command, mask=scrub)

@@ -17,18 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
 import sys
-import threading
-import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import FrameType
 from typing import Any, TypeVar
 
-from perfgate.errors import EXIT_ERROR, PerfgateError
+from perfgate.errors import PerfgateError
+from perfgate.guard import run_guarded
 from perfgate.runfile import write_text_atomic
-from perfgate.safe.text import one_line
 
 __all__ = ["last_line", "logged", "progress_log", "read_job", "run_worker", "write_result"]
 
@@ -89,41 +85,7 @@ def last_line(text: str) -> str:
     return lines[-1].strip()
 
 
-@contextlib.contextmanager
-def _cancellation_as_interrupt() -> Iterator[list[int]]:
-    """Let SIGTERM unwind like Ctrl-C, so that what the worker made is removed; yields the signal that came."""
-    came: list[int] = [signal.SIGINT]
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
-        yield came
-        return
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        came[0] = signal.SIGTERM
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield came
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def run_worker(name: str, work: Callable[[], int]) -> int:
-    """Run a worker's ``work`` as a perfgate command runs: an error is one line on stderr,
-    ``perfgate NAME: error: ...``, and exit 2; Ctrl-C exits 130 and SIGTERM 143."""
-    with _cancellation_as_interrupt() as came:
-        try:
-            code = work()
-            sys.stdout.flush()
-            return code
-        except PerfgateError as exc:
-            print(f"perfgate {name}: error: {one_line(str(exc))}", file=sys.stderr)
-            return EXIT_ERROR
-        except KeyboardInterrupt:
-            with contextlib.suppress(OSError, ValueError):
-                print(f"perfgate {name}: interrupted ({signal.Signals(came[0]).name})", file=sys.stderr)
-            return 128 + came[0]
-        except Exception:  # a crash is never 0
-            print(traceback.format_exc(), end="", file=sys.stderr)
-            print(f"perfgate {name}: internal error (a bug in perfgate); exit code 2", file=sys.stderr)
-            return EXIT_ERROR
+    """Run a worker's ``work`` as a perfgate command runs (:func:`perfgate.guard.run_guarded`): an error is
+    one line on stderr, ``perfgate NAME: error: ...``, and exit 2; Ctrl-C exits 130 and SIGTERM 143."""
+    return run_guarded(name, work)

@@ -1,83 +1,24 @@
-"""The modules of perfgate_pipeline import each other one way: their graph has no cycle.
+"""The modules of perfgate_pipeline import each other one way, and the shared parts know no model.
 
-An edge is anything that loads another module of the package: an import at any depth of the
-code (inside a function too), ``from x import y`` taken as module ``x.y`` when that is a module
-and as ``x`` otherwise, and a string that spells a module of the package (the model registry
-names its model modules that way, and ``importlib`` imports them). Two things are left out:
-
-* a module's import of its own parent package (``from perfgate_pipeline.models import x``
-  in a model module): the parent runs first whatever the child imports;
-* the ``stages_module=`` of a suite declaration: it names the module that perfgate imports
-  for the suite, beside the declaration, which never imports it itself (the stages import
-  the declaration).
+The edges are those of ``tests/test_import_cycles.py`` (every import at any depth, a submodule taken
+with ``from``, a module named in a string; a suite declaration's ``stages_module=`` is handed to
+perfgate and is no edge); that test also holds the whole tree, this package included, free of cycles.
 """
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 from tests.import_graph import find_cycle
-
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGE = ROOT / "perfgate_pipeline"
-
-
-def _name(path: Path) -> str:
-    rel = path.relative_to(ROOT).with_suffix("")
-    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
-    return ".".join(parts)
-
-
-MODULES = {_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-
-
-def _is_package(module: str) -> bool:
-    return MODULES[module].name == "__init__.py"
-
-
-def _resolve(name: str) -> str | None:
-    """The module of the package that ``name`` (a module, or a module then attributes) loads."""
-    while name:
-        if name in MODULES:
-            return name
-        name = name.rpartition(".")[0]
-    return None
-
-
-def _edges(module: str) -> set[str]:
-    names: set[str] = set()
-    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
-    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
-    handed_over = {id(kw.value) for call in calls for kw in call.keywords if kw.arg == "stages_module"}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                # relative: the package of this module, minus one level per dot beyond the first
-                anchor = module.split(".") if _is_package(module) else module.split(".")[:-1]
-                anchor = anchor[: len(anchor) - (node.level - 1)]
-                base = ".".join([*anchor, *filter(None, [base])])
-            for alias in node.names:
-                names.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in MODULES:
-            if id(node) not in handed_over:
-                names.add(node.value)
-    parent = module.rpartition(".")[0]
-    found = {m for m in map(_resolve, names) if m is not None}
-    return found - {module, parent}
+from tests.test_import_cycles import MODULES, edges
 
 
 def _graph() -> dict[str, set[str]]:
-    return {module: _edges(module) for module in MODULES}
+    return {module: edges(module) for module in MODULES if module.startswith("perfgate_pipeline")}
 
 
 def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
     seen, todo = set(), [start]
     while todo:
-        for nxt in graph[todo.pop()] - seen:
+        for nxt in graph.get(todo.pop(), set()) - seen:
             seen.add(nxt)
             todo.append(nxt)
     return seen
