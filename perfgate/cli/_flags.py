@@ -117,7 +117,7 @@ FLAG_HELP: dict[str, str] = {
     "--store": "result store URL: sqlite:///path.db or postgresql://user@host/db (default: the PERFGATE_STORE "
     "environment variable, else the configuration's store; a command that needs a store falls back to "
     "sqlite:///.perfgate/perfgate.db)",
-    "--suite": "the suite: pipeline (the built-in ML pipeline) or the name of one of your own",
+    "--suite": "the suite: one that an installed package declares, or the name of one of your own",
     "--time-budget": "seconds the measurement may take: worker processes are added while they fit and some "
     "timing is still uncertain",
     "--threshold": "regression threshold in percent: a change smaller than this never fails the check",
