@@ -16,11 +16,22 @@ path of one, the interpreter's bytecodes per function), so one difference serves
 **The floor.** The same revision profiled twice never gives the same profile: a sampling
 profiler draws its samples, a process draws its layout, a neighbour slows a minute. A process
 or a minute slower as a whole moves every function alike, so each function is tested on its
-*part* of the stage (its own cost over the profile's total), which such a shift leaves as it
-was. A function's part is taken to vary between profiles of one revision with a variance
-``ρ² · part² + resolution · part``: a relative spread ``ρ`` pooled over the functions from the
-repeated profiles (their variances over their squared means, so that a function seen in a
-handful of samples does not widen every floor) and, for a sampling profiler, the Poisson part of counting its samples.
+*part* of the stage: its own cost over its process's *scale*, which such a shift leaves as it
+was. The scale is the median, over the functions in every profile (for a sampling profiler,
+in :data:`MIN_SAMPLES` samples of each), of the function's cost in that process over its
+geometric mean across all the profiles (the median of ratios): a
+process slower as a whole moves every ratio alike and so its scale, while a few functions
+that took several times their cost in one process move only their own ratios. That is what
+``torch.profiler`` does to a step's smallest operators (``aten::clamp_min``, ``aten::copy_``)
+in some processes and not others, whatever the code: over the profile's total, their excess
+would shrink every other operator's part with it, and a wider layer's ``aten::addmm`` would
+stay under the spread it made. With fewer than :data:`MIN_COMMON` functions in every profile
+the median is no reference, and the profile's total is the scale. A function's part is taken
+to vary between profiles of one revision with a variance ``ρ² · part² + resolution · part``: a
+relative spread ``ρ`` pooled over the functions from the repeated profiles (their variances
+over their squared means), less the functions that spread over :data:`OUTLYING` times the
+typical one (an inflated operator, or a function seen in a handful of samples, does not widen
+every floor), and, for a sampling profiler, the Poisson part of counting its samples.
 Where a function's own part spreads more than that between repeats of one revision, its own
 spread is taken. A function is *named* only when
 
@@ -54,7 +65,10 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "FLOOR_Z",
+    "MIN_COMMON",
+    "MIN_SAMPLES",
     "MIN_SHARE",
+    "OUTLYING",
     "THIN_SHARE",
     "Contributor",
     "Profile",
@@ -74,6 +88,11 @@ STAGE_Z = 1.0  # standard errors the stage's own profiled change must pass befor
 THIN_SHARE = 0.25  # the named functions together explain less: the change is spread thin
 TOP = 5  # rows of the table kept
 MIN_RHO = 0.01  # the least relative spread between two profiles of one revision (1 %)
+# a function whose relative spread between repeats is over this many times the typical function's is left out
+# of the pooled spread rho, and held to its own
+OUTLYING = 3.0
+MIN_COMMON = 5  # functions in every profile the median of ratios needs to be a process's scale
+MIN_SAMPLES = 100  # a sampling profiler's samples of a function in every profile, for its ratio to count
 _TINY = 1e-300  # a total of nothing (an empty profile): its parts are 0, not a division by zero
 STACKS_KEPT = 400  # folded stacks kept per side for the flame graph (the costliest)
 
@@ -222,12 +241,14 @@ def _rho(sides: Sequence[Sequence[Mapping[str, float]]], resolutions: Sequence[f
     """The relative spread of a function's part of the stage between profiles of one revision, pooled.
 
     The functions' variances between repeats, less what sampling alone explains, over the sum of
-    their squared means: the functions that hold the stage's time set the typical spread, and a
-    function seen in a handful of samples (present in one profile, absent in the next), whose
-    relative spread is huge, does not widen every floor; its own spread still guards it
+    their squared means: the functions that hold the stage's time set the typical spread. Left out
+    of the pool are the functions whose relative spread is over :data:`OUTLYING` times the typical
+    one (the median over functions, each weighted by its part): an operator whose profiled cost
+    jumps several-fold in some processes, or a function seen in a handful of samples (present in
+    one profile, absent in the next), does not widen every floor; its own spread still guards it
     (:func:`explain`). Never below :data:`MIN_RHO`.
     """
-    excess, scale = 0.0, 0.0
+    spreads: list[tuple[float, float, float]] = []  # (relative variance, excess variance, mean)
     for profiles, resolution in zip(sides, resolutions, strict=True):
         if len(profiles) < 2:
             continue
@@ -236,11 +257,39 @@ def _rho(sides: Sequence[Sequence[Mapping[str, float]]], resolutions: Sequence[f
             mean = statistics.fmean(values)
             if mean <= 0:
                 continue
-            excess += max(statistics.variance(values) - resolution * mean, 0.0)
-            scale += mean**2
-    if scale <= 0:
+            excess = max(statistics.variance(values) - resolution * mean, 0.0)
+            spreads.append((excess / mean**2, excess, mean))
+    if not spreads:
         return MIN_RHO
-    return max(math.sqrt(excess / scale), MIN_RHO)
+    spreads.sort()
+    half, seen, typical = sum(m for *_, m in spreads) / 2, 0.0, spreads[-1][0]
+    for relative, _excess, mean in spreads:
+        seen += mean
+        if seen >= half:
+            typical = relative
+            break
+    kept = [(excess, mean) for relative, excess, mean in spreads if relative <= OUTLYING**2 * typical]
+    return max(math.sqrt(sum(e for e, _ in kept) / sum(m**2 for _, m in kept)), MIN_RHO)
+
+
+def _scales(owns: Sequence[Mapping[str, float]], totals: Sequence[float], floors: Sequence[float]) -> list[float]:
+    """Each profile's scale: the median of ratios over the functions in every profile, else its total.
+
+    A function's ratio in a profile is its own cost there over its geometric mean across all the
+    profiles (both sides); a profile's scale is the median of its ratios (module docstring). Only
+    functions above each profile's floor count (a sampling profiler's :data:`MIN_SAMPLES` samples:
+    a function seen in a few samples has a ratio of chance). With fewer than :data:`MIN_COMMON`
+    such functions the median is no reference: the totals are the scales, and a part is the
+    function's share of its profile.
+    """
+    common = [
+        k for k in set(owns[0]).intersection(*owns[1:]) if all(m[k] > f for m, f in zip(owns, floors, strict=True))
+    ]
+    if len(common) < MIN_COMMON:
+        return [max(t, _TINY) for t in totals]
+    logs = {k: [math.log(m[k]) for m in owns] for k in common}
+    centre = {k: statistics.fmean(v) for k, v in logs.items()}
+    return [math.exp(statistics.median(logs[k][i] - centre[k] for k in common)) for i in range(len(owns))]
 
 
 def _appeared(key: str, a: Sequence[Mapping[str, float]], b: Sequence[Mapping[str, float]]) -> bool:
@@ -253,8 +302,8 @@ def _appeared(key: str, a: Sequence[Mapping[str, float]], b: Sequence[Mapping[st
     return (all(in_b) and not any(in_a)) or (all(in_a) and not any(in_b))
 
 
-def _composition(own: Mapping[str, float], total: float) -> dict[str, float]:
-    return {k: v / max(total, _TINY) for k, v in own.items()}
+def _parts(own: Mapping[str, float], scale: float) -> dict[str, float]:
+    return {k: v / scale for k, v in own.items()}
 
 
 def _spread(a: Sequence[float], b: Sequence[float]) -> float:
@@ -310,10 +359,15 @@ def explain(
     totals = ([p.total() for p in baseline], [p.total() for p in current])
     total_a, total_b = statistics.fmean(totals[0]), statistics.fmean(totals[1])
     change = total_b - total_a
-    # each profile's composition: its functions' own costs over its total, so that a process (or a
-    # minute) faster or slower as a whole moves no function's part
-    comp_a = [_composition(m, t) for m, t in zip(own_a, totals[0], strict=True)]
-    comp_b = [_composition(m, t) for m, t in zip(own_b, totals[1], strict=True)]
+    # each function's part: its own cost over its process's scale, so that a process (or a minute) faster or
+    # slower as a whole moves no function's part; the scales put in the profiles' units (the baseline's mean
+    # total over its scales), so that a part is a share of the stage and a sampler's resolution applies to it
+    floors = [MIN_SAMPLES * p.resolution / p.calls for p in (*baseline, *current)]
+    scales = _scales([*own_a, *own_b], [*totals[0], *totals[1]], floors)
+    unit_scale = statistics.fmean(t / x for t, x in zip(totals[0], scales[: len(own_a)], strict=True))
+    scales = [x * max(unit_scale, _TINY) for x in scales]
+    comp_a = [_parts(m, x) for m, x in zip(own_a, scales[: len(own_a)], strict=True)]
+    comp_b = [_parts(m, x) for m, x in zip(own_b, scales[len(own_a) :], strict=True)]
     res_a = statistics.fmean(p.resolution / p.calls / max(p.total(), _TINY) for p in baseline)
     res_b = statistics.fmean(p.resolution / p.calls / max(p.total(), _TINY) for p in current)
     rho = _rho((comp_a, comp_b), (res_a, res_b))

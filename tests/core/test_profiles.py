@@ -187,3 +187,101 @@ def test_timed_calls_that_did_not_move_name_nothing_a_sampler_saw():
 def test_timed_calls_must_be_positive_on_both_sides():
     with pytest.raises(ValueError, match="timed"):
         explain("s", "m", [_scaled(COSTS, 1.0)], [_scaled(COSTS, 1.0)], timed=([], [1.0]))
+
+
+# DQN's training step under torch.profiler, µs of each operator's own time per step (measured: benchmarks/explain.py)
+STEP = {
+    "step;aten::addmm": 283.0,
+    "step;aten::mm": 138.0,
+    "step;Optimizer.step#AdamW.step": 93.0,
+    "step;aten::clamp_min": 30.0,
+    "step;aten::copy_": 28.0,
+    "step;aten::sqrt": 23.0,
+    "step;aten::div": 17.0,
+    "step;Optimizer.zero_grad#AdamW.zero_grad": 15.0,
+    "step;aten::t": 14.0,
+    "step;aten::_to_copy": 13.0,
+    "step;aten::add_": 13.0,
+    "step;aten::mul_": 12.0,
+    "step;aten::linalg_vector_norm": 12.0,
+    "step;aten::lerp_": 10.0,
+    "step;aten::as_strided": 9.0,
+    "step;aten::threshold_backward": 8.0,
+    "step;aten::empty": 7.0,
+    "step;aten::view": 6.0,
+}
+# what torch.profiler charged the smallest operators in its costliest processes: several times their cost,
+# while the same processes' bare calls timed like the others' (benchmarks/explain_results.txt)
+INFLATED = {"step;aten::clamp_min": 6.0, "step;aten::copy_": 3.5, "step;aten::sqrt": 3.0, "step;aten::div": 4.0}
+# DQN's second layer twice as wide, as measured: addmm +42 %, mm +57 %, clamp_min +20 %; the step +23 % bare
+WIDER = {"step;aten::addmm": 1.42, "step;aten::mm": 1.57, "step;aten::clamp_min": 1.2}
+
+
+def torch_profile(rng: np.random.Generator, factors: dict[str, float], inflated: bool, calls: int = 700) -> Profile:
+    process = math.exp(rng.normal(0, 0.03))
+    stacks = {}
+    for k, v in STEP.items():
+        cost = v * factors.get(k, 1.0) * (INFLATED.get(k, 1.0) if inflated else 1.0)
+        stacks[k] = cost * process * (1 + 0.02 * rng.standard_normal()) * calls * 1e-6
+    return Profile(instrument="torch.profiler", unit="s", calls=calls, stacks=stacks)
+
+
+def _torch_sides(rng: np.random.Generator, factors: dict[str, float]) -> tuple[list[Profile], list[Profile]]:
+    """Three processes a side; in each side a process or two that the profiler charged the most."""
+    sides = []
+    for factor in ({}, factors):
+        inflated = rng.permutation([True, rng.random() < 0.5, False])
+        sides.append([torch_profile(rng, factor, bool(i)) for i in inflated])
+    return sides[0], sides[1]
+
+
+def test_a_wider_layer_is_named_though_the_profiler_inflates_small_operators_in_some_processes():
+    """Over each profile's total, the inflated operators shrink every other part with them, and a wider layer's
+    addmm stayed under the spread they made (0 of 8 in the benchmark); over the median of ratios it is named."""
+    rng = np.random.default_rng(11)
+    first = 0
+    for _ in range(20):
+        base, wider = _torch_sides(rng, WIDER)
+        timed = ([1.05e-3 * (1 + 0.01 * rng.standard_normal()) for _ in range(3)], [1.29e-3] * 3)
+        e = explain("training_step", "t_ms", base, wider, timed=timed)
+        first += [c.name for c in e.named][:1] == ["aten::addmm"]
+        assert not {c.name for c in e.named} - {"aten::addmm", "aten::mm"}, e.named
+    assert first >= 19
+
+
+def test_small_operators_inflated_in_some_processes_name_nothing_on_identical_code():
+    rng = np.random.default_rng(12)
+    named = 0
+    for _ in range(200):
+        base, same = _torch_sides(rng, {})
+        timed = tuple([1.05e-3 * (1 + 0.02 * rng.standard_normal()) for _ in range(3)] for _side in range(2))
+        named += bool(explain("training_step", "t_ms", base, same, timed=timed).named)
+    assert named <= 2
+
+
+def test_functions_seen_in_a_few_samples_do_not_set_a_process_s_scale():
+    """pyinstrument on a user stage (measured): three functions hold the time, four more are seen in a few of
+    the 0.1 ms samples of every profile. Their ratios are chance, so the scale is the profile's total; had they
+    set the median, busy_helper +50 % went unnamed (a real check's profiles)."""
+    cost = {"busy_helper": 1180.0, "steady_part": 930.0, "correlate": 245.0, "ndarray.sort": 5.0}
+    cost |= {"once": 0.5, "convolve": 0.5, "ones": 0.4}
+    rng = np.random.default_rng(13)
+    first = 0
+    for _ in range(20):
+        sides = []
+        for factor in (1.0, 1.5):
+            side = []
+            for _ in range(3):
+                calls, resolution = 600, 1e-4
+                samples = {
+                    k: max(rng.poisson(v * (factor if k == "busy_helper" else 1.0) * 1e-6 * calls / resolution), 1)
+                    for k, v in cost.items()
+                }
+                stacks = {f"user;{k}": n * resolution for k, n in samples.items()}
+                side.append(
+                    Profile(instrument="pyinstrument", unit="s", calls=calls, stacks=stacks, resolution=resolution)
+                )
+            sides.append(side)
+        e = explain("user", "u_ms", *sides, timed=([2.4e-3] * 3, [3.0e-3] * 3))
+        first += [c.name for c in e.named][:1] == ["busy_helper"]
+    assert first == 20
