@@ -22,6 +22,7 @@ demo: $(BIN)/.installed
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check perfgate tests benchmarks scripts
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
 test: $(BIN)/.installed lint
