@@ -242,6 +242,15 @@ def main() -> None:
                         f"share={shares[-1]:.0%} instrument={e['instrument']} {took:.0f} s",
                         flush=True,
                     )
+                    if not first:  # a miss: what the explanation saw, to tell why
+                        rows_seen = ", ".join(
+                            f"{c['name']} z={c['z']:.1f} share={c['share']:.0%}" for c in e["contributors"][:3]
+                        )
+                        print(
+                            f"    miss: moved={e.get('moved')} timed={e.get('timed_change')} rho={e.get('rho')} "
+                            f"profiles={e.get('profiles')} summary={e.get('summary')!r} top: {rows_seen}",
+                            flush=True,
+                        )
                 rows.append(
                     (case, mode, firsts, len(secs), statistics.median(shares), statistics.median(secs), max(secs))
                 )

@@ -26,7 +26,13 @@ that took several times their cost in one process move only their own ratios. Th
 in some processes and not others, whatever the code: over the profile's total, their excess
 would shrink every other operator's part with it, and a wider layer's ``aten::addmm`` would
 stay under the spread it made. With fewer than :data:`MIN_COMMON` functions in every profile
-the median is no reference, and the profile's total is the scale. A function's part is taken
+the median is no reference, and the profile's total is the scale. With three profiles a side
+or more, the costs as profiled (no scale) are the other reference a part can be taken over, and
+the stage takes whichever gives the lesser pooled spread ``ρ`` between repeats: a profiler's own
+cost per operator differs between processes (its smallest operators all 10-15 % dearer in some,
+whose median then moves while ``aten::addmm`` does not), so a step's parts can agree better as
+profiled. The choice is made once per stage, from the repeats within each side, never from the
+difference between the sides. A function's part is taken
 to vary between profiles of one revision with a variance ``ρ² · part² + resolution · part``: a
 relative spread ``ρ`` pooled over the functions from the repeated profiles (their variances
 over their squared means), less the functions that spread over :data:`OUTLYING` times the
@@ -369,11 +375,20 @@ def explain(
     scales = _scales([*own_a, *own_b], [*totals[0], *totals[1]], floors)
     unit_scale = statistics.fmean(t / x for t, x in zip(totals[0], scales[: len(own_a)], strict=True))
     scales = [x * max(unit_scale, _TINY) for x in scales]
-    comp_a = [_parts(m, x) for m, x in zip(own_a, scales[: len(own_a)], strict=True)]
-    comp_b = [_parts(m, x) for m, x in zip(own_b, scales[len(own_a) :], strict=True)]
     res_a = statistics.fmean(p.resolution / p.calls / max(p.total(), _TINY) for p in baseline)
     res_b = statistics.fmean(p.resolution / p.calls / max(p.total(), _TINY) for p in current)
-    rho = _rho((comp_a, comp_b), (res_a, res_b))
+    # two references a part can be taken over: the processes' scales, or none (the cost as profiled, over the
+    # baseline's mean total); the one whose repeats agree best (the lesser pooled spread) is taken, a choice
+    # made once for the stage from the repeats within each side, never from the difference between the sides
+    n = len(own_a)
+    choices = []
+    # (with two a side, a pooled spread of two degrees of freedom per function is too rough to choose by)
+    references = [scales] if min(len(own_a), len(own_b)) < 3 else [scales, [max(total_a, _TINY)] * len(scales)]
+    for ref in references:
+        ca_ = [_parts(m, x) for m, x in zip(own_a, ref[:n], strict=True)]
+        cb_ = [_parts(m, x) for m, x in zip(own_b, ref[n:], strict=True)]
+        choices.append((_rho((ca_, cb_), (res_a, res_b)), ca_, cb_))
+    rho, comp_a, comp_b = min(choices, key=lambda c: c[0])
     where: dict[str, str] = {}
     for p in (*baseline, *current):
         where.update(p.where)
