@@ -306,3 +306,26 @@ def test_an_added_operator_the_profiler_inflates_in_one_process_is_named_where_t
     # where the stage's calls did not move, the z is still asked of it
     still = explain("training_step", "t_ms", base, current, timed=(timed[0], timed[0]))
     assert "aten::native_layer_norm" not in {c.name for c in still.named}
+
+
+def test_where_the_profiler_s_cost_per_operator_differs_between_processes_the_parts_are_taken_as_profiled():
+    """In each process the profiler made every small operator dearer by a factor of its own (drawn, 10 % spread)
+    and left addmm and mm as they were: the median of ratios follows the small operators and spreads addmm's
+    part by that much, while the costs as profiled agree. Taken as profiled, a wider layer is named every time."""
+    rng = np.random.default_rng(15)
+    big = ("step;aten::addmm", "step;aten::mm")
+
+    def process(factors: dict[str, float]) -> Profile:
+        overhead = math.exp(rng.normal(0, 0.10))
+        stacks = {
+            k: v * factors.get(k, 1.0) * (1.0 if k in big else overhead) * (1 + 0.01 * rng.standard_normal()) * 7e-4
+            for k, v in STEP.items()
+        }
+        return Profile(instrument="torch.profiler", unit="s", calls=700, stacks=stacks)
+
+    named = 0
+    for _ in range(20):
+        base, wider = [process({}) for _ in range(3)], [process(WIDER) for _ in range(3)]
+        e = explain("training_step", "t_ms", base, wider, timed=([1.05e-3] * 3, [1.29e-3] * 3))
+        named += [c.name for c in e.named][:1] == ["aten::addmm"]
+    assert named == 20
