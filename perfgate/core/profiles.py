@@ -379,10 +379,10 @@ def explain(
     res_b = statistics.fmean(p.resolution / p.calls / max(p.total(), _TINY) for p in current)
     # two references a part can be taken over: the processes' scales, or none (the cost as profiled, over the
     # baseline's mean total); the one whose repeats agree best (the lesser pooled spread) is taken, a choice
-    # made once for the stage from the repeats within each side, never from the difference between the sides
+    # made once for the stage from the repeats within each side, never from the difference between the sides;
+    # with two profiles a side, a pooled spread of two degrees of freedom per function is too rough to choose by
     n = len(own_a)
     choices = []
-    # (with two a side, a pooled spread of two degrees of freedom per function is too rough to choose by)
     references = [scales] if min(len(own_a), len(own_b)) < 3 else [scales, [max(total_a, _TINY)] * len(scales)]
     for ref in references:
         ca_ = [_parts(m, x) for m, x in zip(own_a, ref[:n], strict=True)]
