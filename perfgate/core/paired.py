@@ -6,7 +6,14 @@ alternate short blocks of calls of each stage on one CPU. That leaves two levels
 
 * **within a pair**, block to block: the machine's phase, mostly cancelled because both
   sides of a block ran a few milliseconds apart. A pair's estimate of a stage's median is
-  the median over its blocks of ``log(median(B) / median(A))`` (:func:`block_log_ratio`);
+  the median over its blocks of ``log(median(B) / median(A))`` (:func:`block_log_ratio`).
+  A block of fewer than :data:`SCREEN_CALLS` calls (a training step of a second or more) has
+  no median that can leave a slow call out, and this machine's slow calls of such a step are
+  one-sided and large: a storm of page faults (up to 30,000 in one 0.6 s call of the TFT's step,
+  each about 18 µs) doubles a call now and then. There the pair's estimate is the log ratio of
+  the means of each side's faster half of calls (:func:`fast_half_log_ratio`), which leaves the
+  slow calls out whichever side drew them; on the TFT's step it cut the per-pair spread of
+  16 A/A pairs from 2.5 % to 1.0 % (``docs/noise.md`` §7);
   a tail (p95, p99) is estimated the same way, block by block, when a block holds enough
   calls for its quantile (at least :data:`TAIL_CALLS_ABOVE` calls beyond it), and from all the
   pair's calls pooled per side otherwise (:func:`tail_log_ratio`). Pooled, a tail is set by
@@ -80,6 +87,7 @@ __all__ = [
     "SequentialLooks",
     "block_log_ratio",
     "decide_look",
+    "fast_half_log_ratio",
     "look_alphas",
     "look_schedule",
     "merge_looks",
@@ -90,6 +98,9 @@ __all__ = [
 ]
 
 MIN_PAIRS = 3  # a t test across pairs needs at least 2 degrees of freedom
+# calls a block needs for its median to leave one slow call out; fewer, and a pair's median is
+# estimated from each side's faster half of calls (fast_half_log_ratio)
+SCREEN_CALLS = 3
 # calls a block needs beyond a quantile for that block's quantile to be estimated on its own
 TAIL_CALLS_ABOVE = 5
 DECIDED = frozenset({Verdict.REGRESSED, Verdict.IMPROVED, Verdict.UNCHANGED})
@@ -100,10 +111,14 @@ def block_log_ratio(a_blocks: Sequence[Sequence[float]], b_blocks: Sequence[Sequ
     """Median over blocks of ``log(median(b_i) / median(a_i))``: one pair's estimate of a median's ratio.
 
     Block i of both sides ran next to each other, so their ratio cancels the machine's phase
-    at that moment; the median over blocks keeps one disturbed block from moving it.
+    at that moment; the median over blocks keeps one disturbed block from moving it. Where a
+    block holds fewer than :data:`SCREEN_CALLS` calls, its median is a slow call whenever one
+    came, so the estimate is :func:`fast_half_log_ratio` of the pair's calls instead.
     """
     if len(a_blocks) != len(b_blocks) or not a_blocks:
         raise ValueError(f"need the same number (>= 1) of blocks per side, got {len(a_blocks)} and {len(b_blocks)}")
+    if max(len(x) for x in (*a_blocks, *b_blocks)) < SCREEN_CALLS:
+        return fast_half_log_ratio(a_blocks, b_blocks)
     medians = [
         (float(np.median(a)), float(np.median(b))) for a, b in zip(a_blocks, b_blocks, strict=True) if len(a) and len(b)
     ]
@@ -111,6 +126,27 @@ def block_log_ratio(a_blocks: Sequence[Sequence[float]], b_blocks: Sequence[Sequ
     if not ratios:
         raise ValueError("no block has a positive median on both sides")
     return float(np.median(ratios))
+
+
+def fast_half_log_ratio(a_blocks: Sequence[Sequence[float]], b_blocks: Sequence[Sequence[float]]) -> float:
+    """``log(F_b / F_a)``, F the mean of a side's faster half of calls (all its blocks pooled).
+
+    For calls too long to block by the dozen: a slow call there is one-sided and large (page
+    faults, a process beside it on the CPU), and one in a block moves that block's ratio by as
+    much as the call. The faster half leaves up to half of each side's calls out, slow ones
+    first, and on calls that differ by a factor keeps that factor; it is the median's kind of
+    statistic (a change to fewer than half of the calls moves neither), with about twice the
+    calls behind it. It gives up the pairing of blocks: on a step of a second, the machine's
+    phase moves less between two calls than a slow call does.
+    """
+    halves = []
+    for blocks in (a_blocks, b_blocks):
+        x = np.sort(np.concatenate([np.asarray(blk, dtype=float) for blk in blocks]))
+        x = x[np.isfinite(x) & (x > 0)]
+        if not len(x):
+            raise ValueError("a side has no positive call time")
+        halves.append(float(x[: math.ceil(len(x) / 2)].mean()))
+    return math.log(halves[1] / halves[0])
 
 
 def pooled_log_ratio(a_blocks: Sequence[Sequence[float]], b_blocks: Sequence[Sequence[float]], q: float) -> float:

@@ -8,6 +8,7 @@ block, the machine's phase shared by both sides plus a little independent noise.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from perfgate.core.paired import (
     SequentialLooks,
     block_log_ratio,
     decide_look,
+    fast_half_log_ratio,
     look_alphas,
     look_schedule,
     merge_looks,
@@ -225,6 +227,20 @@ def test_merge_keeps_the_first_decided_verdict():
 # --- seeded simulations ------------------------------------------------------------------
 
 
+def _one_call_pair(rng: np.random.Generator, effect: float, offset_sd: float, blocks: int = 8) -> float:
+    """One pair of a training step of a second or so, one call a block, as the TFT's measured here
+    (docs/noise.md §7): each process its own heavy-tailed offset, a slow drift of the machine's
+    phase shared by both calls of a round, 2 % of independent noise per call, and in one call of
+    five a storm of page faults that makes it 1.15-2.4 times as long, on whichever side it falls."""
+    offsets = offset_sd * rng.standard_t(3, 2) / math.sqrt(3.0)
+    a, b = [], []
+    for phase in np.cumsum(rng.normal(0.0, 0.01, blocks)):
+        for side, shift in ((a, offsets[0]), (b, offsets[1] + effect)):
+            storm = 1.0 + rng.uniform(0.15, 1.4) if rng.random() < 0.2 else 1.0
+            side.append([storm * math.exp(phase + shift + rng.normal(0.0, 0.02))])
+    return block_log_ratio(a, b)
+
+
 def _pair_ratio(rng: np.random.Generator, effect: float, offset_sd: float, blocks: int = 10) -> float:
     phase = rng.normal(0.0, 0.3, blocks)  # the machine's phase: up to 2x between blocks, shared by both sides
     a = [np.exp(p + rng.normal(0.0, 0.02, 5)) for p in phase]
@@ -242,15 +258,17 @@ def _check(
     max_pairs: int,
     looks: int,
     offset_sd: float = 0.01,
+    pair: Callable[[np.random.Generator, float, float], float] | None = None,
 ) -> bool:
     """One simulated sequential check over len(effects) metrics; True when any metric regressed."""
+    pair = pair or _pair_ratio
     names = {f"m{i}_ms": ("ms", Direction.LOWER) for i in range(len(effects))}
     ratios: dict[tuple[str, str], list[float]] = {(n, "median"): [] for n in names}
     rule = SequentialLooks(alpha, max_pairs, looks)
     policy = Policy(threshold_pct=threshold, alpha=alpha)
     for n in range(1, max_pairs + 1):
         for (name, _), eff in zip(ratios, effects, strict=True):
-            ratios[(name, "median")].append(_pair_ratio(rng, eff, offset_sd))
+            ratios[(name, "median")].append(pair(rng, eff, offset_sd))
         runs = _run(names, n)
 
         def result_of(a: float, runs: Run = runs) -> object:
@@ -282,6 +300,56 @@ def test_spending_keeps_alpha_where_testing_every_look_at_full_alpha_does_not():
     tol = 3 * math.sqrt(alpha * (1 - alpha) / trials)
     assert ours / trials <= alpha + tol
     assert naive / trials > alpha + tol  # the check above could fail: without spending it does
+
+
+def test_aa_false_alarms_stay_below_alpha_for_one_call_blocks_with_slow_calls_and_offsets():
+    rng = np.random.default_rng(2027)
+    trials, alpha = 300, 0.05
+    alarms = sum(
+        _check(rng, [0.0, 0.0], alpha=alpha, threshold=0.0, max_pairs=10, looks=3, pair=_one_call_pair)
+        for _ in range(trials)
+    )
+    assert alarms / trials <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / trials), alarms
+
+
+def test_one_call_blocks_are_estimated_from_the_faster_halves_which_hear_five_percent():
+    """Fails with the faster halves removed: the median of one-call block ratios follows the slow calls."""
+    rng = np.random.default_rng(5)
+    ours = np.array([_one_call_pair(rng, 0.0, 0.005) for _ in range(400)])
+    rng = np.random.default_rng(5)
+    by_block = []
+    for _ in range(400):  # the same draws, each pair's estimate the median of its block ratios
+        offsets = 0.005 * rng.standard_t(3, 2) / math.sqrt(3.0)
+        ratios = []
+        for phase in np.cumsum(rng.normal(0.0, 0.01, 8)):
+            two = []
+            for shift in (offsets[0], offsets[1]):
+                storm = 1.0 + rng.uniform(0.15, 1.4) if rng.random() < 0.2 else 1.0
+                two.append(storm * math.exp(phase + shift + rng.normal(0.0, 0.02)))
+            ratios.append(math.log(two[1] / two[0]))
+        by_block.append(float(np.median(ratios)))
+    assert abs(ours.mean()) < 0.003
+    assert ours.std() < 0.6 * np.std(by_block), (ours.std(), np.std(by_block))
+    rng = np.random.default_rng(8)
+    trials = 40
+    found = sum(
+        _check(rng, [math.log(1.05)], alpha=0.05, threshold=3.0, max_pairs=9, looks=3, pair=_one_call_pair)
+        for _ in range(trials)
+    )
+    assert found >= 0.9 * trials, found
+
+
+def test_fast_half_log_ratio_by_hand():
+    a = [[1.0], [1.0], [2.0], [1.0]]  # the faster half: 1.0, 1.0
+    b = [[1.1], [1.1], [1.1], [3.0]]  # 1.1, 1.1
+    assert fast_half_log_ratio(a, b) == pytest.approx(math.log(1.1))
+    assert block_log_ratio(a, b) == fast_half_log_ratio(a, b)  # one call a block
+    odd = [[1.0], [2.0], [3.0]]  # the faster half of three calls: two
+    assert fast_half_log_ratio(odd, [[2.0], [4.0], [6.0]]) == pytest.approx(math.log(2.0))
+    three = [[1.0, 1.0, 1.0]]  # blocks of three calls: their own median, as before
+    assert block_log_ratio(three, [[1.1, 1.1, 9.0]]) == pytest.approx(math.log(1.1))
+    with pytest.raises(ValueError, match="positive"):
+        fast_half_log_ratio([[0.0]], [[1.0]])
 
 
 def test_power_for_a_clear_slowdown():
