@@ -7,13 +7,15 @@ alternate short blocks of calls of each stage on one CPU. That leaves two levels
 * **within a pair**, block to block: the machine's phase, mostly cancelled because both
   sides of a block ran a few milliseconds apart. A pair's estimate of a stage's median is
   the median over its blocks of ``log(median(B) / median(A))`` (:func:`block_log_ratio`).
-  A block of fewer than :data:`SCREEN_CALLS` calls (a training step of a second or more) has
-  no median that can leave a slow call out, and this machine's slow calls of such a step are
-  one-sided and large: a storm of page faults (up to 30,000 in one 0.6 s call of the TFT's step,
-  each about 18 µs) doubles a call now and then. There the pair's estimate is the log ratio of
-  the means of each side's faster half of calls (:func:`fast_half_log_ratio`), which leaves the
-  slow calls out whichever side drew them; on the TFT's step it cut the per-pair spread of
-  16 A/A pairs from 2.5 % to 1.0 % (``docs/noise.md`` §7);
+  A block of fewer than :data:`SCREEN_CALLS` calls (a call of over about 8 ms in a block of
+  about 20 ms: the TFT's and Mamba-2's training steps) has no median that can leave a slow
+  call out, and this machine's slow calls of such a step are one-sided and large: a storm of
+  page faults (up to 30,000 in one 0.6 s call of the TFT's step, each about 18 µs) doubles a
+  call now and then. There the pair's estimate is the log ratio of the means of each side's
+  faster half of calls (:func:`fast_half_log_ratio`), which leaves the slow calls out
+  whichever side drew them; on the TFT's step, quiet, it spread 0.9 % per A/A pair against
+  1.2 % for the block ratios' median on the same calls, and 3.1 % against 5.6 % on the
+  engine's own blocks (``docs/noise.md`` §7);
   a tail (p95, p99) is estimated the same way, block by block, when a block holds enough
   calls for its quantile (at least :data:`TAIL_CALLS_ABOVE` calls beyond it), and from all the
   pair's calls pooled per side otherwise (:func:`tail_log_ratio`). Pooled, a tail is set by
@@ -131,13 +133,13 @@ def block_log_ratio(a_blocks: Sequence[Sequence[float]], b_blocks: Sequence[Sequ
 def fast_half_log_ratio(a_blocks: Sequence[Sequence[float]], b_blocks: Sequence[Sequence[float]]) -> float:
     """``log(F_b / F_a)``, F the mean of a side's faster half of calls (all its blocks pooled).
 
-    For calls too long to block by the dozen: a slow call there is one-sided and large (page
-    faults, a process beside it on the CPU), and one in a block moves that block's ratio by as
-    much as the call. The faster half leaves up to half of each side's calls out, slow ones
-    first, and on calls that differ by a factor keeps that factor; it is the median's kind of
-    statistic (a change to fewer than half of the calls moves neither), with about twice the
-    calls behind it. It gives up the pairing of blocks: on a step of a second, the machine's
-    phase moves less between two calls than a slow call does.
+    For calls too long to block by the dozen (a training step of 0.1 s or more): a slow call
+    there is one-sided and large (page faults, a process beside it on the CPU), and one in a
+    block moves that block's ratio by as much as the call. The faster half leaves up to half of
+    each side's calls out, slow ones first, and on calls that differ by a factor keeps that
+    factor; it is the median's kind of statistic (a change to fewer than half of the calls moves
+    neither), with about twice the calls behind it. It gives up the pairing of blocks: on a step
+    of a second, the machine's phase moves less between two calls than a slow call does.
     """
     halves = []
     for blocks in (a_blocks, b_blocks):
