@@ -218,6 +218,7 @@ CALIBRATE = textwrap.dedent(
     import inject
     from perfgate.bench.registry import StageContext, stages_for
     from perfgate.bench.runner import BenchOptions, prepare, timed_for
+    from perfgate.core.paired import fast_half_mean
 
     model = sys.argv[1]
     ctx = StageContext(model=model, suite="injected")
@@ -231,7 +232,7 @@ CALIBRATE = textwrap.dedent(
 
 
     def typical(t):  # a stage of a few calls: the mean of the faster half, as the check estimates it
-        return float(np.median(t)) if len(t) >= 20 else float(np.sort(t)[: (len(t) + 1) // 2].mean())
+        return float(np.median(t)) if len(t) >= 20 else fast_half_mean(t)
 
 
     out = {}

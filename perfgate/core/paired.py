@@ -90,6 +90,7 @@ __all__ = [
     "block_log_ratio",
     "decide_look",
     "fast_half_log_ratio",
+    "fast_half_mean",
     "look_alphas",
     "look_schedule",
     "merge_looks",
@@ -141,14 +142,17 @@ def fast_half_log_ratio(a_blocks: Sequence[Sequence[float]], b_blocks: Sequence[
     neither), with about twice the calls behind it. It gives up the pairing of blocks: on a step
     of a second, the machine's phase moves less between two calls than a slow call does.
     """
-    halves = []
-    for blocks in (a_blocks, b_blocks):
-        x = np.sort(np.concatenate([np.asarray(blk, dtype=float) for blk in blocks]))
-        x = x[np.isfinite(x) & (x > 0)]
-        if not len(x):
-            raise ValueError("a side has no positive call time")
-        halves.append(float(x[: math.ceil(len(x) / 2)].mean()))
-    return math.log(halves[1] / halves[0])
+    fa, fb = (fast_half_mean([x for blk in blocks for x in blk]) for blocks in (a_blocks, b_blocks))
+    return math.log(fb / fa)
+
+
+def fast_half_mean(calls: Sequence[float]) -> float:
+    """The mean of the faster half of ``calls`` (the middle one included when their number is odd)."""
+    x = np.sort(np.asarray(calls, dtype=float))
+    x = x[np.isfinite(x) & (x > 0)]
+    if not len(x):
+        raise ValueError("a side has no positive call time")
+    return float(x[: math.ceil(len(x) / 2)].mean())
 
 
 def pooled_log_ratio(a_blocks: Sequence[Sequence[float]], b_blocks: Sequence[Sequence[float]], q: float) -> float:

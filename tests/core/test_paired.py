@@ -227,18 +227,23 @@ def test_merge_keeps_the_first_decided_verdict():
 # --- seeded simulations ------------------------------------------------------------------
 
 
-def _one_call_pair(rng: np.random.Generator, effect: float, offset_sd: float, blocks: int = 8) -> float:
+def _one_call_blocks(rng: np.random.Generator, effect: float, offset_sd: float, blocks: int = 8) -> tuple[list, list]:
     """One pair of a training step of a second or so, one call a block, as the TFT's measured here
     (docs/noise.md §7): each process its own heavy-tailed offset, a slow drift of the machine's
     phase shared by both calls of a round, 2 % of independent noise per call, and in one call of
     five a storm of page faults that makes it 1.15-2.4 times as long, on whichever side it falls."""
     offsets = offset_sd * rng.standard_t(3, 2) / math.sqrt(3.0)
-    a, b = [], []
+    a: list[list[float]] = []
+    b: list[list[float]] = []
     for phase in np.cumsum(rng.normal(0.0, 0.01, blocks)):
         for side, shift in ((a, offsets[0]), (b, offsets[1] + effect)):
             storm = 1.0 + rng.uniform(0.15, 1.4) if rng.random() < 0.2 else 1.0
             side.append([storm * math.exp(phase + shift + rng.normal(0.0, 0.02))])
-    return block_log_ratio(a, b)
+    return a, b
+
+
+def _one_call_pair(rng: np.random.Generator, effect: float, offset_sd: float) -> float:
+    return block_log_ratio(*_one_call_blocks(rng, effect, offset_sd))
 
 
 def _pair_ratio(rng: np.random.Generator, effect: float, offset_sd: float, blocks: int = 10) -> float:
@@ -315,19 +320,12 @@ def test_aa_false_alarms_stay_below_alpha_for_one_call_blocks_with_slow_calls_an
 def test_one_call_blocks_are_estimated_from_the_faster_halves_which_hear_five_percent():
     """Fails with the faster halves removed: the median of one-call block ratios follows the slow calls."""
     rng = np.random.default_rng(5)
-    ours = np.array([_one_call_pair(rng, 0.0, 0.005) for _ in range(400)])
-    rng = np.random.default_rng(5)
-    by_block = []
-    for _ in range(400):  # the same draws, each pair's estimate the median of its block ratios
-        offsets = 0.005 * rng.standard_t(3, 2) / math.sqrt(3.0)
-        ratios = []
-        for phase in np.cumsum(rng.normal(0.0, 0.01, 8)):
-            two = []
-            for shift in (offsets[0], offsets[1]):
-                storm = 1.0 + rng.uniform(0.15, 1.4) if rng.random() < 0.2 else 1.0
-                two.append(storm * math.exp(phase + shift + rng.normal(0.0, 0.02)))
-            ratios.append(math.log(two[1] / two[0]))
-        by_block.append(float(np.median(ratios)))
+    ours, by_block = [], []
+    for _ in range(400):  # on the same draws, each pair's estimate also the median of its block ratios
+        a, b = _one_call_blocks(rng, 0.0, 0.005)
+        ours.append(block_log_ratio(a, b))
+        by_block.append(float(np.median([math.log(y[0] / x[0]) for x, y in zip(a, b, strict=True)])))
+    ours = np.array(ours)
     assert abs(ours.mean()) < 0.003
     assert ours.std() < 0.6 * np.std(by_block), (ours.std(), np.std(by_block))
     rng = np.random.default_rng(8)
