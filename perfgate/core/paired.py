@@ -134,7 +134,7 @@ def block_log_ratio(a_blocks: Sequence[Sequence[float]], b_blocks: Sequence[Sequ
 def fast_half_log_ratio(a_blocks: Sequence[Sequence[float]], b_blocks: Sequence[Sequence[float]]) -> float:
     """``log(F_b / F_a)``, F the mean of a side's faster half of calls (all its blocks pooled).
 
-    For calls too long to block by the dozen (a training step of 0.1 s or more): a slow call
+    For calls too long to block by the dozen (over about 8 ms, where blocks are 20 ms): a slow call
     there is one-sided and large (page faults, a process beside it on the CPU), and one in a
     block moves that block's ratio by as much as the call. The faster half leaves up to half of
     each side's calls out, slow ones first, and on calls that differ by a factor keeps that
