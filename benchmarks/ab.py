@@ -27,7 +27,9 @@ baseline commit against the current one: the same commit for A/A (two worktrees)
 commit otherwise; checks of all slowdowns are interleaved so the machine's phases hit them
 alike. Threshold 5 % is replayed on each check's recorded pair ratios at the same looks
 (the rule is deterministic given the pairs; a check stopped early at 3 % could only have
-stopped earlier at 5 %). ``--legacy N`` also runs N checks per row with the older
+stopped earlier at 5 %). The pairs after a look measure only what was undecided at 3 %
+(``docs/design.md`` §9), so the replay at 5 % is of those pairs: a real check at 5 % could
+have dropped other stages at its looks. ``--legacy N`` also runs N checks per row with the older
 process-level design (a fresh ``perfgate bench`` per measurement, ABBA pairs), side by side.
 
     python benchmarks/ab.py --case suite --aa 20 --checks 10
@@ -446,7 +448,10 @@ def verdicts(data: dict) -> dict[tuple[str, str], str]:
 def replay(data: dict, threshold: float) -> dict[tuple[str, str], str]:
     """The check's decision at another threshold, on its recorded pairs and at its looks."""
     info = data["ab"]
-    ratios = {tuple(k.rsplit(" ", 1)): v for k, v in info["pair_log_ratios"].items()}
+    # null: a pair that did not measure the metric (its stage decided at an earlier look)
+    ratios = {
+        tuple(k.rsplit(" ", 1)): [math.nan if x is None else x for x in v] for k, v in info["pair_log_ratios"].items()
+    }
     metrics = {}
     for c in data["comparisons"]:
         metrics[c["metric"]] = Metric(
@@ -667,7 +672,7 @@ def report_layout(records: list[dict], extra: tuple[str, ...]) -> None:
             cells.append(fmt(sum(r["v3"].get(metric) == "regressed" for r in rows), n))
         sds = []
         for metric in ("numpy_time_ms median", "python_time_ms median"):
-            x = [v for r in rows for v in r["pair_log_ratios"].get(metric, [])]
+            x = [v for r in rows for v in r["pair_log_ratios"].get(metric, []) if v is not None]
             sds.append(f"{statistics.stdev(x):.1%}" if len(x) > 2 else "–")
         est = [
             statistics.mean([r["worse"][m] for r in rows if r["worse"].get(m) is not None] or [math.nan])

@@ -60,8 +60,21 @@ class Samples:
         timings: Mapping[str, Mapping[str, list[list[float]]]],
         options: ResidentOptions,
     ) -> None:
-        """One pair's blocks (per stage and side ``"A"``/``"B"``, each block's samples): samples and log ratios."""
+        """One pair's blocks (per stage and side ``"A"``/``"B"``, each block's samples): samples and log ratios.
+
+        A stage of ``stages`` the pair did not measure (dropped after a look decided it) gets no
+        samples and a NaN log ratio, so that every metric's ratios stay one per pair; the test
+        across pairs leaves NaN out.
+        """
         for p in stages:
+            if p.name not in timings:
+                self.add(p.metric, p.unit, Direction.LOWER, [], [])
+                for stat in statistics(p.metric, options):
+                    self.ratio(p.metric, stat, math.nan)
+                if p.throughput_metric and p.items_per_call:
+                    self.add(p.throughput_metric, "samples/s", Direction.HIGHER, [], [])
+                    self.ratio(p.throughput_metric, "median", math.nan)
+                continue
             a, b = timings[p.name]["A"], timings[p.name]["B"]
             flat_a, flat_b = [x for blk in a for x in blk], [x for blk in b for x in blk]
             self.add(p.metric, p.unit, Direction.LOWER, flat_a, flat_b)
@@ -105,6 +118,8 @@ class Measured:
     pairs_cut: int = 0  # pairs started and cut at the budget plus grace: their blocks dropped
     # per worker, in start order: pair, side, whether it started first, its layout draw
     layouts: list[dict[str, Any]] = field(default_factory=list)
+    # per pair measured: the stages it measured and their blocks (fewer stages after a look focused it)
+    pair_blocks: list[dict[str, int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,6 +150,13 @@ class ResidentOutcome:
     grace: float = 0.0  # the check ends within time_budget + grace (perfgate.ab.resident, "Deadlines")
     slowest_pair_seconds: float = 0.0  # the slowest pair from its start to its end: the fit rule's
     pairs_cut: int = 0  # pairs started and cut at the budget plus grace, their blocks dropped
+    pair_blocks: tuple[dict[str, int], ...] = ()  # per pair: the stages it measured and their blocks
+
+    @property
+    def focused_from(self) -> int | None:
+        """The first pair (from 1) that measured fewer stages than the first, after a look; None if none did."""
+        first = self.pair_blocks[0] if self.pair_blocks else {}
+        return next((i + 1 for i, blocks in enumerate(self.pair_blocks) if len(blocks) < len(first)), None)
 
     def describe(self) -> str:
         pin_text = (
@@ -150,9 +172,15 @@ class ResidentOutcome:
         )
         cut = ", a pair cut at the budget plus grace and dropped" if self.pairs_cut == 1 else ""
         cut = f", {self.pairs_cut} pairs cut at the budget plus grace and dropped" if self.pairs_cut > 1 else cut
+        focus = ""
+        if self.focused_from is not None:
+            focus = (
+                f"; from pair {self.focused_from}, after a look, only the stages still undecided, "
+                "with the time of those decided"
+            )
         return (
             f"interleaved A/B in resident workers: {self.pairs} fresh worker pairs, each alternating short blocks "
-            f"of every stage in random order (seed {self.seed}); {pin_text}; {layout_text}; looked after "
+            f"of every stage in random order (seed {self.seed}){focus}; {pin_text}; {layout_text}; looked after "
             f"{', '.join(map(str, self.looks))} pairs and stopped: {self.stopped} ({self.seconds:.0f} s of its "
             f"{self.time_budget:g} s time budget, {self.grace:.0f} s grace{cut})"
         )
@@ -276,6 +304,7 @@ def collect(
         grace=grace_seconds(options.time_budget),
         slowest_pair_seconds=slowest,
         pairs_cut=measured.pairs_cut,
+        pair_blocks=tuple(measured.pair_blocks),
     )
     return dataclasses.replace(
         outcome,

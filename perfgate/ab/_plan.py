@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ __all__ = [
     "ResidentOptions",
     "Side",
     "StagePlan",
+    "focus_stages",
     "grace_seconds",
     "looks",
     "pair_fits",
@@ -48,6 +49,7 @@ DEFAULT_TIME_BUDGET = 80.0  # seconds: a DQN or PPO check ends within 90 s here
 MAX_TIME_BUDGET = 86_400.0  # one day: a budget past it is a typo (and inf a way to never stop)
 GRACE_SECONDS = 10.0  # a check ends within its budget plus at least this much ...
 GRACE_FRACTION = 0.25  # ... or this fraction of the budget, whichever is more
+MAX_FOCUS = 4.0  # after a look, a stage still undecided gets at most this many times its planned blocks
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +91,9 @@ class ResidentOptions:
         randomise_layout: give every worker a memory layout drawn at random (:mod:`perfgate.workers.layout`);
             off, every worker starts with hash seed 0 and no padding, and a layout-only change can
             read as a change of speed.
+        focus: after a look that leaves some stages undecided, later pairs measure only those,
+            with the time the decided stages took (:func:`focus_stages`); off, every pair
+            measures every stage as planned.
     """
 
     model: str
@@ -112,6 +117,7 @@ class ResidentOptions:
     deadline_scale: float = 1.0
     metric_info: Mapping[str, MetricInfo] = field(default_factory=dict)
     randomise_layout: bool = True
+    focus: bool = True
 
     def __post_init__(self) -> None:
         if not 0 < self.time_budget <= MAX_TIME_BUDGET:  # also refuses NaN
@@ -167,6 +173,34 @@ def plan_check(stages_a: list[dict[str, Any]], stages_b: list[dict[str, Any]], o
     if not stages:
         raise PerfgateError("the two revisions have no stage in common to compare")
     return CheckPlan(stages=tuple(stages), one_side=(_one_side(stages_a, stages_b), _one_side(stages_b, stages_a)))
+
+
+def focus_stages(
+    plan: CheckPlan, undecided: Collection[str], pace: Mapping[str, float], max_scale: float = MAX_FOCUS
+) -> tuple[StagePlan, ...]:
+    """The stages the pairs after a look measure: those with a metric still ``undecided``, given the decided ones' time.
+
+    A stage is kept when its metric or its throughput is undecided; its blocks per pair are
+    scaled by the planned time of every stage over that of the kept ones (``pace``: seconds per
+    block and side, per stage), at most ``max_scale`` times, so that a pair takes about the time
+    the looks were planned on. Calls per block stay as planned. When no stage or every stage
+    is kept (only memory undecided, or nothing decided yet), the plan's stages, unchanged.
+
+    A decided metric's verdict is final (:func:`~perfgate.core.paired.merge_looks`), so no
+    later pair could change it; the time goes where it can. Both sides of a pair still run the
+    same blocks in a drawn order, so a pair's log ratio stays symmetric about the true change
+    whatever the look decided.
+    """
+    keep = [p for p in plan.stages if p.metric in undecided or (p.throughput_metric or "") in undecided]
+    if not keep or len(keep) == len(plan.stages):
+        return plan.stages
+
+    def seconds(stages: Sequence[StagePlan]) -> float:
+        return sum(2 * p.blocks * pace.get(p.name, 0.0) for p in stages)
+
+    kept = seconds(keep)
+    scale = min(max_scale, seconds(plan.stages) / kept) if kept > 0 else 1.0
+    return tuple(dataclasses.replace(p, blocks=max(p.blocks, round(p.blocks * scale))) for p in keep)
 
 
 def grace_seconds(time_budget: float) -> float:

@@ -3,8 +3,11 @@
 Each pair's two workers start in the order :func:`~perfgate.workers.layout.start_order` draws, each
 with its own layout, and are sent their set-up; while a pair measures, the next one sets up on
 another CPU (with two CPUs or more). A pair's workers are pinned to one CPU and alternate
-blocks of every stage in rounds, the side that goes first drawn per block (:func:`block_orders`).
+blocks of every stage in rounds, the long stages' after the others' (:func:`block_sequence`), the
+side that goes first drawn per block (:func:`block_orders`).
 After each pair the stopping rule looks when a look is due, or early when the budget ends first.
+After a look that decided some stages and not others, later pairs measure only the undecided
+ones, each with more blocks, in the time the decided stages took (:func:`~perfgate.ab._plan.focus_stages`).
 
 The budget is a budget: the check ends within it plus :func:`grace_seconds` (``max(10 s, 25 %
 of the budget)``), whatever its pairs do (:mod:`perfgate.ab.resident`, "Deadlines"). Past the
@@ -21,7 +24,7 @@ import base64
 import functools
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,22 +32,24 @@ import numpy as np
 
 from perfgate.ab._collect import Measured, Samples, decide_now
 from perfgate.ab._plan import (
+    CheckPlan,
     ResidentOptions,
     Side,
     StagePlan,
+    focus_stages,
     grace_seconds,
     looks,
     pair_fits,
     plan_check,
     setup_request,
 )
-from perfgate.core.paired import MIN_PAIRS
+from perfgate.core.paired import MIN_PAIRS, SCREEN_CALLS, undecided
 from perfgate.core.policy import Policy
 from perfgate.errors import PerfgateError
 from perfgate.workers.layout import Layout, draw, start_order, worker_args
 from perfgate.workers.spawn import Channel, WorkerHung, Workers, allow, module_missing, pin, worker_module
 
-__all__ = ["ProtocolMissing", "block_orders", "block_seconds", "grace_seconds", "schedule"]
+__all__ = ["ProtocolMissing", "block_orders", "block_seconds", "block_sequence", "grace_seconds", "schedule"]
 
 ProgressFn = Callable[[str], None]
 Now = Callable[[], float]
@@ -62,6 +67,22 @@ def block_orders(seed: int, pair: int, n: int) -> tuple[str, ...]:
     """Which side goes first in each of a pair's ``n`` blocks: ``"A"`` or ``"B"``, reproducible from its seed."""
     rng = np.random.default_rng([seed, pair])
     return tuple("A" if x else "B" for x in rng.random(n) < 0.5)
+
+
+def block_sequence(stages: Sequence[StagePlan]) -> list[StagePlan]:
+    """The stage of each of a pair's blocks, in order: rounds of every stage, the long stages' after the others'.
+
+    A stage of fewer than :data:`~perfgate.core.paired.SCREEN_CALLS` calls a block (a training
+    step of half a second or more) runs its blocks back to back, in rounds of its own after
+    the other stages' rounds: between the other stages' blocks, the TFT's step spread 2.7 %
+    per A/A pair (three checks), and 1.7-2.2 % with its blocks back to back (three checks;
+    ``docs/noise.md`` §7). The order depends on the plan only, never on what was measured.
+    """
+    out: list[StagePlan] = []
+    for group in ([p for p in stages if p.calls >= SCREEN_CALLS], [p for p in stages if p.calls < SCREEN_CALLS]):
+        for r in range(max((p.blocks for p in group), default=0)):
+            out.extend(p for p in group if r < p.blocks)
+    return out
 
 
 def block_seconds(reply: Mapping[str, Any], scale: float) -> list[float]:
@@ -216,6 +237,8 @@ class _Pairs:
         self.spawned: dict[int, float] = {}  # per pair: when its workers were started
         # per stage: the slowest of the measured pairs' mean seconds for one block on one side
         self.pace: dict[str, float] = {}
+        # what the next pairs measure: the plan's stages, or after a look only the undecided ones (focus_stages)
+        self.focus: tuple[StagePlan, ...] | None = None
         # the worker module each side's tree has (a revision from before perfgate.ab: its older name)
         self.modules: dict[str, str] = {}
         for name, side in zip("AB", sides, strict=True):
@@ -324,8 +347,9 @@ class _Pairs:
                 upcoming = self.start_pair(pair + 1, cpus[(pair + 1) % len(cpus)])
             except _Cut:  # the end has come while it started: this pair is cut next, or (needed) ends in an error
                 upcoming = None
-        orders = block_orders(self.options.seed, pair, sum(p.blocks for p in m.plan.stages))
-        timings = self.blocks(pair, chans, m.plan.stages, orders)
+        stages = self.focus or m.plan.stages
+        orders = block_orders(self.options.seed, pair, sum(p.blocks for p in stages))
+        timings = self.blocks(pair, chans, stages, orders)
         for ch in chans.values():
             ch.close(min(5.0, clock.left(clock.end)))
         if upcoming is not None:  # this pair's CPU is free: the next pair ends its set-up on every CPU
@@ -337,6 +361,7 @@ class _Pairs:
         m.measure_seconds.append(end - t_measure)
         m.pair_spans.append(end - self.spawned[pair])
         m.samples.orders.append(orders)
+        m.pair_blocks.append({p.name: p.blocks for p in stages})
         m.samples.add_blocks(m.plan.stages, timings, self.options)
         m.samples.add_memory(replies["A"].get("memory", {}), replies["B"].get("memory", {}))
         return upcoming
@@ -344,7 +369,7 @@ class _Pairs:
     def blocks(
         self, pair: int, chans: dict[str, Channel], stages: tuple[StagePlan, ...], orders: tuple[str, ...]
     ) -> dict[str, dict[str, list[list[float]]]]:
-        """Every stage's blocks in rounds, each block on one side and then the other, first as ``orders`` says.
+        """Every stage's blocks in :func:`block_sequence` order, on one side then the other, first as ``orders`` says.
 
         A pair past the needed ones is cut (:class:`_Cut`) before a block when its remaining blocks,
         at this pair's own pace per stage so far (else the slowest earlier pair's), would end past the
@@ -359,31 +384,26 @@ class _Pairs:
         timings: dict[str, dict[str, list[list[float]]]] = {p.name: {"A": [], "B": []} for p in stages}
         left = {p.name: 2 * p.blocks for p in stages}  # blocks still to measure, both sides
         spent: dict[str, list[float]] = {p.name: [] for p in stages}  # this pair's seconds per block
-        i = 0
-        for r in range(max(p.blocks for p in stages)):
-            for p in stages:
-                if r >= p.blocks:
-                    continue
-                first = orders[i]
-                i += 1
-                for side in (first, "B" if first == "A" else "A"):
-                    if cuttable and clock.now() + self._still(left, spent) > clock.end:
-                        raise _Cut
-                    t_block = clock.now()
-                    try:
-                        request = {"op": "time", "stage": p.name, "calls": p.calls, "encoding": "f64"}
-                        reply = chans[side].request(request, clock.left(clock.end))
-                    except WorkerHung:
-                        if cuttable:
-                            raise _Cut from None
-                        within = clock.within(clock.end, options.block_floor, "every block")
-                        raise PerfgateError(
-                            f"stage {p.name!r} did not finish a block of {p.calls} calls {within}, on the "
-                            f"{chans[side].label}; {_HUNG_HINT}{_tail(chans[side])}"
-                        ) from None
-                    spent[p.name].append(clock.now() - t_block)
-                    left[p.name] -= 1
-                    timings[p.name][side].append(block_seconds(reply, p.scale))
+        for i, p in enumerate(block_sequence(stages)):
+            first = orders[i]
+            for side in (first, "B" if first == "A" else "A"):
+                if cuttable and clock.now() + self._still(left, spent) > clock.end:
+                    raise _Cut
+                t_block = clock.now()
+                try:
+                    request = {"op": "time", "stage": p.name, "calls": p.calls, "encoding": "f64"}
+                    reply = chans[side].request(request, clock.left(clock.end))
+                except WorkerHung:
+                    if cuttable:
+                        raise _Cut from None
+                    within = clock.within(clock.end, options.block_floor, "every block")
+                    raise PerfgateError(
+                        f"stage {p.name!r} did not finish a block of {p.calls} calls {within}, on the "
+                        f"{chans[side].label}; {_HUNG_HINT}{_tail(chans[side])}"
+                    ) from None
+                spent[p.name].append(clock.now() - t_block)
+                left[p.name] -= 1
+                timings[p.name][side].append(block_seconds(reply, p.scale))
         for name, seconds in spent.items():
             self.pace[name] = max(self.pace.get(name, 0.0), sum(seconds) / len(seconds))
         return timings
@@ -433,4 +453,15 @@ class _Pairs:
             return True
         if not new_look and progress:
             progress(f"pair {n} measured ({elapsed:.0f} s)")
+        if new_look and options.focus and rule is not None and m.plan is not None:
+            self.refocus(m.plan, undecided(rule.merged()))
         return False
+
+    def refocus(self, plan: CheckPlan, still: frozenset[str]) -> None:
+        """After a look: the next pairs measure the stages with a metric ``still`` undecided (focus_stages)."""
+        stages = focus_stages(plan, still, self.pace)
+        focus = None if stages == plan.stages else stages
+        if focus is not None and focus != self.focus and self.progress:
+            names = ", ".join(f"{p.name} ({p.blocks} blocks)" for p in focus)
+            self.progress(f"the next pairs measure only what is still undecided: {names}")
+        self.focus = focus

@@ -10,6 +10,7 @@ it was measured (:attr:`AbCheck.details`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -73,7 +74,13 @@ def _resident_details(outcome: ResidentOutcome) -> dict[str, object]:
         "slowest_pair_seconds": round(outcome.slowest_pair_seconds, 1),
         "pairs_cut": outcome.pairs_cut,
         "stages": list(outcome.plan),
-        "pair_log_ratios": {f"{m} {st}": [round(x, 6) for x in v] for (m, st), v in outcome.log_ratios.items()},
+        # null: a pair that did not measure the metric (its stage was decided at an earlier look)
+        "pair_log_ratios": {
+            f"{m} {st}": [round(x, 6) if math.isfinite(x) else None for x in v]
+            for (m, st), v in outcome.log_ratios.items()
+        },
+        "blocks_per_pair": [dict(b) for b in outcome.pair_blocks],
+        "focused_from_pair": outcome.focused_from,
         "derived": dict(outcome.derived),
         "layouts": list(outcome.layouts),
         "setup_seconds": [round(x, 2) for x in outcome.setup_seconds],

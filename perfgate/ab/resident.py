@@ -15,7 +15,9 @@ Pair after pair, until every gated metric is decided or the time budget is spent
    :attr:`ResidentOptions.block_time` of work, on one side and then on the other, the side
    that goes first drawn per block from a generator seeded by ``(seed, pair)``
    (:func:`block_orders`), stage after stage in rounds, so a slow phase of the machine hits
-   every stage and both sides alike;
+   every stage and both sides alike; a stage of one or two calls a block (a training step of
+   half a second or more) runs its rounds after the others', its blocks back to back
+   (:func:`~perfgate.ab._schedule.block_sequence`);
 3. the pair's log ratio of every metric is estimated from its blocks, the workers end, and at
    the looks fixed by the budget the check decides (:mod:`perfgate.core.paired`).
 
@@ -23,7 +25,10 @@ Every worker is a fresh interpreter. Workers forked from one template process pe
 start faster, but they inherit the template's memory layout, so every pair of a check shares
 one layout offset between the sides, which the test across pairs cannot see: measured on a
 pure-Python stage, that design raised false alarms in A/A checks (``benchmarks/ab.py``).
-Block sizes and counts are fixed from the first pair's set-up and kept for the whole check.
+Block sizes and counts are fixed from the first pair's set-up. After a look that decided some
+stages and not others, the pairs that follow measure only the undecided ones, each with more
+blocks in the time the decided ones took (:func:`~perfgate.ab._plan.focus_stages`; a decided
+verdict is final, so no later pair could change it).
 
 Deadlines: the budget is a budget. A check ends within ``start + budget + grace``, the grace
 :func:`grace_seconds` (``max(10 s, 25 % of the budget)``: 20 s for the default 80 s, 60 s for

@@ -98,6 +98,7 @@ __all__ = [
     "pooled_log_ratio",
     "settled",
     "tail_log_ratio",
+    "undecided",
 ]
 
 MIN_PAIRS = 3  # a t test across pairs needs at least 2 degrees of freedom
@@ -368,9 +369,14 @@ def _key(c: Comparison) -> tuple[str, str]:
     return (c.metric, c.statistic)
 
 
+def undecided(result: CheckResult) -> frozenset[str]:
+    """The metrics with a gated comparison not yet decided (neither regressed, improved nor unchanged)."""
+    return frozenset(c.metric for c in result.comparisons if c.verdict not in DECIDED | _GATED_OUT)
+
+
 def settled(result: CheckResult) -> bool:
     """Whether every gated comparison of a look is decided (regressed, improved or unchanged)."""
-    return all(c.verdict in DECIDED for c in result.comparisons if c.verdict not in _GATED_OUT)
+    return not undecided(result)
 
 
 def merge_looks(looks: Sequence[CheckResult]) -> CheckResult:
