@@ -29,6 +29,7 @@ from perfgate.core.policy import Policy
 from perfgate.core.schema import Metric, Run
 from tests.ab import test_budget
 from tests.ab.test_budget import FakeChannel, fake_check
+from tests.core.test_paired import _one_call_blocks
 
 
 def _verdict(result: CheckResult, metric: str) -> Verdict:
@@ -164,20 +165,6 @@ def test_after_a_look_only_the_undecided_stage_is_measured_with_more_blocks(
 
 
 # --- a seeded simulation of a check's looks -----------------------------------------------------------
-
-
-def _one_call_blocks(rng: np.random.Generator, effect: float, offset_sd: float, blocks: int) -> tuple[list, list]:
-    """One pair of a training step of one call a block (docs/noise.md §7): per process a heavy-tailed
-    offset, a drifting phase shared by both sides of a round, 2 % of noise per call, and one call in
-    five slowed 1.15-2.4 times by a storm of page faults, on whichever side it falls."""
-    offsets = offset_sd * rng.standard_t(3, 2) / math.sqrt(3.0)
-    a: list[list[float]] = []
-    b: list[list[float]] = []
-    for phase in np.cumsum(rng.normal(0.0, 0.01, blocks)):
-        for side, shift in ((a, offsets[0]), (b, offsets[1] + effect)):
-            storm = 1.0 + rng.uniform(0.15, 1.4) if rng.random() < 0.2 else 1.0
-            side.append([storm * math.exp(phase + shift + rng.normal(0.0, 0.02))])
-    return a, b
 
 
 def _many_call_blocks(rng: np.random.Generator, effect: float, offset_sd: float, blocks: int) -> tuple[list, list]:
