@@ -487,6 +487,9 @@ def main() -> None:
     parser.add_argument("--neighbour", choices=("off", "on", "both"), default="off", help="a bursty CPU burner beside")
     parser.add_argument("--ab-args", default="", help="further perfgate ab flags for every check (space-separated)")
     parser.add_argument(
+        "--seed-base", type=int, default=1000, help="check i gets --order-seed seed-base + i (another run's draws)"
+    )
+    parser.add_argument(
         "--unit-scale",
         default="",
         help="size a model stage's injected work by hand, e.g. training=0.5: from the unit's cost alone times the "
@@ -534,7 +537,7 @@ def main() -> None:
         for i, (pct, busy) in enumerate(plan):
             out = Path(tmp) / f"check{i}.json"
             with neighbour(busy):
-                data, took = run_check(repo, args.case, base, commits[pct], out, 1000 + i, 3.0, extra)
+                data, took = run_check(repo, args.case, base, commits[pct], out, args.seed_base + i, 3.0, extra)
             rec = {
                 "engine": "resident",
                 "neighbour": busy,
