@@ -487,7 +487,10 @@ def main() -> None:
     parser.add_argument("--neighbour", choices=("off", "on", "both"), default="off", help="a bursty CPU burner beside")
     parser.add_argument("--ab-args", default="", help="further perfgate ab flags for every check (space-separated)")
     parser.add_argument(
-        "--seed-base", type=int, default=1000, help="check i gets --order-seed seed-base + i (another run's draws)"
+        "--seed-base",
+        type=int,
+        default=1000,
+        help="a random seed base: check i draws its order with --order-seed BASE + i",
     )
     parser.add_argument(
         "--unit-scale",
