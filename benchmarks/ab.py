@@ -555,6 +555,9 @@ def main() -> None:
                 "stages": data["ab"].get("stages", []),
                 "setup_seconds": data["ab"].get("setup_seconds", []),
                 "measure_seconds": data["ab"].get("measure_seconds", []),
+                "blocks_per_pair": data["ab"].get("blocks_per_pair", []),
+                "layouts": data["ab"].get("layouts", []),  # per pair and side: which started first, the layout
+                "usage_per_call": data["ab"].get("usage_per_call", {}),  # page faults, involuntary switches
             }
             records.append(rec)
             print(

@@ -15,6 +15,7 @@ import dataclasses
 import math
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,13 +29,21 @@ from perfgate.core.compare import CheckResult
 from perfgate.core.metrics import Direction, metric_info
 from perfgate.core.paired import SequentialLooks, block_log_ratio, decide_look, tail_log_ratio
 from perfgate.core.policy import Policy
+from perfgate.core.result import Verdict
 from perfgate.core.schema import Machine, Metric, Run
 from perfgate.core.stats import QUANTILES
 from perfgate.errors import PerfgateError
 
-__all__ = ["Measured", "ResidentOutcome", "Samples", "collect", "decide_now", "runs", "with_budgets"]
+__all__ = ["Measured", "ResidentOutcome", "Samples", "collect", "decide_now", "fault_notes", "runs", "with_budgets"]
 
 _KEEP = 20_000  # samples per side and pair kept in the runs for the report (the test uses all)
+# what a worker reports of a block (perfgate.workers.resident, "rusage"), and its name in the JSON report
+USAGE_KEYS = ("minflt", "majflt", "nivcsw")
+_USAGE_NAMES = {"minflt": "minor_faults", "majflt": "major_faults", "nivcsw": "involuntary_switches"}
+# a changed stage's minor page faults a call are worth a note when one side has at least this many a call
+# and the two differ by this factor or more (a hint of why, never part of the verdict)
+FAULTS_FLOOR = 1.0
+FAULTS_FACTOR = 1.25
 
 
 @dataclass(slots=True)
@@ -120,6 +129,15 @@ class Measured:
     layouts: list[dict[str, Any]] = field(default_factory=list)
     # per pair measured: the stages it measured and their blocks (fewer stages after a look focused it)
     pair_blocks: list[dict[str, int]] = field(default_factory=list)
+    # per stage and side ("A", "B"), over the pairs kept: calls timed and, where the workers report them,
+    # their page faults and involuntary context switches during those calls (USAGE_KEYS)
+    usage: dict[str, dict[str, Counter[str]]] = field(default_factory=dict)
+
+    def add_usage(self, usage: Mapping[str, Mapping[str, Mapping[str, int]]]) -> None:
+        """Add one kept pair's calls and usage, per stage and side."""
+        for stage, sides in usage.items():
+            for side, counts in sides.items():
+                self.usage.setdefault(stage, {"A": Counter(), "B": Counter()})[side].update(counts)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,6 +169,20 @@ class ResidentOutcome:
     slowest_pair_seconds: float = 0.0  # the slowest pair from its start to its end: the fit rule's
     pairs_cut: int = 0  # pairs started and cut at the budget plus grace, their blocks dropped
     pair_blocks: tuple[dict[str, int], ...] = ()  # per pair: the stages it measured and their blocks
+    # per stage and side ("A" baseline, "B" current): calls timed and the workers' usage over them (Measured.usage)
+    usage: Mapping[str, Mapping[str, Mapping[str, int]]] = field(default_factory=dict)
+
+    def usage_per_call(self) -> dict[str, dict[str, dict[str, float]]]:
+        """Per stage and role (``baseline``, ``current``): page faults and involuntary switches a timed call,
+        for the stages whose workers reported them (a revision from before the report gives none)."""
+        out: dict[str, dict[str, dict[str, float]]] = {}
+        for stage, sides in self.usage.items():
+            if all(sides[s].get("calls") and any(k in sides[s] for k in USAGE_KEYS) for s in "AB"):
+                out[stage] = {
+                    role: {_USAGE_NAMES[k]: sides[s].get(k, 0) / sides[s]["calls"] for k in USAGE_KEYS}
+                    for s, role in (("A", "baseline"), ("B", "current"))
+                }
+        return out
 
     @property
     def focused_from(self) -> int | None:
@@ -305,8 +337,47 @@ def collect(
         slowest_pair_seconds=slowest,
         pairs_cut=measured.pairs_cut,
         pair_blocks=tuple(measured.pair_blocks),
+        usage={stage: {s: dict(c) for s, c in sides.items()} for stage, sides in measured.usage.items()},
     )
+    notes = merged.notes + fault_notes(merged, plan.stages, outcome.usage_per_call())
     return dataclasses.replace(
         outcome,
-        result=dataclasses.replace(merged, baseline=baseline, current=current, baseline_source=outcome.describe()),
+        result=dataclasses.replace(
+            merged, baseline=baseline, current=current, baseline_source=outcome.describe(), notes=notes
+        ),
     )
+
+
+def fault_notes(
+    result: CheckResult, stages: tuple[StagePlan, ...], per_call: Mapping[str, Mapping[str, Mapping[str, float]]]
+) -> tuple[str, ...]:
+    """A note for each stage the check found changed (regressed, improved, or past its threshold undecided)
+    whose minor page faults a call differ between the sides by :data:`FAULTS_FACTOR` or more, one side
+    having at least :data:`FAULTS_FLOOR`: fresh memory mapped in by every call is a usual cause of a
+    slower one. It hints at why, never decides what: the verdict is the times'."""
+    of_metric = {m: p.name for p in stages for m in (p.metric, p.throughput_metric) if m}
+    changed: list[str] = []
+    for c in result.comparisons:
+        past = c.worse is not None and c.worse >= result.policy.threshold_for(c.metric)
+        stage = of_metric.get(c.derived_from or c.metric)
+        moved = c.verdict in (Verdict.REGRESSED, Verdict.IMPROVED) or (c.verdict is Verdict.INCONCLUSIVE and past)
+        if stage is not None and moved and stage not in changed:
+            changed.append(stage)
+    notes = []
+    for stage in changed:
+        if stage not in per_call:
+            continue
+        a, b = (per_call[stage][role]["minor_faults"] for role in ("baseline", "current"))
+        if max(a, b) < FAULTS_FLOOR or ((lo := min(a, b)) > 0 and max(a, b) / lo < FAULTS_FACTOR):
+            continue
+        ratio = f"{b / a:.2g}×" if a > 0 else "none in the baseline"
+        notes.append(
+            f"stage {stage!r}: {_count(b)} minor page faults a timed call in the current revision against "
+            f"{_count(a)} in the baseline ({ratio}): pages of fresh memory mapped in during each call (a large "
+            "buffer freed and made again faults its pages every time), a usual cause of a change in time"
+        )
+    return tuple(notes)
+
+
+def _count(x: float) -> str:
+    return f"{x:,.0f}" if x >= 10 else f"{x:.2g}"

@@ -24,13 +24,14 @@ import base64
 import functools
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from perfgate.ab._collect import Measured, Samples, decide_now
+from perfgate.ab._collect import USAGE_KEYS, Measured, Samples, decide_now
 from perfgate.ab._plan import (
     CheckPlan,
     ResidentOptions,
@@ -92,6 +93,15 @@ def block_seconds(reply: Mapping[str, Any], scale: float) -> list[float]:
         values: list[float] = (np.frombuffer(base64.b64decode(packed), dtype=np.float64) * scale).tolist()
         return values
     return [float(x) * scale for x in reply["seconds"]]
+
+
+def block_usage(reply: Mapping[str, Any], calls: int) -> dict[str, int]:
+    """A block's calls and, from a worker that reports them, its page faults and involuntary switches."""
+    out = {"calls": calls}
+    usage = reply.get("rusage")
+    if isinstance(usage, Mapping):
+        out.update({k: int(usage[k]) for k in USAGE_KEYS if isinstance(usage.get(k), int)})
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,7 +359,7 @@ class _Pairs:
                 upcoming = None
         stages = self.focus or m.plan.stages
         orders = block_orders(self.options.seed, pair, sum(p.blocks for p in stages))
-        timings = self.blocks(pair, chans, stages, orders)
+        timings, usage = self.blocks(pair, chans, stages, orders)
         for ch in chans.values():
             ch.close(min(5.0, clock.left(clock.end)))
         if upcoming is not None:  # this pair's CPU is free: the next pair ends its set-up on every CPU
@@ -363,13 +373,17 @@ class _Pairs:
         m.samples.orders.append(orders)
         m.pair_blocks.append({p.name: p.blocks for p in stages})
         m.samples.add_blocks(m.plan.stages, timings, self.options)
+        m.add_usage(usage)
         m.samples.add_memory(replies["A"].get("memory", {}), replies["B"].get("memory", {}))
         return upcoming
 
     def blocks(
         self, pair: int, chans: dict[str, Channel], stages: tuple[StagePlan, ...], orders: tuple[str, ...]
-    ) -> dict[str, dict[str, list[list[float]]]]:
+    ) -> tuple[dict[str, dict[str, list[list[float]]]], dict[str, dict[str, Counter[str]]]]:
         """Every stage's blocks in :func:`block_sequence` order, on one side then the other, first as ``orders`` says.
+
+        Returns the blocks' samples, and per stage and side the calls and the workers' page faults and
+        involuntary context switches over them (a worker that does not report its usage adds calls only).
 
         A pair past the needed ones is cut (:class:`_Cut`) before a block when its remaining blocks,
         at this pair's own pace per stage so far (else the slowest earlier pair's), would end past the
@@ -382,6 +396,7 @@ class _Pairs:
         options, clock = self.options, self.clock
         cuttable = not self.needed(pair)
         timings: dict[str, dict[str, list[list[float]]]] = {p.name: {"A": [], "B": []} for p in stages}
+        usage: dict[str, dict[str, Counter[str]]] = {p.name: {"A": Counter(), "B": Counter()} for p in stages}
         left = {p.name: 2 * p.blocks for p in stages}  # blocks still to measure, both sides
         spent: dict[str, list[float]] = {p.name: [] for p in stages}  # this pair's seconds per block
         for i, p in enumerate(block_sequence(stages)):
@@ -391,7 +406,7 @@ class _Pairs:
                     raise _Cut
                 t_block = clock.now()
                 try:
-                    request = {"op": "time", "stage": p.name, "calls": p.calls, "encoding": "f64"}
+                    request = {"op": "time", "stage": p.name, "calls": p.calls, "encoding": "f64", "rusage": True}
                     reply = chans[side].request(request, clock.left(clock.end))
                 except WorkerHung:
                     if cuttable:
@@ -404,9 +419,10 @@ class _Pairs:
                 spent[p.name].append(clock.now() - t_block)
                 left[p.name] -= 1
                 timings[p.name][side].append(block_seconds(reply, p.scale))
+                usage[p.name][side].update(block_usage(reply, p.calls))
         for name, seconds in spent.items():
             self.pace[name] = max(self.pace.get(name, 0.0), sum(seconds) / len(seconds))
-        return timings
+        return timings, usage
 
     def _still(self, left: Mapping[str, int], spent: Mapping[str, list[float]]) -> float:
         """Seconds the blocks ``left`` will take: per stage, this pair's mean block so far, else the slowest pair's."""

@@ -83,6 +83,11 @@ def _resident_details(outcome: ResidentOutcome) -> dict[str, object]:
         "focused_from_pair": outcome.focused_from,
         "derived": dict(outcome.derived),
         "layouts": list(outcome.layouts),
+        # per stage and side: page faults and involuntary context switches a timed call (absent: not reported)
+        "usage_per_call": {
+            stage: {role: {k: round(v, 3) for k, v in d.items()} for role, d in sides.items()}
+            for stage, sides in outcome.usage_per_call().items()
+        },
         "setup_seconds": [round(x, 2) for x in outcome.setup_seconds],
         "measure_seconds": [round(x, 2) for x in outcome.measure_seconds],
     }

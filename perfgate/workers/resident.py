@@ -27,6 +27,10 @@ speaks first and answers every request with one line:
   same K floats as base64 of native float64 (the coordinator runs on the same machine): for
   a block of 6,000 calls about a tenth of the cost of JSON numbers, which both the measured
   worker and the coordinator spend between blocks (a coordinator that does not ask gets numbers);
+  with ``"rusage": true`` in the request the reply also holds ``"rusage": {"minflt": …,
+  "majflt": …, "nivcsw": …}``, the worker's minor and major page faults and involuntary context
+  switches over the block (``getrusage``, every thread of the process; absent where the
+  platform has none), which the coordinator sums per stage and side;
 * ``{"op": "profile", "stage": NAME, "instrument": "auto", "seconds": 1.0, "min_calls": 3,
   "warmup": 1}`` →
   ``{"ok": true, "profile": {…}, "notes": […]}``: the stage's calls under a profiler
@@ -63,7 +67,8 @@ __all__ = ["PROTOCOL", "PROTOCOL_VERSION", "Worker", "main"]
 PROTOCOL = "perfgate-resident"
 # History: 1 — setup / time / exit; later, setup's optional "progress" lines (only when asked for),
 # then time's optional "encoding": "f64" (packed samples, only when asked for), then setup's "import"
-# progress lines (only when asked for), then the optional "profile" op (only when asked for).
+# progress lines (only when asked for), then the optional "profile" op (only when asked for), then
+# time's optional "rusage" counts of the block (only when asked for).
 PROTOCOL_VERSION = 1
 _TYPICAL_TIME = 0.05  # seconds of extra calls after the warm-up that give a stage's typical call time
 _MAX_CALLS = 1_000_000
@@ -177,11 +182,17 @@ class Worker:
         if not 1 <= calls <= _MAX_CALLS:
             return _error(f"calls must be between 1 and {_MAX_CALLS}, got {calls}")
         call, sync = p.call, p.sync
+        before = _usage() if req.get("rusage") is True else None
         with p.stage.running("its timed calls"):
             seconds = [time_call(call, sync) for _ in range(calls)]
+        reply: dict[str, Any] = {"ok": True}
+        if before is not None and (after := _usage()) is not None:
+            reply["rusage"] = {k: after[k] - before[k] for k in after}
         if req.get("encoding") == "f64":
-            return {"ok": True, "seconds_f64": base64.b64encode(array.array("d", seconds).tobytes()).decode("ascii")}
-        return {"ok": True, "seconds": seconds}
+            reply["seconds_f64"] = base64.b64encode(array.array("d", seconds).tobytes()).decode("ascii")
+        else:
+            reply["seconds"] = seconds
+        return reply
 
     def profile(self, req: dict[str, Any]) -> dict[str, Any]:
         """Profile one set-up stage (:mod:`perfgate.profile`): ``seconds`` of calls and at least
@@ -288,6 +299,17 @@ def _then_calls(
         return call
 
     return wrapped
+
+
+def _usage() -> dict[str, int] | None:
+    """This process's page faults and involuntary context switches so far (all its threads); None where the
+    platform has no ``getrusage``."""
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return None
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return {"minflt": ru.ru_minflt, "majflt": ru.ru_majflt, "nivcsw": ru.ru_nivcsw}
 
 
 def _error(message: str) -> dict[str, Any]:
