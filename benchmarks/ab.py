@@ -558,6 +558,7 @@ def main() -> None:
                 "blocks_per_pair": data["ab"].get("blocks_per_pair", []),
                 "layouts": data["ab"].get("layouts", []),  # per pair and side: which started first, the layout
                 "usage_per_call": data["ab"].get("usage_per_call", {}),  # page faults, involuntary switches
+                "minor_faults_per_pair": data["ab"].get("minor_faults_per_pair", {}),
             }
             records.append(rec)
             print(

@@ -16,12 +16,13 @@ import math
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+from scipy import special
 
 from perfgate.ab._plan import CheckPlan, ResidentOptions, Side, StagePlan, grace_seconds, statistics
 from perfgate.core.codec import format_timestamp
@@ -41,9 +42,11 @@ _KEEP = 20_000  # samples per side and pair kept in the runs for the report (the
 USAGE_KEYS = ("minflt", "majflt", "nivcsw")
 _USAGE_NAMES = {"minflt": "minor_faults", "majflt": "major_faults", "nivcsw": "involuntary_switches"}
 # a changed stage's minor page faults a call are worth a note when one side has at least this many a call
-# and the two differ by this factor or more (a hint of why, never part of the verdict)
+# and the pairs say the two differ by this factor or more (fault_notes: a hint of why, never the verdict)
 FAULTS_FLOOR = 1.0
 FAULTS_FACTOR = 1.25
+FAULTS_MIN_PAIRS = 3  # pairs that measured the stage, for a test across pairs (fault_notes)
+FAULTS_ALPHA = 0.01
 
 
 @dataclass(slots=True)
@@ -132,9 +135,11 @@ class Measured:
     # per stage and side ("A", "B"), over the pairs kept: calls timed and, where the workers report them,
     # their page faults and involuntary context switches during those calls (USAGE_KEYS)
     usage: dict[str, dict[str, Counter[str]]] = field(default_factory=dict)
+    pair_usage: list[dict[str, dict[str, dict[str, int]]]] = field(default_factory=list)  # the same, per pair
 
     def add_usage(self, usage: Mapping[str, Mapping[str, Mapping[str, int]]]) -> None:
         """Add one kept pair's calls and usage, per stage and side."""
+        self.pair_usage.append({stage: {side: dict(c) for side, c in sides.items()} for stage, sides in usage.items()})
         for stage, sides in usage.items():
             for side, counts in sides.items():
                 self.usage.setdefault(stage, {"A": Counter(), "B": Counter()})[side].update(counts)
@@ -171,6 +176,7 @@ class ResidentOutcome:
     pair_blocks: tuple[dict[str, int], ...] = ()  # per pair: the stages it measured and their blocks
     # per stage and side ("A" baseline, "B" current): calls timed and the workers' usage over them (Measured.usage)
     usage: Mapping[str, Mapping[str, Mapping[str, int]]] = field(default_factory=dict)
+    pair_usage: tuple[Mapping[str, Mapping[str, Mapping[str, int]]], ...] = ()  # the same, per pair kept
 
     def usage_per_call(self) -> dict[str, dict[str, dict[str, float]]]:
         """Per stage and role (``baseline``, ``current``): page faults and involuntary switches a timed call,
@@ -182,6 +188,16 @@ class ResidentOutcome:
                     role: {_USAGE_NAMES[k]: sides[s].get(k, 0) / sides[s]["calls"] for k in USAGE_KEYS}
                     for s, role in (("A", "baseline"), ("B", "current"))
                 }
+        return out
+
+    def faults_per_pair(self) -> dict[str, list[list[float] | None]]:
+        """Per stage, each pair's minor faults a timed call, ``[baseline, current]``; None where the pair did
+        not measure the stage or a side did not report them (no stage at all when no pair reported them)."""
+        out: dict[str, list[list[float] | None]] = {}
+        for stage in self.usage:
+            per_pair = [_faults_a_call(pair[stage]) if stage in pair else None for pair in self.pair_usage]
+            if any(x is not None for x in per_pair):
+                out[stage] = [None if x is None else [round(x[0], 3), round(x[1], 3)] for x in per_pair]
         return out
 
     @property
@@ -338,8 +354,9 @@ def collect(
         pairs_cut=measured.pairs_cut,
         pair_blocks=tuple(measured.pair_blocks),
         usage={stage: {s: dict(c) for s, c in sides.items()} for stage, sides in measured.usage.items()},
+        pair_usage=tuple(measured.pair_usage),
     )
-    notes = merged.notes + fault_notes(merged, plan.stages, outcome.usage_per_call())
+    notes = merged.notes + fault_notes(merged, plan.stages, outcome.pair_usage)
     return dataclasses.replace(
         outcome,
         result=dataclasses.replace(
@@ -349,12 +366,22 @@ def collect(
 
 
 def fault_notes(
-    result: CheckResult, stages: tuple[StagePlan, ...], per_call: Mapping[str, Mapping[str, Mapping[str, float]]]
+    result: CheckResult,
+    stages: tuple[StagePlan, ...],
+    pair_usage: Sequence[Mapping[str, Mapping[str, Mapping[str, int]]]],
 ) -> tuple[str, ...]:
     """A note for each stage the check found changed (regressed, improved, or past its threshold undecided)
-    whose minor page faults a call differ between the sides by :data:`FAULTS_FACTOR` or more, one side
-    having at least :data:`FAULTS_FLOOR`: fresh memory mapped in by every call is a usual cause of a
-    slower one. It hints at why, never decides what: the verdict is the times'."""
+    whose minor page faults a call differ between the sides pair after pair: fresh memory mapped in by
+    every call is a usual cause of a slower one. It hints at why, never decides what: the verdict is
+    the times'.
+
+    Processes of the same code can differ severalfold in a long stage's faults (in an A/A check of
+    the TFT, one side's training steps took 1,300 minor faults a call over the check's 11 pairs and
+    the other side's 7,000), so the sides' totals are not compared. Each pair that measured the stage gives the log
+    ratio of its sides' faults a call (plus one, so that none is not infinitely fewer); the note
+    needs :data:`FAULTS_MIN_PAIRS` of them, their geometric mean beyond :data:`FAULTS_FACTOR` either
+    way, a two-sided t test across them below :data:`FAULTS_ALPHA`, and one side with
+    :data:`FAULTS_FLOOR` faults a call or more."""
     of_metric = {m: p.name for p in stages for m in (p.metric, p.throughput_metric) if m}
     changed: list[str] = []
     for c in result.comparisons:
@@ -365,18 +392,34 @@ def fault_notes(
             changed.append(stage)
     notes = []
     for stage in changed:
-        if stage not in per_call:
+        per_pair = [_faults_a_call(pair[stage]) for pair in pair_usage if stage in pair]
+        kept = [ab for ab in per_pair if ab is not None]
+        if len(kept) < FAULTS_MIN_PAIRS:
             continue
-        a, b = (per_call[stage][role]["minor_faults"] for role in ("baseline", "current"))
-        if max(a, b) < FAULTS_FLOOR or ((lo := min(a, b)) > 0 and max(a, b) / lo < FAULTS_FACTOR):
+        a, b = (float(np.mean(side)) for side in zip(*kept, strict=True))
+        logs = np.array([math.log((y + 1.0) / (x + 1.0)) for x, y in kept])
+        mean, sd = float(logs.mean()), float(logs.std(ddof=1))
+        t = math.inf if sd == 0.0 else abs(mean) / (sd / math.sqrt(len(logs)))
+        p = 0.0 if math.isinf(t) else float(2.0 * special.stdtr(len(logs) - 1, -t))
+        if max(a, b) < FAULTS_FLOOR or abs(mean) < math.log(FAULTS_FACTOR) or p >= FAULTS_ALPHA:
             continue
-        ratio = f"{b / a:.2g}×" if a > 0 else "none in the baseline"
         notes.append(
             f"stage {stage!r}: {_count(b)} minor page faults a timed call in the current revision against "
-            f"{_count(a)} in the baseline ({ratio}): pages of fresh memory mapped in during each call (a large "
-            "buffer freed and made again faults its pages every time), a usual cause of a change in time"
+            f"{_count(a)} in the baseline, {'more' if mean > 0 else 'fewer'} in each of {len(kept)} pairs "
+            f"({math.exp(mean):.2g}× on the pairs' geometric mean, with one added to each side): pages of fresh "
+            "memory mapped in during each call (a large buffer freed and made again faults its pages every "
+            "time), a usual cause of a change in time"
         )
     return tuple(notes)
+
+
+def _faults_a_call(sides: Mapping[str, Mapping[str, int]]) -> tuple[float, float] | None:
+    """One pair's minor faults a timed call of a stage, baseline and current; None where a side did not report."""
+    counts = [sides.get(s, {}) for s in "AB"]
+    if not all(c.get("calls") and "minflt" in c for c in counts):
+        return None
+    a, b = (c["minflt"] / c["calls"] for c in counts)
+    return a, b
 
 
 def _count(x: float) -> str:

@@ -88,6 +88,9 @@ def _resident_details(outcome: ResidentOutcome) -> dict[str, object]:
             stage: {role: {k: round(v, 3) for k, v in d.items()} for role, d in sides.items()}
             for stage, sides in outcome.usage_per_call().items()
         },
+        # per stage and pair: [baseline, current] minor faults a timed call; null where the pair did not
+        # measure the stage or a side did not report them
+        "minor_faults_per_pair": outcome.faults_per_pair(),
         "setup_seconds": [round(x, 2) for x in outcome.setup_seconds],
         "measure_seconds": [round(x, 2) for x in outcome.measure_seconds],
     }

@@ -16,6 +16,7 @@ import os
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -337,11 +338,25 @@ def test_every_worker_is_a_fresh_interpreter(tmp_path):
     assert {e["ppid"] for e in entries} == {os.getpid()}  # started by the check itself, not forked from a template
 
 
-def test_protocol_serves_requests_and_reports_errors_in_one_line(tmp_path):
+def serve(path: Path, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A resident worker in the tree ``path`` answering ``requests``: its greeting, then one reply each."""
     import subprocess
 
+    out = subprocess.run(
+        [sys.executable, "-m", "perfgate.workers.resident"],
+        input="".join(json.dumps(r) + "\n" for r in requests),
+        capture_output=True,
+        text=True,
+        cwd=path,
+        env={**os.environ, "PYTHONPATH": str(path)},
+        timeout=120,
+        check=True,
+    )
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+def test_protocol_serves_requests_and_reports_errors_in_one_line(tmp_path):
     path = tree(tmp_path, "t")
-    env = {**os.environ, "PYTHONPATH": str(path)}
     requests = [
         {"op": "nonsense"},
         {"op": "setup", "suite": "abtest", "model": "any", "stages_modules": ["mystages"]},
@@ -350,17 +365,7 @@ def test_protocol_serves_requests_and_reports_errors_in_one_line(tmp_path):
         {"op": "time", "stage": "work", "calls": 3, "encoding": "f64"},
         {"op": "exit"},
     ]
-    out = subprocess.run(
-        [sys.executable, "-m", "perfgate.workers.resident"],
-        input="".join(json.dumps(r) + "\n" for r in requests),
-        capture_output=True,
-        text=True,
-        cwd=path,
-        env=env,
-        timeout=120,
-        check=True,
-    )
-    hello, *replies = [json.loads(line) for line in out.stdout.splitlines()]
+    hello, *replies = serve(path, requests)
     assert hello["protocol"] == "perfgate-resident" and hello["version"] == PROTOCOL_VERSION
     assert replies[0]["ok"] is False and "unknown op" in replies[0]["error"]
     assert replies[1]["ok"] is True and [s["name"] for s in replies[1]["stages"]] == ["work"]

@@ -2,8 +2,8 @@
 
 A worker asked for them (``"rusage": true``) reports its ``getrusage`` counts over each block;
 the engine sums them over the pairs it keeps, the JSON report gives them a call, and a stage the
-check found changed whose minor page faults a call differ between the sides gets a note in the
-Markdown report. Asserted: the worker's counts on a stage that maps fresh pages in every call
+check found changed whose minor page faults a call differ between the sides pair after pair gets
+a note in the Markdown report. Asserted: the worker's counts on a stage that maps fresh pages in every call
 and on one that reuses its buffer, the sums on fake workers (and none from a worker that does not
 report them), the note's rule by hand values, and one real check. No time is asserted.
 """
@@ -11,10 +11,6 @@ report them), the note's rule by hand values, and one real check. No time is ass
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,7 +27,7 @@ from perfgate.core.schema import Metric, Run
 from perfgate.report.markdown import render_markdown
 from tests.ab import test_budget
 from tests.ab.test_budget import BLOCKS, FakeChannel, fake_check
-from tests.ab.test_resident import options, sides, tree
+from tests.ab.test_resident import options, serve, sides, tree
 
 PAGES = 256  # a fresh 1 MiB mapping a call: below a transparent huge page, so one fault a page
 
@@ -61,26 +57,12 @@ def work(ctx):
 """
 
 
-def _worker(path: Path, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = subprocess.run(
-        [sys.executable, "-m", "perfgate.workers.resident"],
-        input="".join(json.dumps(r) + "\n" for r in requests),
-        capture_output=True,
-        text=True,
-        cwd=path,
-        env={**os.environ, "PYTHONPATH": str(path)},
-        timeout=120,
-        check=True,
-    )
-    return [json.loads(line) for line in out.stdout.splitlines()][1:]
-
-
 @pytest.mark.parametrize("fresh", [True, False])
 def test_a_worker_reports_a_blocks_page_faults_when_asked(tmp_path, fresh):
     path = tree(tmp_path, "t", text=FAULTING.format(fresh=fresh))
     setup = {"op": "setup", "suite": "abtest", "model": "any", "stages_modules": ["mystages"]}
     calls = 20
-    replies = _worker(
+    _, *replies = serve(
         path,
         [
             setup,
@@ -120,6 +102,7 @@ def test_the_engine_sums_the_usage_of_the_pairs_it_keeps(tmp_path, monkeypatch):
     assert outcome.usage["work"]["A"] == {"calls": calls, "minflt": 2 * calls, "majflt": 0, "nivcsw": calls}
     assert outcome.usage["work"]["B"]["minflt"] == 10 * calls
     details = json.loads(json.dumps(_resident_details(outcome)))  # what the JSON report holds, rounded
+    assert details["minor_faults_per_pair"] == {"work": [[2.0, 10.0]] * outcome.pairs}
     switches = pytest.approx(1.0 / stage["calls"], abs=1e-3)
     assert details["usage_per_call"] == {
         "work": {
@@ -135,6 +118,7 @@ def test_a_worker_that_does_not_report_its_usage_gives_none(tmp_path, monkeypatc
     assert outcome.usage["work"]["A"]["calls"] > 0 and "minflt" not in outcome.usage["work"]["A"]
     assert outcome.usage_per_call() == {}
     assert _resident_details(outcome)["usage_per_call"] == {}
+    assert _resident_details(outcome)["minor_faults_per_pair"] == {}
     assert not any("page faults" in n for n in outcome.result.notes)
 
 
@@ -156,33 +140,36 @@ STAGE = StagePlan(
 )
 
 
-def _faults(baseline: float, current: float) -> dict[str, dict[str, dict[str, float]]]:
-    return {
-        "w": {
-            "baseline": {"minor_faults": baseline, "major_faults": 0.0, "involuntary_switches": 0.0},
-            "current": {"minor_faults": current, "major_faults": 0.0, "involuntary_switches": 0.0},
-        }
-    }
+def _pairs(*faults: tuple[float, float]) -> list[dict[str, dict[str, dict[str, int]]]]:
+    """Pairs of the stage ``w`` with 10 calls a side and these minor faults a call (baseline, current)."""
+
+    def side(f: float) -> dict[str, int]:
+        return {"calls": 10, "minflt": round(10 * f), "majflt": 0, "nivcsw": 0}
+
+    return [{"w": {"A": side(a), "B": side(b)}} for a, b in faults]
 
 
 @pytest.mark.parametrize(
-    ("log_ratio", "baseline", "current", "expected"),
+    ("log_ratio", "faults", "expected"),
     [
-        (0.2, 100.0, 250.0, "'w': 250 minor page faults a timed call in the current revision against 100 in the "
-         "baseline (2.5×)"),
-        (-0.2, 250.0, 100.0, "'w': 100 minor page faults a timed call in the current revision against 250 in the "
-         "baseline (0.4×)"),
-        (0.2, 0.0, 30.0, "against 0 in the baseline (none in the baseline)"),
-        (0.2, 100.0, 100.0 * FAULTS_FACTOR * 0.99, None),  # within the factor
-        (0.2, 0.1, 0.9, None),  # under a fault a call on both sides
-        (0.0, 100.0, 250.0, None),  # the stage did not change
+        (0.2, [(100, 250), (90, 260), (110, 240)], "'w': 250 minor page faults a timed call in the current "
+         "revision against 100 in the baseline, more in each of 3 pairs (2.5× on the pairs' geometric mean"),
+        (-0.2, [(250, 100)] * 4, "'w': 100 minor page faults a timed call in the current revision against 250 "
+         "in the baseline, fewer in each of 4 pairs (0.4×"),
+        (0.2, [(0, 30)] * 3, "against 0 in the baseline, more in each of 3 pairs (31×"),
+        (0.2, [(100, 100 * FAULTS_FACTOR * 0.99)] * 3, None),  # within the factor
+        (0.2, [(0.1, 0.9)] * 3, None),  # under a fault a call on both sides
+        (0.0, [(100, 250)] * 3, None),  # the stage did not change
+        (0.2, [(100, 250)] * 2, None),  # too few pairs for a test across them
+        # the means differ 1.8× but the pairs do not agree: processes differ, not the sides
+        (0.2, [(100, 900), (300, 100), (100, 250), (250, 100)], None),
     ],
 )  # fmt: skip
-def test_a_changed_stage_whose_page_faults_differ_gets_a_note(log_ratio, baseline, current, expected):
+def test_a_changed_stage_whose_page_faults_differ_pair_after_pair_gets_a_note(log_ratio, faults, expected):
     result = _result(log_ratio)
     moved = {0.2: Verdict.REGRESSED, -0.2: Verdict.IMPROVED, 0.0: Verdict.UNCHANGED}[log_ratio]
     assert result.comparisons[0].verdict is moved
-    notes = fault_notes(result, (STAGE,), _faults(baseline, current))
+    notes = fault_notes(result, (STAGE,), _pairs(*faults))
     if expected is None:
         assert notes == ()
     else:
@@ -190,8 +177,16 @@ def test_a_changed_stage_whose_page_faults_differ_gets_a_note(log_ratio, baselin
         assert expected in note
 
 
+def test_a_pair_whose_side_did_not_report_is_left_out():
+    pairs = _pairs((100, 250), (100, 250), (100, 250))
+    del pairs[0]["w"]["A"]["minflt"]
+    assert fault_notes(_result(0.2), (STAGE,), pairs) == ()  # two pairs left: too few
+    assert len(fault_notes(_result(0.2), (STAGE,), [*pairs, *_pairs((100, 250))])) == 1
+
+
 def test_a_stage_without_reported_usage_gets_no_note():
-    assert fault_notes(_result(0.2), (STAGE,), {}) == ()
+    assert fault_notes(_result(0.2), (STAGE,), []) == ()
+    assert fault_notes(_result(0.2), (STAGE,), [{"other": {}}] * 3) == ()
 
 
 # --- one real check -------------------------------------------------------------------------------------
