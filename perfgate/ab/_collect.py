@@ -35,17 +35,17 @@ from perfgate.core.schema import Machine, Metric, Run
 from perfgate.core.stats import QUANTILES
 from perfgate.errors import PerfgateError
 
-__all__ = ["Measured", "ResidentOutcome", "Samples", "collect", "decide_now", "fault_notes", "runs", "with_budgets"]
+__all__ = ["Measured", "ResidentOutcome", "Samples", "collect", "decide_now", "fault_hints", "runs", "with_budgets"]
 
 _KEEP = 20_000  # samples per side and pair kept in the runs for the report (the test uses all)
 # what a worker reports of a block (perfgate.workers.resident, "rusage"), and its name in the JSON report
 USAGE_KEYS = ("minflt", "majflt", "nivcsw")
 _USAGE_NAMES = {"minflt": "minor_faults", "majflt": "major_faults", "nivcsw": "involuntary_switches"}
-# a changed stage's minor page faults a call are worth a note when one side has at least this many a call
-# and the pairs say the two differ by this factor or more (fault_notes: a hint of why, never the verdict)
+# a changed stage's minor page faults a call are worth a hint when one side has at least this many a call
+# and the pairs say the two differ by this factor or more (fault_hints: a hint of why, never the verdict)
 FAULTS_FLOOR = 1.0
 FAULTS_FACTOR = 1.25
-FAULTS_MIN_PAIRS = 3  # pairs that measured the stage, for a test across pairs (fault_notes)
+FAULTS_MIN_PAIRS = 3  # pairs that measured the stage, for a test across pairs (fault_hints)
 FAULTS_ALPHA = 0.01
 
 
@@ -356,21 +356,21 @@ def collect(
         usage={stage: {s: dict(c) for s, c in sides.items()} for stage, sides in measured.usage.items()},
         pair_usage=tuple(measured.pair_usage),
     )
-    notes = merged.notes + fault_notes(merged, plan.stages, outcome.pair_usage)
+    hints = merged.hints + fault_hints(merged, plan.stages, outcome.pair_usage)
     return dataclasses.replace(
         outcome,
         result=dataclasses.replace(
-            merged, baseline=baseline, current=current, baseline_source=outcome.describe(), notes=notes
+            merged, baseline=baseline, current=current, baseline_source=outcome.describe(), hints=hints
         ),
     )
 
 
-def fault_notes(
+def fault_hints(
     result: CheckResult,
     stages: tuple[StagePlan, ...],
     pair_usage: Sequence[Mapping[str, Mapping[str, Mapping[str, int]]]],
 ) -> tuple[str, ...]:
-    """A note for each stage the check found changed (regressed, improved, or past its threshold undecided)
+    """A hint for each stage the check found changed (regressed, improved, or past its threshold undecided)
     whose minor page faults a call differ between the sides pair after pair: fresh memory mapped in by
     every call is a usual cause of a slower one. It hints at why, never decides what: the verdict is
     the times'.
@@ -378,7 +378,7 @@ def fault_notes(
     Processes of the same code can differ severalfold in a long stage's faults (in an A/A check of
     the TFT, one side's training steps took 1,300 minor faults a call over the check's 11 pairs and
     the other side's 7,000), so the sides' totals are not compared. Each pair that measured the stage gives the log
-    ratio of its sides' faults a call (plus one, so that none is not infinitely fewer); the note
+    ratio of its sides' faults a call (plus one, so that none is not infinitely fewer); the hint
     needs :data:`FAULTS_MIN_PAIRS` of them, their geometric mean beyond :data:`FAULTS_FACTOR` either
     way, a two-sided t test across them below :data:`FAULTS_ALPHA`, and one side with
     :data:`FAULTS_FLOOR` faults a call or more."""
@@ -390,7 +390,7 @@ def fault_notes(
         moved = c.verdict in (Verdict.REGRESSED, Verdict.IMPROVED) or (c.verdict is Verdict.INCONCLUSIVE and past)
         if stage is not None and moved and stage not in changed:
             changed.append(stage)
-    notes = []
+    hints = []
     for stage in changed:
         per_pair = [_faults_a_call(pair[stage]) for pair in pair_usage if stage in pair]
         kept = [ab for ab in per_pair if ab is not None]
@@ -403,14 +403,14 @@ def fault_notes(
         p = 0.0 if math.isinf(t) else float(2.0 * special.stdtr(len(logs) - 1, -t))
         if max(a, b) < FAULTS_FLOOR or abs(mean) < math.log(FAULTS_FACTOR) or p >= FAULTS_ALPHA:
             continue
-        notes.append(
+        hints.append(
             f"stage {stage!r}: {_count(b)} minor page faults a timed call in the current revision against "
             f"{_count(a)} in the baseline, {'more' if mean > 0 else 'fewer'} in each of {len(kept)} pairs "
             f"({math.exp(mean):.2g}× on the pairs' geometric mean, with one added to each side): pages of fresh "
             "memory mapped in during each call (a large buffer freed and made again faults its pages every "
             "time), a usual cause of a change in time"
         )
-    return tuple(notes)
+    return tuple(hints)
 
 
 def _faults_a_call(sides: Mapping[str, Mapping[str, int]]) -> tuple[float, float] | None:

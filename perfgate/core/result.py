@@ -255,6 +255,9 @@ class CheckResult:
     notes: tuple[str, ...] = ()  # imported metrics renamed to follow their benchmark, one line each
     # where each regressed stage's change went (perfgate.core.profiles): attached by `ab` and `explain`
     explanations: tuple[StageExplanation, ...] = ()
+    # one line each, a hint of why a changed stage moved that is not a profile (`ab`: its page faults a call
+    # differ between the sides pair after pair); never part of a verdict
+    hints: tuple[str, ...] = ()
 
     def with_verdict(self, verdict: Verdict) -> list[Comparison]:
         return [c for c in self.comparisons if c.verdict is verdict]

@@ -36,7 +36,7 @@ from perfgate.report.terms import (
     shown_change,
     unchanged_note,
 )
-from perfgate.report.where import comment_where
+from perfgate.report.where import comment_where, hint_lines
 
 __all__ = ["MAX_BYTES", "MAX_COLUMNS", "render_comment"]
 
@@ -214,6 +214,7 @@ def _section(label: str, result: CheckResult, cap: int | None, level: str) -> li
         ]
     if by[Verdict.REGRESSED]:
         lines += _regressions(by[Verdict.REGRESSED], cap)
+    lines += hint_lines(result.hints)
     broken = [b for b in result.budgets if not b.ok]
     if broken:
         shown = broken if cap is None else broken[:cap]

@@ -15,7 +15,8 @@ from perfgate.report.shift import shift_json
 __all__ = ["REPORT_VERSION", "explanation_to_dict", "render_json", "result_to_dict"]
 
 # report format history: 1: first version (``environment_changes`` added since, an additional key;
-# ``explanations``, where each explained stage's change went, present only when a stage was explained).
+# ``explanations``, where each explained stage's change went, present only when a stage was explained;
+# ``hints``, a line each of why a changed stage may have moved, present only when there is one).
 REPORT_VERSION = 1
 
 
@@ -148,6 +149,8 @@ def result_to_dict(result: CheckResult) -> dict[str, Any]:
     }
     if result.explanations:  # only when a stage was explained: reports without one stay as they were
         out["explanations"] = [explanation_to_dict(e) for e in result.explanations]
+    if result.hints:  # likewise: only when there is a hint
+        out["hints"] = list(result.hints)
     return out
 
 

@@ -40,7 +40,7 @@ from perfgate.report.terms import (
     shown_change,
     unchanged_note,
 )
-from perfgate.report.where import markdown_where
+from perfgate.report.where import hint_lines, markdown_where
 
 __all__ = ["MAX_CHARS", "render_markdown", "verdict_heading"]
 
@@ -433,6 +433,7 @@ def _render(result: CheckResult, cap: int | None) -> str:
     ]
     lines += _notes(result)
     lines += _regression_sections(result, by[Verdict.REGRESSED], cap)
+    lines += hint_lines(result.hints)
     lines += _budget_section(result.budgets, cap)
     seconds = measured_seconds(result.current)
     shared = _shared_reason(by[Verdict.INCONCLUSIVE])

@@ -31,6 +31,7 @@ __all__ = [
     "comment_where",
     "fmt_cost",
     "fmt_cost_change",
+    "hint_lines",
     "markdown_where",
     "ordered",
     "short",
@@ -197,6 +198,11 @@ def _markdown_one(e: StageExplanation) -> list[str]:
     if e.notes:
         lines += ["", *_notes(e)]
     return lines
+
+
+def hint_lines(hints: Sequence[str]) -> list[str]:
+    """A check's hints of why a stage moved (:attr:`~perfgate.core.result.CheckResult.hints`), a line each."""
+    return [line for h in hints for line in ("", f"ℹ️ {md_prose(h[:1].upper() + h[1:])}.")]
 
 
 def markdown_where(explanations: Sequence[StageExplanation], cap: int | None = None) -> list[str]:

@@ -1,11 +1,12 @@
 """Page faults and involuntary context switches of a check's timed calls, per stage and side.
 
 A worker asked for them (``"rusage": true``) reports its ``getrusage`` counts over each block;
-the engine sums them over the pairs it keeps, the JSON report gives them a call, and a stage the
-check found changed whose minor page faults a call differ between the sides pair after pair gets
-a note in the Markdown report. Asserted: the worker's counts on a stage that maps fresh pages in every call
-and on one that reuses its buffer, the sums on fake workers (and none from a worker that does not
-report them), the note's rule by hand values, and one real check. No time is asserted.
+the engine sums them over the pairs it keeps, the JSON report gives them a call, and a stage
+the check found changed whose minor page faults a call differ between the sides pair after
+pair gets a hint in the Markdown report and the pull-request comment. Asserted: the worker's
+counts on a stage that maps fresh pages in every call and on one that reuses its buffer, the
+sums on fake workers (and none from a worker that does not report them), the hint's rule by
+hand values, and one real check. No time is asserted.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from perfgate.ab._collect import FAULTS_FACTOR, fault_notes
+from perfgate.ab._collect import FAULTS_FACTOR, fault_hints
 from perfgate.ab._plan import StagePlan
 from perfgate.ab.check import _resident_details
 from perfgate.ab.resident import measure_resident
@@ -24,6 +25,8 @@ from perfgate.core.metrics import Direction
 from perfgate.core.paired import decide_look
 from perfgate.core.policy import Policy
 from perfgate.core.schema import Metric, Run
+from perfgate.report.comment import render_comment
+from perfgate.report.json import render_json
 from perfgate.report.markdown import render_markdown
 from tests.ab import test_budget
 from tests.ab.test_budget import BLOCKS, FakeChannel, fake_check
@@ -119,10 +122,10 @@ def test_a_worker_that_does_not_report_its_usage_gives_none(tmp_path, monkeypatc
     assert outcome.usage_per_call() == {}
     assert _resident_details(outcome)["usage_per_call"] == {}
     assert _resident_details(outcome)["minor_faults_per_pair"] == {}
-    assert not any("page faults" in n for n in outcome.result.notes)
+    assert outcome.result.hints == () and "hints" not in json.loads(render_json(outcome.result))
 
 
-# --- the note: hand values ----------------------------------------------------------------------------
+# --- the hint: hand values ----------------------------------------------------------------------------
 
 
 def _result(log_ratio: float) -> CheckResult:
@@ -165,28 +168,28 @@ def _pairs(*faults: tuple[float, float]) -> list[dict[str, dict[str, dict[str, i
         (0.2, [(100, 900), (300, 100), (100, 250), (250, 100)], None),
     ],
 )  # fmt: skip
-def test_a_changed_stage_whose_page_faults_differ_pair_after_pair_gets_a_note(log_ratio, faults, expected):
+def test_a_changed_stage_whose_page_faults_differ_pair_after_pair_gets_a_hint(log_ratio, faults, expected):
     result = _result(log_ratio)
     moved = {0.2: Verdict.REGRESSED, -0.2: Verdict.IMPROVED, 0.0: Verdict.UNCHANGED}[log_ratio]
     assert result.comparisons[0].verdict is moved
-    notes = fault_notes(result, (STAGE,), _pairs(*faults))
+    hints = fault_hints(result, (STAGE,), _pairs(*faults))
     if expected is None:
-        assert notes == ()
+        assert hints == ()
     else:
-        (note,) = notes
-        assert expected in note
+        (hint,) = hints
+        assert expected in hint
 
 
 def test_a_pair_whose_side_did_not_report_is_left_out():
     pairs = _pairs((100, 250), (100, 250), (100, 250))
     del pairs[0]["w"]["A"]["minflt"]
-    assert fault_notes(_result(0.2), (STAGE,), pairs) == ()  # two pairs left: too few
-    assert len(fault_notes(_result(0.2), (STAGE,), [*pairs, *_pairs((100, 250))])) == 1
+    assert fault_hints(_result(0.2), (STAGE,), pairs) == ()  # two pairs left: too few
+    assert len(fault_hints(_result(0.2), (STAGE,), [*pairs, *_pairs((100, 250))])) == 1
 
 
-def test_a_stage_without_reported_usage_gets_no_note():
-    assert fault_notes(_result(0.2), (STAGE,), []) == ()
-    assert fault_notes(_result(0.2), (STAGE,), [{"other": {}}] * 3) == ()
+def test_a_stage_without_reported_usage_gets_no_hint():
+    assert fault_hints(_result(0.2), (STAGE,), []) == ()
+    assert fault_hints(_result(0.2), (STAGE,), [{"other": {}}] * 3) == ()
 
 
 # --- one real check -------------------------------------------------------------------------------------
@@ -201,5 +204,8 @@ def test_a_stage_that_maps_fresh_pages_every_call_is_flagged_with_its_page_fault
     per_call = outcome.usage_per_call()["work"]
     assert per_call["current"]["minor_faults"] >= 0.9 * PAGES
     assert per_call["baseline"]["minor_faults"] < 0.1 * PAGES
-    markdown = render_markdown(outcome.result)
-    assert "minor page faults a timed call in the current revision" in markdown
+    (hint,) = outcome.result.hints
+    assert hint.startswith("stage 'work': ") and "minor page faults a timed call in the current revision" in hint
+    assert json.loads(render_json(outcome.result))["hints"] == [hint]
+    for report in (render_markdown(outcome.result), render_comment(outcome.result)):
+        assert "ℹ️ Stage 'work': " in report and "minor page faults a timed call in the current revision" in report
