@@ -377,11 +377,11 @@ def fault_hints(
 
     Processes of the same code can differ severalfold in a long stage's faults (in an A/A check of
     the TFT, one side's training steps took 1,300 minor faults a call over the check's 11 pairs and
-    the other side's 7,000), so the sides' totals are not compared. Each pair that measured the stage gives the log
-    ratio of its sides' faults a call (plus one, so that none is not infinitely fewer); the hint
-    needs :data:`FAULTS_MIN_PAIRS` of them, their geometric mean beyond :data:`FAULTS_FACTOR` either
-    way, a two-sided t test across them below :data:`FAULTS_ALPHA`, and one side with
-    :data:`FAULTS_FLOOR` faults a call or more."""
+    the other side's 7,000), so the sides' totals are not compared. Each pair that measured the
+    stage gives the log ratio of its sides' faults a call (plus one, so that none is not infinitely
+    fewer); the hint needs :data:`FAULTS_MIN_PAIRS` of them, their geometric mean beyond
+    :data:`FAULTS_FACTOR` either way, a two-sided t test across them below :data:`FAULTS_ALPHA`,
+    and one side with :data:`FAULTS_FLOOR` faults a call or more."""
     of_metric = {m: p.name for p in stages for m in (p.metric, p.throughput_metric) if m}
     changed: list[str] = []
     for c in result.comparisons:
@@ -405,8 +405,8 @@ def fault_hints(
             continue
         hints.append(
             f"stage {stage!r}: {_count(b)} minor page faults a timed call in the current revision against "
-            f"{_count(a)} in the baseline, {'more' if mean > 0 else 'fewer'} in each of {len(kept)} pairs "
-            f"({math.exp(mean):.2g}× on the pairs' geometric mean, with one added to each side): pages of fresh "
+            f"{_count(a)} in the baseline, {'more' if mean > 0 else 'fewer'} across its {len(kept)} pairs "
+            f"({math.exp(mean):.2g}× on the pairs' geometric mean, one added to each side): pages of fresh "
             "memory mapped in during each call (a large buffer freed and made again faults its pages every "
             "time), a usual cause of a change in time"
         )

@@ -156,10 +156,10 @@ def _pairs(*faults: tuple[float, float]) -> list[dict[str, dict[str, dict[str, i
     ("log_ratio", "faults", "expected"),
     [
         (0.2, [(100, 250), (90, 260), (110, 240)], "'w': 250 minor page faults a timed call in the current "
-         "revision against 100 in the baseline, more in each of 3 pairs (2.5× on the pairs' geometric mean"),
+         "revision against 100 in the baseline, more across its 3 pairs (2.5× on the pairs' geometric mean"),
         (-0.2, [(250, 100)] * 4, "'w': 100 minor page faults a timed call in the current revision against 250 "
-         "in the baseline, fewer in each of 4 pairs (0.4×"),
-        (0.2, [(0, 30)] * 3, "against 0 in the baseline, more in each of 3 pairs (31×"),
+         "in the baseline, fewer across its 4 pairs (0.4×"),
+        (0.2, [(0, 30)] * 3, "against 0 in the baseline, more across its 3 pairs (31×"),
         (0.2, [(100, 100 * FAULTS_FACTOR * 0.99)] * 3, None),  # within the factor
         (0.2, [(0.1, 0.9)] * 3, None),  # under a fault a call on both sides
         (0.0, [(100, 250)] * 3, None),  # the stage did not change
