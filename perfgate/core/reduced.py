@@ -209,7 +209,8 @@ def metric_summary(metric: Metric) -> Summary:
     med, p95, p99 = union_values(groups, 1.0 + (n - 1) * np.array([0.5, 0.95, 0.99]))
     values = np.concatenate([g[0] for g in groups])
     weights = np.concatenate([_weights(g[0].size, g[2]) for g in groups])
-    mean = float(np.dot(weights, values) / n)
+    # about the median: equal samples give their value exactly, whatever order the BLAS dot product adds in
+    mean = float(med) + float(np.dot(weights, values - med) / n)
     var = float(np.dot(weights, (values - mean) ** 2) / (n - 1)) if n > 1 else 0.0
     deviations = np.abs(values - med)
     order = np.argsort(deviations, kind="stable")
