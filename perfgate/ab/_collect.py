@@ -132,17 +132,13 @@ class Measured:
     layouts: list[dict[str, Any]] = field(default_factory=list)
     # per pair measured: the stages it measured and their blocks (fewer stages after a look focused it)
     pair_blocks: list[dict[str, int]] = field(default_factory=list)
-    # per stage and side ("A", "B"), over the pairs kept: calls timed and, where the workers report them,
-    # their page faults and involuntary context switches during those calls (USAGE_KEYS)
-    usage: dict[str, dict[str, Counter[str]]] = field(default_factory=dict)
-    pair_usage: list[dict[str, dict[str, dict[str, int]]]] = field(default_factory=list)  # the same, per pair
+    # per pair kept, stage and side ("A", "B"): calls timed and, where the workers report them, their page
+    # faults and involuntary context switches during those calls (USAGE_KEYS)
+    pair_usage: list[dict[str, dict[str, dict[str, int]]]] = field(default_factory=list)
 
     def add_usage(self, usage: Mapping[str, Mapping[str, Mapping[str, int]]]) -> None:
         """Add one kept pair's calls and usage, per stage and side."""
         self.pair_usage.append({stage: {side: dict(c) for side, c in sides.items()} for stage, sides in usage.items()})
-        for stage, sides in usage.items():
-            for side, counts in sides.items():
-                self.usage.setdefault(stage, {"A": Counter(), "B": Counter()})[side].update(counts)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,9 +170,18 @@ class ResidentOutcome:
     slowest_pair_seconds: float = 0.0  # the slowest pair from its start to its end: the fit rule's
     pairs_cut: int = 0  # pairs started and cut at the budget plus grace, their blocks dropped
     pair_blocks: tuple[dict[str, int], ...] = ()  # per pair: the stages it measured and their blocks
-    # per stage and side ("A" baseline, "B" current): calls timed and the workers' usage over them (Measured.usage)
-    usage: Mapping[str, Mapping[str, Mapping[str, int]]] = field(default_factory=dict)
-    pair_usage: tuple[Mapping[str, Mapping[str, Mapping[str, int]]], ...] = ()  # the same, per pair kept
+    # per pair kept, stage and side ("A" baseline, "B" current): calls timed and the workers' usage over them
+    pair_usage: tuple[Mapping[str, Mapping[str, Mapping[str, int]]], ...] = ()
+
+    @property
+    def usage(self) -> dict[str, dict[str, Counter[str]]]:
+        """Per stage and side: the calls and usage of every pair kept, summed."""
+        out: dict[str, dict[str, Counter[str]]] = {}
+        for pair in self.pair_usage:
+            for stage, sides in pair.items():
+                for side, counts in sides.items():
+                    out.setdefault(stage, {"A": Counter(), "B": Counter()})[side].update(counts)
+        return out
 
     def usage_per_call(self) -> dict[str, dict[str, dict[str, float]]]:
         """Per stage and role (``baseline``, ``current``): page faults and involuntary switches a timed call,
@@ -194,7 +199,7 @@ class ResidentOutcome:
         """Per stage, each pair's minor faults a timed call, ``[baseline, current]``; None where the pair did
         not measure the stage or a side did not report them (no stage at all when no pair reported them)."""
         out: dict[str, list[list[float] | None]] = {}
-        for stage in self.usage:
+        for stage in {stage: None for pair in self.pair_usage for stage in pair}:
             per_pair = [_faults_a_call(pair[stage]) if stage in pair else None for pair in self.pair_usage]
             if any(x is not None for x in per_pair):
                 out[stage] = [None if x is None else [round(x[0], 3), round(x[1], 3)] for x in per_pair]
@@ -353,7 +358,6 @@ def collect(
         slowest_pair_seconds=slowest,
         pairs_cut=measured.pairs_cut,
         pair_blocks=tuple(measured.pair_blocks),
-        usage={stage: {s: dict(c) for s, c in sides.items()} for stage, sides in measured.usage.items()},
         pair_usage=tuple(measured.pair_usage),
     )
     hints = merged.hints + fault_hints(merged, plan.stages, outcome.pair_usage)
